@@ -1,0 +1,36 @@
+# Detects the CUDA toolkit and NCCL. The GPU code is optional: without them
+# the project builds and tests on the CPU alone.
+set(DDPRUN_HAVE_CUDA OFF)
+if(NOT DDPRUN_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  find_package(CUDAToolkit QUIET)
+  find_path(NCCL_INCLUDE_DIR nccl.h
+    HINTS ENV NCCL_HOME ${NCCL_HOME} ${CUDAToolkit_INCLUDE_DIRS}
+    PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY nccl
+    HINTS ENV NCCL_HOME ${NCCL_HOME} ${CUDAToolkit_LIBRARY_DIR}
+    PATH_SUFFIXES lib lib64)
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(DDPRUN_HAVE_CUDA ON)
+    message(STATUS "ddprun: GPU code enabled (CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY})")
+  else()
+    set(_why "")
+    if(NOT CMAKE_CUDA_COMPILER)
+      string(APPEND _why " nvcc not found;")
+    endif()
+    if(NOT CUDAToolkit_FOUND)
+      string(APPEND _why " CUDA toolkit not found;")
+    endif()
+    if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+      string(APPEND _why " NCCL not found (set NCCL_HOME);")
+    endif()
+    if(DDPRUN_CUDA STREQUAL "ON")
+      message(FATAL_ERROR "ddprun: DDPRUN_CUDA=ON but:${_why}")
+    endif()
+    message(STATUS "ddprun: GPU code disabled:${_why} building for CPU only")
+  endif()
+endif()

@@ -1,0 +1,61 @@
+/* The rendezvous server: membership, rounds, heartbeats, job state and the
+ * key-value store, on one libuv loop (single-threaded, never blocks).
+ *
+ * Embeddable: ddprun-rdzv runs it on the default loop; ddprun runs it on a
+ * loop of its own in a thread. All functions must be called on the loop's
+ * thread, except dr_server_request_stop(), which is thread-safe (it goes
+ * through a uv_async_t).
+ */
+#ifndef DR_SERVER_H
+#define DR_SERVER_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "wire.h"
+
+typedef struct dr_server dr_server_t;
+
+typedef struct {
+  const char *host;        /* address to bind, e.g. "0.0.0.0", "127.0.0.1" */
+  uint16_t port;           /* 0 = an ephemeral port, see dr_server_port() */
+  const char *run_id;      /* the job id clients must present */
+  uint32_t min_nodes;      /* >= 1 */
+  uint32_t max_nodes;      /* >= min_nodes */
+  uint32_t max_restarts;   /* failures the job may restart from */
+  uint32_t heartbeat_timeout_ms; /* silent node declared dead after this */
+  uint32_t last_call_timeout_ms; /* wait after min nodes joined */
+  uint32_t handshake_timeout_ms; /* HELLO (and AUTH) must arrive within */
+  int allow_mixed_nproc;   /* 0: every node must have the same nproc */
+  int exit_when_done;      /* stop the loop once the job has ended */
+  const uint8_t *secret;   /* NULL = no secret; copied by dr_server_start */
+  size_t secret_len;
+  dr_limits_t limits;
+} dr_server_config_t;
+
+/* Defaults: 127.0.0.1, port 0, nodes 1:1, no restarts, heartbeat 2000 ms,
+ * last call 1000 ms, handshake 5000 ms. */
+void dr_server_config_default(dr_server_config_t *cfg);
+
+/* Validates cfg, binds and listens. Returns 0 and *out, or a negative code
+ * with a one-line reason in errbuf (e.g. "bind() to 0.0.0.0:29400 failed
+ * (98: Address already in use)"). The server raises RLIMIT_NOFILE to its
+ * hard limit. */
+int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
+                    dr_server_t **out, char *errbuf, size_t errbuf_len);
+
+/* The port bound (useful with port 0). */
+uint16_t dr_server_port(const dr_server_t *s);
+
+/* 1 once the job has ended (every node succeeded, or a STOP was sent);
+ * *exit_code is then the job's exit code. */
+int dr_server_done(const dr_server_t *s, int *exit_code);
+
+/* Closes every handle; the loop then runs out. Frees the server when the
+ * loop has closed the handles: call uv_run() until it returns after this. */
+void dr_server_close(dr_server_t **s);
+
+/* Thread-safe: asks the loop to close the server. */
+void dr_server_request_stop(dr_server_t *s);
+
+#endif /* DR_SERVER_H */

@@ -1,0 +1,129 @@
+/* The blocking client of the rendezvous server and store.
+ *
+ * One connection, one request in flight at a time; not thread-safe (use one
+ * client per thread). Every call has a deadline; nothing blocks forever.
+ * Messages the server pushes (RESTART, STOP, HEARTBEAT; request id 0) that
+ * arrive while a reply is awaited are queued and handed out by
+ * dr_client_recv(). Never logs, never exits: every function returns 0 or a
+ * negative code (dr_strerror). When the server answered ERROR the code is
+ * the server's and dr_client_errmsg() has its message.
+ */
+#ifndef DR_CLIENT_H
+#define DR_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "wire.h"
+
+typedef struct dr_client dr_client_t;
+
+typedef struct {
+  const char *host;     /* server host name or address */
+  uint16_t port;
+  const char *run_id;   /* job id presented in HELLO */
+  const char *client_host; /* this host's name; NULL = gethostname() */
+  const uint8_t *secret;   /* borrowed during dr_client_open; NULL = none */
+  size_t secret_len;
+  int connect_timeout_ms; /* total for all connect attempts; <=0: 10000 */
+  int io_timeout_ms;      /* per request, beyond any wait_ms; <=0: 30000 */
+  const dr_limits_t *limits; /* NULL = dr_limits_default() */
+} dr_client_opts_t;
+
+/* Connects (retrying refused or unreachable connects with exponential
+ * backoff from 10 ms to 1 s until connect_timeout_ms), sends HELLO and, when
+ * the server asks for it, proves knowledge of the secret.
+ * Returns 0 and *out, or:
+ *   -ETIMEDOUT      no connection within the deadline
+ *   -EADDRNOTAVAIL  / -ENOENT: host does not resolve (no retry)
+ *   DR_ENOAUTH      server requires a secret and none was given
+ *   DR_EAUTH, DR_ERUNID, DR_EVERSION: refused; dr_client_errmsg() says more
+ *                   only on a client that exists, so such codes also fill
+ *                   errbuf when errbuf is not NULL.
+ */
+int dr_client_open(const dr_client_opts_t *opts, dr_client_t **out,
+                   char *errbuf, size_t errbuf_len);
+
+/* Closes the connection and frees *c; sets *c to NULL. NULL is fine. */
+void dr_client_close(dr_client_t **c);
+
+/* The socket, for poll() alongside other work. */
+int dr_client_fd(const dr_client_t *c);
+
+/* The message of the last ERROR reply (or "" if none). Borrowed. */
+const char *dr_client_errmsg(const dr_client_t *c);
+
+/* ---- store (gen 0 = job scope) ---------------------------------------- */
+
+int dr_client_set(dr_client_t *c, uint64_t gen, const char *key,
+                  const void *value, size_t n_bytes);
+
+/* wait_ms 0: answer at once (DR_ENOTFOUND if absent); > 0: wait up to that
+ * long for the key to be set (-ETIMEDOUT). *value is malloc'd, NUL-terminated
+ * for convenience (not counted in *n_bytes); caller frees with free(). */
+int dr_client_get(dr_client_t *c, uint64_t gen, const char *key,
+                  uint64_t wait_ms, uint8_t **value, size_t *n_bytes);
+
+/* Adds delta to the integer at key (absent = 0) and returns the new value. */
+int dr_client_add(dr_client_t *c, uint64_t gen, const char *key,
+                  int64_t delta, int64_t *result);
+
+/* Sets key to desired when its value equals expected, or when it is absent
+ * and expected is empty. *current (malloc'd, caller frees) is the value
+ * after the operation. */
+int dr_client_cas(dr_client_t *c, uint64_t gen, const char *key,
+                  const void *expected, size_t expected_len,
+                  const void *desired, size_t desired_len, uint8_t **current,
+                  size_t *current_len);
+
+/* *deleted is 1 when the key existed. */
+int dr_client_delete(dr_client_t *c, uint64_t gen, const char *key,
+                     int *deleted);
+
+/* Gets all keys, waiting up to wait_ms for all of them to exist.
+ * *values is one malloc'd block: an array of n_keys dr_bytes_t followed by
+ * their bytes; caller frees with free(). */
+int dr_client_multi_get(dr_client_t *c, uint64_t gen, const char *const *keys,
+                        size_t n_keys, uint64_t wait_ms, dr_bytes_t **values);
+
+/* *all_exist is 1 when every key exists. */
+int dr_client_check(dr_client_t *c, uint64_t gen, const char *const *keys,
+                    size_t n_keys, int *all_exist);
+
+/* Returns when n clients have entered the barrier called name, all at once;
+ * -ETIMEDOUT after wait_ms. */
+int dr_client_barrier(dr_client_t *c, uint64_t gen, const char *name,
+                      uint64_t n, uint64_t wait_ms);
+
+/* ---- rendezvous -------------------------------------------------------- */
+
+/* An owned copy of an assignment. Free with dr_assignment_free(). */
+typedef struct {
+  uint64_t gen;
+  uint32_t node_rank, nnodes, world_size, first_rank;
+  char *master_addr;
+  uint32_t master_port;
+  uint8_t *bootstrap;
+  size_t bootstrap_len;
+  uint32_t restart_count, max_restarts;
+} dr_assignment_t;
+
+void dr_assignment_free(dr_assignment_t *a);
+
+/* Joins the next round and waits up to wait_ms for its assignment.
+ * Refusals return the server's code (DR_ERUNID, DR_EDUPRANK, DR_EFULL,
+ * DR_ENPROC, DR_EBADRANK, DR_ESTOPPED) with its message in errmsg. */
+int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
+                   dr_assignment_t *out);
+
+/* Sends without waiting for an answer (the server does not answer). */
+int dr_client_heartbeat(dr_client_t *c, uint64_t gen);
+int dr_client_report_failure(dr_client_t *c, const dr_failure_t *f);
+int dr_client_report_success(dr_client_t *c, uint64_t gen);
+
+/* A message the server pushed (RESTART, STOP, HEARTBEAT). Waits up to
+ * timeout_ms (0: only what is already queued or readable; -ETIMEDOUT when
+ * none). *msg borrows from the client until its next call. */
+int dr_client_recv(dr_client_t *c, int timeout_ms, dr_msg_t *msg);
+
+#endif /* DR_CLIENT_H */

@@ -1,0 +1,283 @@
+/* ddprun wire protocol: frames, fields, limits, the decoder and encoders.
+ *
+ * A frame is a 12-byte header followed by a body of typed fields:
+ *
+ *   offset size  field
+ *   0      2     magic 0x4452 ("DR"), big-endian
+ *   2      1     protocol version (DR_PROTO_VERSION)
+ *   3      1     message type (dr_msg_type_t)
+ *   4      4     request id, big-endian; 0 on messages the server pushes
+ *   8      4     body length in bytes, big-endian
+ *
+ * The body is a sequence of fields, each a kind byte and its payload:
+ *
+ *   DR_FIELD_U64   (1)  8 bytes, big-endian
+ *   DR_FIELD_BYTES (2)  u32 length, then that many bytes
+ *   DR_FIELD_LIST  (3)  u32 count, then count x (u32 length, bytes)
+ *
+ * Every message type has a fixed schema (DR_MSG_TYPES below): the number,
+ * order and kind of its fields, and for byte fields which length cap
+ * applies. The decoder rejects a frame that does not match its schema
+ * exactly. Integers are unsigned on the wire; signed values travel in two's
+ * complement and "none" is UINT64_MAX.
+ *
+ * This module never logs, never exits, and allocates only through the
+ * dr_buf_t it is given.
+ */
+#ifndef DR_WIRE_H
+#define DR_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DR_PROTO_MAGIC 0x4452u
+#define DR_PROTO_VERSION 1u
+#define DR_FRAME_HDR_LEN 12u
+#define DR_MAX_FIELDS 12u
+#define DR_NONE UINT64_MAX
+#define DR_NONCE_LEN 32u
+#define DR_MAC_LEN 32u
+
+/* Schema letters: u = u64; s = short string (max_str); k = store key
+ * (max_key); v = store value (max_value); b = blob (max_blob);
+ * K = list of keys; V = list of values (count <= max_count).
+ *
+ * X(NAME, id, schema, fields documented as "name, ...") */
+#define DR_MSG_TYPES(X)                                                      \
+  /* client -> server, first frame: run id, the client's host name */        \
+  X(HELLO, 1, "ss", "run_id, host")                                          \
+  /* server -> client: auth_required (0/1), nonce (DR_NONCE_LEN or empty) */ \
+  X(WELCOME, 2, "ub", "auth_required, nonce")                                \
+  /* client -> server: HMAC-SHA256 over the nonce, see auth.h */             \
+  X(AUTH, 3, "b", "mac")                                                     \
+  X(OK, 4, "", "")                                                           \
+  /* code: the positive value of a dr_errno_t or errno; message: for users */ \
+  X(ERROR, 5, "ub", "code, message")                                         \
+  /* store; gen 0 is the job scope, n >= 1 a generation's scope */           \
+  X(SET, 6, "ukv", "gen, key, value")                                        \
+  X(GET, 7, "uku", "gen, key, wait_ms")                                      \
+  X(VALUE, 8, "v", "value")                                                  \
+  X(ADD, 9, "uku", "gen, key, delta (two's complement)")                     \
+  X(INT, 10, "u", "value (two's complement)")                                \
+  X(CAS, 11, "ukvv", "gen, key, expected, desired")                          \
+  X(DELETE, 12, "uk", "gen, key")                                            \
+  X(MULTI_GET, 13, "uKu", "gen, keys, wait_ms")                              \
+  X(VALUES, 14, "V", "values")                                               \
+  X(CHECK, 15, "uK", "gen, keys")                                            \
+  X(BARRIER, 16, "ukuu", "gen, name, n, wait_ms")                            \
+  /* rendezvous */                                                           \
+  X(JOIN, 17, "sssuuub",                                                     \
+    "run_id, host, addr, nproc, node_rank (DR_NONE = any), "                 \
+    "master_port_offer, bootstrap_offer")                                    \
+  X(ASSIGN, 18, "uuuuusubuu",                                                \
+    "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
+    "master_port, bootstrap, restart_count, max_restarts")                   \
+  X(HEARTBEAT, 19, "u", "gen")                                               \
+  X(FAILURE, 20, "uuuuuub",                                                  \
+    "gen, rank, local_rank, pid, exit_code, signal, message")                \
+  X(SUCCESS, 21, "u", "gen")                                                 \
+  /* server -> agents, pushed with request id 0 */                           \
+  X(RESTART, 22, "uub", "gen, restart_count, reason")                        \
+  X(STOP, 23, "ub", "exit_code, reason")
+
+typedef enum {
+#define DR__MSG_ENUM(name, id, schema, doc) DR_MSG_##name = id,
+  DR_MSG_TYPES(DR__MSG_ENUM)
+#undef DR__MSG_ENUM
+  DR__MSG_MAX
+} dr_msg_type_t;
+
+typedef enum {
+  DR_FIELD_U64 = 1,
+  DR_FIELD_BYTES = 2,
+  DR_FIELD_LIST = 3
+} dr_field_kind_t;
+
+/* Length caps. Every declared length is checked against these before the
+ * caller reserves memory for it. max_frame_unauth replaces max_frame until
+ * the peer has authenticated (or the server needs no secret). */
+typedef struct {
+  uint32_t max_frame_unauth;
+  uint32_t max_frame;
+  uint32_t max_str;
+  uint32_t max_key;
+  uint32_t max_value;
+  uint32_t max_blob;
+  uint32_t max_count;
+} dr_limits_t;
+
+/* Defaults: 4 KiB before auth, 64 MiB frames, 1 KiB strings, 4 KiB keys,
+ * 32 MiB values, 64 KiB blobs, 65536 list items. */
+dr_limits_t dr_limits_default(void);
+
+/* A borrowed byte range. */
+typedef struct {
+  const uint8_t *p;
+  uint32_t len;
+} dr_bytes_t;
+
+/* A decoded list: count items laid out as (u32 length, bytes) in p..p+len. */
+typedef struct {
+  uint32_t count;
+  const uint8_t *p;
+  uint32_t len;
+} dr_list_t;
+
+typedef struct {
+  uint8_t kind; /* dr_field_kind_t */
+  uint64_t u;
+  dr_bytes_t b;
+  dr_list_t l;
+} dr_field_t;
+
+/* A decoded frame. Byte and list fields borrow from the buffer that was
+ * decoded: the message is valid while that buffer is unchanged. */
+typedef struct {
+  uint8_t version;
+  uint8_t type;
+  uint32_t req_id;
+  uint32_t body_len;
+  uint32_t n_fields;
+  dr_field_t f[DR_MAX_FIELDS];
+} dr_msg_t;
+
+typedef enum {
+  DR_DECODE_OK = 0,
+  DR_DECODE_NEED_MORE = 1,
+  DR_DECODE_ERROR = 2
+} dr_decode_status_t;
+
+/* Decoder state for one connection: its limits and whether the peer has
+ * authenticated, which selects the frame cap. */
+typedef struct {
+  dr_limits_t lim;
+  int authed;
+} dr_decoder_t;
+
+void dr_decoder_init(dr_decoder_t *d, const dr_limits_t *lim);
+
+/* Decodes one frame from buf[0..len).
+ *  OK:        *msg is filled, *consumed is the frame's size.
+ *  NEED_MORE: *need is the number of bytes the frame needs in total (header
+ *             plus body); reserve that much, read, and call again. Lengths
+ *             in the header have been capped before *need is reported.
+ *  ERROR:     *err says why (DR_EMAGIC, DR_EVERSION, DR_ETYPE, DR_EFIELD,
+ *             DR_ETOOBIG, DR_ETRUNC, DR_ETRAILING). The stream cannot be
+ *             resynchronised: close the connection.
+ * Never allocates. */
+dr_decode_status_t dr_decode(const dr_decoder_t *d, const uint8_t *buf,
+                             size_t len, dr_msg_t *msg, size_t *consumed,
+                             size_t *need, int *err);
+
+/* Iterates a decoded list. *pos starts at 0. Returns 1 and fills *item, or 0
+ * at the end. The list was validated when decoded. */
+int dr_list_next(const dr_list_t *l, uint32_t *pos, dr_bytes_t *item);
+
+/* Schema string of a type ("ukv"), or NULL for an unknown type. */
+const char *dr_msg_schema(uint8_t type);
+/* Name of a type ("SET"), or "UNKNOWN". */
+const char *dr_msg_name(uint8_t type);
+
+/* ---- encoding -------------------------------------------------------- */
+
+/* A growable output buffer. Zero-initialise, or dr_buf_init(). Free with
+ * dr_buf_free(). alloc may be NULL (realloc is used); tests inject one to
+ * count or fail allocations. */
+typedef void *(*dr_realloc_fn)(void *ctx, void *ptr, size_t n_bytes);
+typedef struct {
+  uint8_t *data;
+  size_t len;
+  size_t cap;
+  dr_realloc_fn alloc;
+  void *alloc_ctx;
+  int err; /* first error of a failed encode, sticky until reset */
+} dr_buf_t;
+
+void dr_buf_init(dr_buf_t *b);
+void dr_buf_reset(dr_buf_t *b); /* len = 0, err = 0, memory kept */
+void dr_buf_free(dr_buf_t *b);
+int dr_buf_reserve(dr_buf_t *b, size_t n_bytes); /* room for len+n_bytes */
+int dr_buf_append(dr_buf_t *b, const void *p, size_t n_bytes);
+
+/* Makes a dr_bytes_t from a NUL-terminated string (NULL gives empty). */
+dr_bytes_t dr_str(const char *s);
+
+/* The typed encoders append one complete frame to *b and return 0 or a
+ * negative code (-ENOMEM, DR_ETOOBIG when a field exceeds 4 GiB). Lists are
+ * passed as an array of dr_bytes_t. */
+int dr_enc_hello(dr_buf_t *b, uint32_t req, dr_bytes_t run_id, dr_bytes_t host);
+int dr_enc_welcome(dr_buf_t *b, uint32_t req, int auth_required,
+                   dr_bytes_t nonce);
+int dr_enc_auth(dr_buf_t *b, uint32_t req, dr_bytes_t mac);
+int dr_enc_ok(dr_buf_t *b, uint32_t req);
+int dr_enc_error(dr_buf_t *b, uint32_t req, int code, dr_bytes_t message);
+int dr_enc_set(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t key,
+               dr_bytes_t value);
+int dr_enc_get(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t key,
+               uint64_t wait_ms);
+int dr_enc_value(dr_buf_t *b, uint32_t req, dr_bytes_t value);
+int dr_enc_add(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t key,
+               int64_t delta);
+int dr_enc_int(dr_buf_t *b, uint32_t req, int64_t value);
+int dr_enc_cas(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t key,
+               dr_bytes_t expected, dr_bytes_t desired);
+int dr_enc_delete(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t key);
+int dr_enc_multi_get(dr_buf_t *b, uint32_t req, uint64_t gen,
+                     const dr_bytes_t *keys, size_t n_keys, uint64_t wait_ms);
+int dr_enc_values(dr_buf_t *b, uint32_t req, const dr_bytes_t *values,
+                  size_t n_values);
+int dr_enc_check(dr_buf_t *b, uint32_t req, uint64_t gen,
+                 const dr_bytes_t *keys, size_t n_keys);
+int dr_enc_barrier(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t name,
+                   uint64_t n, uint64_t wait_ms);
+
+typedef struct {
+  dr_bytes_t run_id;
+  dr_bytes_t host;      /* the node's host name, for messages and ordering */
+  dr_bytes_t addr;      /* address workers use to reach it; empty = peer's */
+  uint32_t nproc;       /* workers on this node */
+  uint64_t node_rank;   /* requested node rank, DR_NONE for any */
+  uint32_t master_port_offer; /* a port free on this node, 0 = none */
+  dr_bytes_t bootstrap_offer; /* used as the bootstrap if this is node 0 */
+} dr_join_t;
+
+typedef struct {
+  uint64_t gen;
+  uint32_t node_rank;
+  uint32_t nnodes;
+  uint32_t world_size;
+  uint32_t first_rank; /* global rank of this node's local rank 0 */
+  dr_bytes_t master_addr;
+  uint32_t master_port;
+  dr_bytes_t bootstrap; /* per generation: NCCL unique id or CPU data */
+  uint32_t restart_count;
+  uint32_t max_restarts;
+} dr_assign_t;
+
+typedef struct {
+  uint64_t gen;
+  uint32_t rank;
+  uint32_t local_rank;
+  uint32_t pid;
+  int32_t exit_code; /* -1 when killed by a signal */
+  int32_t signal;    /* 0 when it exited */
+  dr_bytes_t message;
+} dr_failure_t;
+
+int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j);
+int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a);
+int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen);
+int dr_enc_failure(dr_buf_t *b, uint32_t req, const dr_failure_t *f);
+int dr_enc_success(dr_buf_t *b, uint32_t req, uint64_t gen);
+int dr_enc_restart(dr_buf_t *b, uint32_t req, uint64_t gen,
+                   uint32_t restart_count, dr_bytes_t reason);
+int dr_enc_stop(dr_buf_t *b, uint32_t req, int exit_code, dr_bytes_t reason);
+
+/* Typed views of decoded messages: borrowed like the message. Each returns
+ * DR_EUNEXPECTED when msg is of another type, DR_EBADARG when an integer
+ * does not fit its field. */
+int dr_msg_join(const dr_msg_t *msg, dr_join_t *out);
+int dr_msg_assign(const dr_msg_t *msg, dr_assign_t *out);
+int dr_msg_failure(const dr_msg_t *msg, dr_failure_t *out);
+
+#endif /* DR_WIRE_H */
