@@ -31,6 +31,11 @@ typedef struct {
   const uint8_t *secret;   /* NULL = no secret; copied by dr_server_start */
   size_t secret_len;
   dr_limits_t limits;
+  /* Called once when the job ends, with its exit code. */
+  void (*on_done)(void *arg, int exit_code);
+  /* Called when the server has closed every handle and freed itself. */
+  void (*on_closed)(void *arg);
+  void *cb_arg;
 } dr_server_config_t;
 
 /* Defaults: 127.0.0.1, port 0, nodes 1:1, no restarts, heartbeat 2000 ms,

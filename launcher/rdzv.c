@@ -1,0 +1,545 @@
+/* Rendezvous and job state: rounds, node ranks, heartbeats, failures,
+ * restarts from the job's global budget, success and stop. */
+#include "server_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "errors.h"
+#include "log.h"
+
+static void on_rdzv_handle_closed(uv_handle_t *h) {
+  dr__server_handle_closed(h->data);
+}
+
+static void node_free(dr_node_t *n) {
+  if (n->conn != NULL)
+    n->conn->node = NULL;
+  free(n->boot);
+  free(n);
+}
+
+static int list_push(dr_node_t ***arr, size_t *len, size_t *cap,
+                     dr_node_t *n) {
+  if (*len == *cap) {
+    size_t nc = *cap != 0 ? *cap * 2 : 16;
+    dr_node_t **p = realloc(*arr, nc * sizeof(*p));
+    if (p == NULL)
+      return -ENOMEM;
+    *arr = p;
+    *cap = nc;
+  }
+  (*arr)[(*len)++] = n;
+  return 0;
+}
+
+/* Removes n from arr; 1 when it was there. */
+static int list_remove(dr_node_t **arr, size_t *len, dr_node_t *n) {
+  for (size_t i = 0; i < *len; i++) {
+    if (arr[i] == n) {
+      memmove(arr + i, arr + i + 1, (*len - i - 1) * sizeof(*arr));
+      (*len)--;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* The bootstrap blob of a generation whose node 0 offered none. */
+static void new_bootstrap(dr_rdzv_t *r) {
+  for (size_t i = 0; i < sizeof(r->boot); i += DR_NONCE_LEN)
+    dr_auth_nonce(r->boot + i);
+}
+
+int dr__rdzv_init(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  r->state = DR_JOB_FORMING;
+  r->gen = 1;
+  uv_timer_init(s->loop, &r->last_call);
+  r->last_call.data = s;
+  s->n_handles_open++;
+  r->rank_holder = calloc(s->cfg.max_nodes, sizeof(*r->rank_holder));
+  if (r->rank_holder == NULL)
+    return -ENOMEM;
+  new_bootstrap(r);
+  return 0;
+}
+
+void dr__rdzv_close(dr_server_t *s) {
+  uv_close((uv_handle_t *)&s->rdzv.last_call, on_rdzv_handle_closed);
+}
+
+void dr__rdzv_free(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  for (size_t i = 0; i < r->n_round; i++)
+    node_free(r->round[i]);
+  for (size_t i = 0; i < r->n_waiting; i++)
+    node_free(r->waiting[i]);
+  free(r->round);
+  free(r->waiting);
+  free(r->rank_holder);
+}
+
+static const char *node_peer(const dr_node_t *n) {
+  return n->conn != NULL ? n->conn->peer : "gone";
+}
+
+/* ---- stopping ---------------------------------------------------------- */
+
+static void stop_job(dr_server_t *s, int code, const char *reason) {
+  dr_rdzv_t *r = &s->rdzv;
+  r->state = DR_JOB_DONE;
+  r->exit_code = code;
+  snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
+  uv_timer_stop(&r->last_call);
+  if (code == 0)
+    DR_INFO("job '%s' done: %s", s->run_id, reason);
+  else
+    DR_ERROR("job '%s' stopped with exit code %d: %s", s->run_id, code,
+             reason);
+  dr_node_t **lists[2] = {r->round, r->waiting};
+  size_t lens[2] = {r->n_round, r->n_waiting};
+  for (int l = 0; l < 2; l++) {
+    for (size_t i = 0; i < lens[l]; i++) {
+      dr_node_t *n = lists[l][i];
+      if (n->conn == NULL)
+        continue;
+      if (dr_enc_stop(&s->out, 0, code, dr_str(reason)) == 0)
+        dr__conn_send(n->conn);
+      /* A node still waiting for its assignment also gets an answer. */
+      if (n->join_req != 0)
+        dr__conn_send_error(n->conn, n->join_req, DR_ESTOPPED,
+                            "job stopped (exit code %d): %s", code, reason);
+    }
+  }
+  dr__server_job_done(s);
+}
+
+/* ---- rounds ------------------------------------------------------------ */
+
+static int cmp_node(const void *a, const void *b) {
+  const dr_node_t *x = *(dr_node_t *const *)a, *y = *(dr_node_t *const *)b;
+  int c = strcmp(x->host, y->host);
+  if (c != 0)
+    return c;
+  return x->arrival < y->arrival ? -1 : x->arrival > y->arrival;
+}
+
+/* Completes the round when it may: max nodes, or min after the last call,
+ * and requested node ranks dense in [0, n). */
+static void try_complete(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  size_t n = r->n_round;
+  if (r->state != DR_JOB_FORMING || n == 0)
+    return;
+  if (n < s->cfg.max_nodes && (n < s->cfg.min_nodes || !r->last_call_expired))
+    return;
+  for (size_t i = 0; i < n; i++)
+    if (r->round[i]->req_rank != DR_NONE && r->round[i]->req_rank >= n)
+      return; /* a static rank beyond the round: wait for the others */
+
+  dr_node_t **slots = calloc(n, sizeof(*slots));
+  dr_node_t **rest = calloc(n, sizeof(*rest));
+  if (slots == NULL || rest == NULL) {
+    free(slots);
+    free(rest);
+    DR_ERROR("out of memory completing round %" PRIu64, r->gen);
+    return;
+  }
+  size_t n_rest = 0;
+  for (size_t i = 0; i < n; i++) {
+    dr_node_t *x = r->round[i];
+    if (x->req_rank != DR_NONE)
+      slots[x->req_rank] = x;
+    else
+      rest[n_rest++] = x;
+  }
+  qsort(rest, n_rest, sizeof(*rest), cmp_node);
+  for (size_t i = 0, j = 0; i < n; i++)
+    if (slots[i] == NULL)
+      slots[i] = rest[j++];
+  free(rest);
+  memcpy(r->round, slots, n * sizeof(*slots));
+  free(slots);
+
+  uint32_t world = 0;
+  for (size_t i = 0; i < n; i++)
+    world += r->round[i]->nproc;
+  dr_node_t *master = r->round[0];
+  dr_assign_t a;
+  memset(&a, 0, sizeof(a));
+  a.gen = r->gen;
+  a.nnodes = (uint32_t)n;
+  a.world_size = world;
+  a.master_addr = dr_str(master->addr);
+  a.master_port = master->port_offer;
+  a.bootstrap.p = master->boot_len > 0 ? master->boot : r->boot;
+  a.bootstrap.len = master->boot_len > 0 ? master->boot_len : (uint32_t)sizeof(r->boot);
+  a.restart_count = r->restarts_used;
+  a.max_restarts = s->cfg.max_restarts;
+
+  r->state = DR_JOB_RUNNING;
+  r->rounds_completed++;
+  uv_timer_stop(&r->last_call);
+  uint64_t now = dr__now_ms(s);
+  uint32_t first = 0;
+  for (size_t i = 0; i < n; i++) {
+    dr_node_t *x = r->round[i];
+    x->node_rank = (uint32_t)i;
+    a.node_rank = (uint32_t)i;
+    a.first_rank = first;
+    first += x->nproc;
+    uint32_t req = x->join_req;
+    x->join_req = 0;
+    if (x->conn == NULL)
+      continue;
+    x->conn->last_seen_ms = now; /* the heartbeat clock starts now */
+    if (dr_enc_assign(&s->out, req, &a) == 0)
+      dr__conn_send(x->conn);
+  }
+  DR_INFO("round %" PRIu64 " complete: %zu nodes, world size %u, master "
+          "%s:%u, restarts used %u of %u",
+          r->gen, n, world, master->addr, master->port_offer,
+          r->restarts_used, s->cfg.max_restarts);
+}
+
+static void on_last_call(uv_timer_t *t) {
+  dr_server_t *s = t->data;
+  s->rdzv.last_call_expired = 1;
+  try_complete(s);
+}
+
+/* Arms or disarms the last call as the round crosses min. */
+static void update_last_call(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  if (r->state != DR_JOB_FORMING)
+    return;
+  if (r->n_round < s->cfg.min_nodes) {
+    uv_timer_stop(&r->last_call);
+    r->last_call_expired = 0;
+  } else if (!r->last_call_expired && !uv_is_active((uv_handle_t *)&r->last_call)) {
+    uv_timer_start(&r->last_call, on_last_call, s->cfg.last_call_timeout_ms, 0);
+  }
+}
+
+/* Ends the running generation: every assigned node is told to restart and
+ * rejoin; nodes that were waiting join the new round directly. */
+static void open_generation(dr_server_t *s, const char *reason) {
+  dr_rdzv_t *r = &s->rdzv;
+  r->gen++;
+  r->state = DR_JOB_FORMING;
+  r->last_call_expired = 0;
+  uv_timer_stop(&r->last_call);
+  dr__store_new_generation(s);
+  new_bootstrap(r);
+  DR_WARN("opening generation %" PRIu64 " (restarts used %u of %u): %s",
+          r->gen, r->restarts_used, s->cfg.max_restarts, reason);
+  for (size_t i = 0; i < r->n_round; i++) {
+    dr_node_t *n = r->round[i];
+    if (n->conn != NULL &&
+        dr_enc_restart(&s->out, 0, r->gen, r->restarts_used,
+                       dr_str(reason)) == 0)
+      dr__conn_send(n->conn);
+    node_free(n);
+  }
+  r->n_round = 0;
+  memset(r->rank_holder, 0, s->cfg.max_nodes * sizeof(*r->rank_holder));
+  for (size_t i = 0; i < r->n_waiting; i++) {
+    dr_node_t *n = r->waiting[i];
+    list_push(&r->round, &r->n_round, &r->cap_round, n);
+    if (n->req_rank != DR_NONE)
+      r->rank_holder[n->req_rank] = n;
+  }
+  r->n_waiting = 0;
+  update_last_call(s);
+  try_complete(s);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static dr_node_t *holder_of(dr_server_t *s, uint64_t rank) {
+  dr_rdzv_t *r = &s->rdzv;
+  if (r->state == DR_JOB_FORMING)
+    return r->rank_holder[rank];
+  for (size_t i = 0; i < r->n_round; i++)
+    if (r->round[i]->req_rank == rank)
+      return r->round[i];
+  for (size_t i = 0; i < r->n_waiting; i++)
+    if (r->waiting[i]->req_rank == rank)
+      return r->waiting[i];
+  return NULL;
+}
+
+static dr_node_t *node_new(dr_conn_t *c, const dr_join_t *j, uint32_t req) {
+  dr_node_t *n = calloc(1, sizeof(*n));
+  if (n == NULL)
+    return NULL;
+  if (j->bootstrap_offer.len > 0) {
+    n->boot = malloc(j->bootstrap_offer.len);
+    if (n->boot == NULL) {
+      free(n);
+      return NULL;
+    }
+    memcpy(n->boot, j->bootstrap_offer.p, j->bootstrap_offer.len);
+    n->boot_len = j->bootstrap_offer.len;
+  }
+  n->conn = c;
+  n->join_req = req;
+  n->arrival = ++c->srv->rdzv.arrivals;
+  snprintf(n->host, sizeof(n->host), "%.*s", (int)j->host.len,
+           (const char *)j->host.p);
+  if (j->addr.len > 0)
+    snprintf(n->addr, sizeof(n->addr), "%.*s", (int)j->addr.len,
+             (const char *)j->addr.p);
+  else
+    snprintf(n->addr, sizeof(n->addr), "%s", c->peer_ip);
+  n->nproc = j->nproc;
+  n->req_rank = j->node_rank;
+  n->port_offer = j->master_port_offer;
+  return n;
+}
+
+static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
+  dr_server_t *s = c->srv;
+  dr_rdzv_t *r = &s->rdzv;
+  dr_join_t j;
+  if (dr_msg_join(m, &j) != 0 || j.nproc == 0 || j.master_port_offer > 65535) {
+    dr__conn_send_error(c, m->req_id, DR_EBADARG,
+                        "JOIN needs nproc >= 1 and a port offer <= 65535");
+    return;
+  }
+  char host[256];
+  snprintf(host, sizeof(host), "%.*s", (int)j.host.len, (const char *)j.host.p);
+  if (r->state == DR_JOB_DONE) {
+    dr__conn_send_error(c, m->req_id, DR_ESTOPPED,
+                        "job '%s' has ended (exit code %d): %s", s->run_id,
+                        r->exit_code, r->stop_reason);
+    return;
+  }
+  if (j.run_id.len != strlen(s->run_id) ||
+      memcmp(j.run_id.p, s->run_id, j.run_id.len) != 0) {
+    dr__conn_send_error(c, m->req_id, DR_ERUNID,
+                        "node '%s' joined with run id '%.*s'; this job is '%s'",
+                        host, (int)j.run_id.len, (const char *)j.run_id.p,
+                        s->run_id);
+    return;
+  }
+  if (c->node != NULL) {
+    dr__conn_send_error(c, m->req_id, DR_ESEQUENCE,
+                        "this connection already joined generation %" PRIu64,
+                        r->gen);
+    return;
+  }
+  if (j.node_rank != DR_NONE && j.node_rank >= s->cfg.max_nodes) {
+    dr__conn_send_error(c, m->req_id, DR_EBADRANK,
+                        "node '%s' asked for node rank %" PRIu64
+                        ", but the job has at most %u nodes (ranks 0..%u)",
+                        host, j.node_rank, s->cfg.max_nodes,
+                        s->cfg.max_nodes - 1);
+    return;
+  }
+  if (!s->cfg.allow_mixed_nproc && r->job_nproc != 0 &&
+      j.nproc != r->job_nproc) {
+    dr__conn_send_error(c, m->req_id, DR_ENPROC,
+                        "node '%s' has nproc-per-node %u; the job's other "
+                        "nodes have %u",
+                        host, j.nproc, r->job_nproc);
+    return;
+  }
+  if (j.node_rank != DR_NONE) {
+    dr_node_t *h = holder_of(s, j.node_rank);
+    if (h != NULL) {
+      dr__conn_send_error(c, m->req_id, DR_EDUPRANK,
+                          "node rank %" PRIu64 " requested by '%s' is "
+                          "already held by '%s' (%s)",
+                          j.node_rank, host, h->host, node_peer(h));
+      return;
+    }
+  }
+  size_t members = r->n_round + r->n_waiting;
+  if (members >= s->cfg.max_nodes) {
+    dr__conn_send_error(c, m->req_id, DR_EFULL,
+                        "job '%s' already has its maximum of %u nodes; "
+                        "node '%s' is not needed",
+                        s->run_id, s->cfg.max_nodes, host);
+    return;
+  }
+  dr_node_t *n = node_new(c, &j, m->req_id);
+  int rc = n == NULL ? -ENOMEM
+           : r->state == DR_JOB_FORMING
+               ? list_push(&r->round, &r->n_round, &r->cap_round, n)
+               : list_push(&r->waiting, &r->n_waiting, &r->cap_waiting, n);
+  if (rc != 0) {
+    if (n != NULL)
+      node_free(n);
+    dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
+    return;
+  }
+  c->node = n;
+  if (r->job_nproc == 0)
+    r->job_nproc = j.nproc;
+  if (r->state == DR_JOB_FORMING) {
+    if (n->req_rank != DR_NONE)
+      r->rank_holder[n->req_rank] = n;
+    DR_DEBUG("node '%s' (%s) joined round %" PRIu64 " (%zu of %u)", n->host,
+             c->peer, r->gen, r->n_round, s->cfg.max_nodes);
+    update_last_call(s);
+    try_complete(s);
+    return;
+  }
+  char reason[512];
+  snprintf(reason, sizeof(reason),
+           "node '%s' (%s) joined; restarting to take it in", n->host,
+           c->peer);
+  open_generation(s, reason);
+}
+
+static void describe_failure(const dr_node_t *n, const dr_failure_t *f,
+                             char *out, size_t len) {
+  char what[96];
+  if (f->signal != 0) {
+    const char *name = sigabbrev_np(f->signal);
+    snprintf(what, sizeof(what), "was killed by signal SIG%s",
+             name != NULL ? name : "?");
+  } else {
+    snprintf(what, sizeof(what), "exited with code %d", f->exit_code);
+  }
+  snprintf(out, len, "rank %u (local rank %u, pid %u) on node %u (%s) %s%s%.*s",
+           f->rank, f->local_rank, f->pid, n->node_rank, n->host, what,
+           f->message.len > 0 ? ": " : "", (int)f->message.len,
+           (const char *)f->message.p);
+}
+
+static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
+  dr_server_t *s = c->srv;
+  dr_rdzv_t *r = &s->rdzv;
+  dr_failure_t f;
+  if (dr_msg_failure(m, &f) != 0)
+    return;
+  if (r->state != DR_JOB_RUNNING || f.gen != r->gen || c->node == NULL) {
+    DR_DEBUG("ignoring a failure report of generation %" PRIu64
+             " from %s (current %" PRIu64 ")",
+             f.gen, c->peer, r->gen);
+    return;
+  }
+  char what[1024], reason[1200];
+  describe_failure(c->node, &f, what, sizeof(what));
+  int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
+  if (f.signal == 0 && f.exit_code == 2) {
+    snprintf(reason, sizeof(reason), "configuration error, not restarted: %s",
+             what);
+    stop_job(s, 2, reason);
+  } else if (r->restarts_used < s->cfg.max_restarts) {
+    r->restarts_used++;
+    snprintf(reason, sizeof(reason), "restart %u of %u: %s", r->restarts_used,
+             s->cfg.max_restarts, what);
+    open_generation(s, reason);
+  } else {
+    snprintf(reason, sizeof(reason), "restart budget of %u spent; root cause: %s",
+             s->cfg.max_restarts, what);
+    stop_job(s, code != 0 ? code : 1, reason);
+  }
+}
+
+static void handle_success(dr_conn_t *c, const dr_msg_t *m) {
+  dr_server_t *s = c->srv;
+  dr_rdzv_t *r = &s->rdzv;
+  if (r->state != DR_JOB_RUNNING || m->f[0].u != r->gen || c->node == NULL)
+    return;
+  c->node->succeeded = 1;
+  for (size_t i = 0; i < r->n_round; i++)
+    if (!r->round[i]->succeeded)
+      return;
+  char reason[128];
+  snprintf(reason, sizeof(reason), "job complete: all %zu nodes succeeded",
+           r->n_round);
+  stop_job(s, 0, reason);
+}
+
+void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
+  switch (m->type) {
+  case DR_MSG_JOIN:
+    handle_join(c, m);
+    break;
+  case DR_MSG_FAILURE:
+    handle_failure(c, m);
+    break;
+  case DR_MSG_SUCCESS:
+    handle_success(c, m);
+    break;
+  default: /* HEARTBEAT: receiving it already reset the clock */
+    break;
+  }
+}
+
+void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
+  dr_rdzv_t *r = &s->rdzv;
+  if (r->state == DR_JOB_DONE) {
+    return; /* freed with the rest in dr__rdzv_free */
+  }
+  if (list_remove(r->waiting, &r->n_waiting, n)) {
+    node_free(n);
+    return;
+  }
+  if (!list_remove(r->round, &r->n_round, n))
+    return;
+  if (r->state == DR_JOB_FORMING) {
+    if (n->req_rank != DR_NONE)
+      r->rank_holder[n->req_rank] = NULL;
+    DR_INFO("node '%s' left round %" PRIu64 " before it completed: %s",
+            n->host, r->gen, why);
+    node_free(n);
+    update_last_call(s);
+    try_complete(s);
+    return;
+  }
+  char reason[600];
+  size_t alive = r->n_round + r->n_waiting;
+  if (alive >= s->cfg.min_nodes) {
+    snprintf(reason, sizeof(reason), "node %u ('%s') lost: %s", n->node_rank,
+             n->host, why);
+    node_free(n);
+    open_generation(s, reason);
+    return;
+  }
+  snprintf(reason, sizeof(reason),
+           "node %u ('%s') lost (%s); %zu nodes remain and the job needs at "
+           "least %u",
+           n->node_rank, n->host, why, alive, s->cfg.min_nodes);
+  node_free(n);
+  stop_job(s, 3, reason);
+}
+
+void dr__rdzv_sweep(dr_server_t *s, uint64_t now) {
+  dr_rdzv_t *r = &s->rdzv;
+  uint32_t timeout = s->cfg.heartbeat_timeout_ms;
+  /* One loss reshapes the round, so look again after each. */
+  for (int found = 1; found && r->state == DR_JOB_RUNNING;) {
+    found = 0;
+    for (size_t i = 0; i < r->n_round; i++) {
+      dr_conn_t *c = r->round[i]->conn;
+      if (c != NULL && now - c->last_seen_ms > timeout) {
+        char why[96];
+        snprintf(why, sizeof(why), "no heartbeat for %" PRIu64 " ms",
+                 now - c->last_seen_ms);
+        DR_WARN("node %u ('%s', %s): %s", r->round[i]->node_rank,
+                r->round[i]->host, c->peer, why);
+        dr__conn_close(c, why);
+        found = 1;
+        break;
+      }
+    }
+  }
+  if (r->state != DR_JOB_RUNNING || now - s->last_hb_push_ms < timeout / 3)
+    return;
+  s->last_hb_push_ms = now;
+  for (size_t i = 0; i < r->n_round; i++) {
+    dr_conn_t *c = r->round[i]->conn;
+    if (c != NULL && dr_enc_heartbeat(&s->out, 0, r->gen) == 0)
+      dr__conn_send(c);
+  }
+}

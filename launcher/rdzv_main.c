@@ -1,0 +1,242 @@
+/* ddprun-rdzv: the standalone rendezvous server. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "auth.h"
+#include "cli_util.h"
+#include "errors.h"
+#include "log.h"
+#include "server.h"
+
+static const char usage[] =
+    "usage: ddprun-rdzv --nnodes N|MIN:MAX --rdzv-id ID [options]\n"
+    "\n"
+    "The rendezvous server of one ddprun job: membership, rounds, heartbeats,\n"
+    "the restart budget and the key-value store. Exits with the job's exit\n"
+    "code when the job ends (0 when every node succeeded).\n"
+    "\n"
+    "  --host ADDR               address to listen on (default 0.0.0.0)\n"
+    "  --port PORT               port to listen on; 0 picks a free one\n"
+    "                            (default 29400)\n"
+    "  --port-file FILE          write the bound port to FILE once listening\n"
+    "  --nnodes N|MIN:MAX        nodes in the job (required)\n"
+    "  --rdzv-id ID              the job's run id; clients must match (required)\n"
+    "  --max-restarts K          failures the job may restart from (default 0)\n"
+    "  --secret-file FILE        require clients to prove this shared secret\n"
+    "                            (default: DDPRUN_SECRET if set, else none)\n"
+    "  --heartbeat-timeout S     declare a silent node dead after S seconds\n"
+    "                            (default 2)\n"
+    "  --last-call-timeout S     wait S seconds for more nodes once MIN have\n"
+    "                            joined (default 1)\n"
+    "  --handshake-timeout S     drop connections that do not say HELLO within\n"
+    "                            S seconds (default 5)\n"
+    "  --allow-mixed-nproc       accept nodes with different nproc-per-node\n"
+    "  --log-level LEVEL         error, warn, info or debug (default info)\n"
+    "  -h, --help                show this help\n";
+
+enum {
+  OPT_HOST = 256,
+  OPT_PORT,
+  OPT_PORT_FILE,
+  OPT_NNODES,
+  OPT_RDZV_ID,
+  OPT_MAX_RESTARTS,
+  OPT_SECRET_FILE,
+  OPT_HB,
+  OPT_LAST_CALL,
+  OPT_HANDSHAKE,
+  OPT_MIXED,
+  OPT_LOG_LEVEL
+};
+
+static const struct option options[] = {
+    {"host", required_argument, NULL, OPT_HOST},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"port-file", required_argument, NULL, OPT_PORT_FILE},
+    {"nnodes", required_argument, NULL, OPT_NNODES},
+    {"rdzv-id", required_argument, NULL, OPT_RDZV_ID},
+    {"max-restarts", required_argument, NULL, OPT_MAX_RESTARTS},
+    {"secret-file", required_argument, NULL, OPT_SECRET_FILE},
+    {"heartbeat-timeout", required_argument, NULL, OPT_HB},
+    {"last-call-timeout", required_argument, NULL, OPT_LAST_CALL},
+    {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
+    {"allow-mixed-nproc", no_argument, NULL, OPT_MIXED},
+    {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0}};
+
+typedef struct {
+  dr_server_t *srv; /* NULL once the server has freed itself */
+  int done, exit_code, signal_exit;
+} run_state_t;
+
+static void on_done(void *arg, int exit_code) {
+  run_state_t *st = arg;
+  st->done = 1;
+  st->exit_code = exit_code;
+}
+
+static void on_closed(void *arg) { ((run_state_t *)arg)->srv = NULL; }
+
+static void on_signal(uv_signal_t *h, int signum) {
+  run_state_t *st = h->data;
+  DR_WARN("received SIG%s, shutting down", sigabbrev_np(signum));
+  if (st->signal_exit == 0)
+    st->signal_exit = 128 + signum;
+  dr_server_t *s = st->srv;
+  dr_server_close(&s);
+}
+
+__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "ddprun-rdzv: %s; see ddprun-rdzv --help\n", msg);
+  return 2;
+}
+
+int main(int argc, char **argv) {
+  dr_server_config_t cfg;
+  dr_server_config_default(&cfg);
+  cfg.host = "0.0.0.0";
+  cfg.port = 29400;
+  cfg.run_id = NULL;
+  cfg.exit_when_done = 1;
+  const char *port_file = NULL, *secret_file = NULL;
+  int have_nnodes = 0, level = DR_LOG_INFO;
+
+  int opt;
+  while ((opt = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    uint32_t u;
+    switch (opt) {
+    case OPT_HOST:
+      cfg.host = optarg;
+      break;
+    case OPT_PORT:
+      if (dr_parse_u32(optarg, 0, 65535, &u) != 0)
+        return bad("--port '%s' is not a port number (0-65535)", optarg);
+      cfg.port = (uint16_t)u;
+      break;
+    case OPT_PORT_FILE:
+      port_file = optarg;
+      break;
+    case OPT_NNODES:
+      if (dr_parse_nnodes(optarg, &cfg.min_nodes, &cfg.max_nodes) != 0)
+        return bad("--nnodes '%s' must be N or MIN:MAX with 1 <= MIN <= MAX",
+                   optarg);
+      have_nnodes = 1;
+      break;
+    case OPT_RDZV_ID:
+      cfg.run_id = optarg;
+      break;
+    case OPT_MAX_RESTARTS:
+      if (dr_parse_u32(optarg, 0, 1000000, &u) != 0)
+        return bad("--max-restarts '%s' is not a count", optarg);
+      cfg.max_restarts = u;
+      break;
+    case OPT_SECRET_FILE:
+      secret_file = optarg;
+      break;
+    case OPT_HB:
+      if (dr_parse_seconds_ms(optarg, 10, &cfg.heartbeat_timeout_ms) != 0)
+        return bad("--heartbeat-timeout '%s' must be seconds >= 0.01", optarg);
+      break;
+    case OPT_LAST_CALL:
+      if (dr_parse_seconds_ms(optarg, 0, &cfg.last_call_timeout_ms) != 0)
+        return bad("--last-call-timeout '%s' must be seconds >= 0", optarg);
+      break;
+    case OPT_HANDSHAKE:
+      if (dr_parse_seconds_ms(optarg, 10, &cfg.handshake_timeout_ms) != 0)
+        return bad("--handshake-timeout '%s' must be seconds >= 0.01", optarg);
+      break;
+    case OPT_MIXED:
+      cfg.allow_mixed_nproc = 1;
+      break;
+    case OPT_LOG_LEVEL:
+      level = dr_log_parse_level(optarg);
+      if (level < 0)
+        return bad("--log-level '%s' must be error, warn, info or debug",
+                   optarg);
+      break;
+    case 'h':
+      fputs(usage, stdout);
+      return 0;
+    default:
+      fprintf(stderr, "ddprun-rdzv: see ddprun-rdzv --help\n");
+      return 2;
+    }
+  }
+  if (optind < argc)
+    return bad("unexpected argument '%s'", argv[optind]);
+  if (!have_nnodes)
+    return bad("%s is required", "--nnodes");
+  if (cfg.run_id == NULL)
+    return bad("%s is required", "--rdzv-id");
+  dr_log_init("ddprun-rdzv", (dr_log_level_t)level);
+
+  uint8_t *secret = NULL;
+  size_t secret_len = 0;
+  int rc = dr_auth_secret_load(secret_file, &secret, &secret_len);
+  if (rc != 0) {
+    fprintf(stderr, "ddprun-rdzv: cannot read the shared secret from %s (%s)\n",
+            secret_file != NULL ? secret_file : "DDPRUN_SECRET",
+            dr_strerror(rc));
+    return 2;
+  }
+  cfg.secret = secret;
+  cfg.secret_len = secret_len;
+
+  run_state_t st = {NULL, 0, 1, 0};
+  cfg.on_done = on_done;
+  cfg.on_closed = on_closed;
+  cfg.cb_arg = &st;
+  uv_loop_t *loop = uv_default_loop();
+  dr_server_t *srv = NULL;
+  char err[256];
+  rc = dr_server_start(loop, &cfg, &srv, err, sizeof(err));
+  dr_auth_secret_free(&secret, secret_len);
+  if (rc != 0) {
+    fprintf(stderr, "ddprun-rdzv: %s\n", err);
+    return rc == DR_EBADARG ? 2 : 1;
+  }
+  st.srv = srv;
+  uint16_t port = dr_server_port(srv);
+  if (port_file != NULL && (rc = dr_write_port_file(port_file, port)) != 0) {
+    fprintf(stderr, "ddprun-rdzv: cannot write the port file %s (%s)\n",
+            port_file, dr_strerror(rc));
+    dr_server_close(&srv);
+    uv_run(loop, UV_RUN_DEFAULT);
+    return 1;
+  }
+  DR_INFO("listening on %s:%u for job '%s' (nodes %u:%u, max restarts %u%s)",
+          cfg.host, port, cfg.run_id, cfg.min_nodes, cfg.max_nodes,
+          cfg.max_restarts, secret_len > 0 ? ", shared secret required" : "");
+
+  uv_signal_t sigs[3];
+  int signums[3] = {SIGINT, SIGTERM, SIGHUP};
+  for (int i = 0; i < 3; i++) {
+    uv_signal_init(loop, &sigs[i]);
+    sigs[i].data = &st;
+    uv_signal_start(&sigs[i], on_signal, signums[i]);
+    uv_unref((uv_handle_t *)&sigs[i]); /* the server's handles keep it up */
+  }
+  /* SIGPIPE would kill the server on a write to a vanished client. */
+  signal(SIGPIPE, SIG_IGN);
+
+  uv_run(loop, UV_RUN_DEFAULT);
+  for (int i = 0; i < 3; i++)
+    uv_close((uv_handle_t *)&sigs[i], NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  uv_loop_close(loop);
+  if (st.signal_exit != 0)
+    return st.signal_exit;
+  return st.done ? st.exit_code : 1;
+}

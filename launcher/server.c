@@ -1,0 +1,229 @@
+/* The server's lifetime: configuration, listening, the sweep timer, and an
+ * orderly close once every handle (connections included) has closed. */
+#include "server_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "auth.h"
+#include "errors.h"
+#include "log.h"
+
+void dr_server_config_default(dr_server_config_t *cfg) {
+  memset(cfg, 0, sizeof(*cfg));
+  cfg->host = "127.0.0.1";
+  cfg->run_id = "none";
+  cfg->min_nodes = 1;
+  cfg->max_nodes = 1;
+  cfg->heartbeat_timeout_ms = 2000;
+  cfg->last_call_timeout_ms = 1000;
+  cfg->handshake_timeout_ms = 5000;
+  cfg->limits = dr_limits_default();
+}
+
+uint64_t dr__now_ms(const dr_server_t *s) { return uv_now(s->loop); }
+
+static void raise_nofile(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+      DR_WARN("setrlimit(RLIMIT_NOFILE, %llu) failed (%d: %s)",
+              (unsigned long long)rl.rlim_max, errno, strerror(errno));
+  }
+}
+
+static void on_connection(uv_stream_t *l, int status) {
+  dr_server_t *s = l->data;
+  if (status < 0) {
+    DR_WARN("accept on port %u failed (%s)", s->port, uv_strerror(status));
+    return;
+  }
+  dr__conn_accept(s);
+}
+
+static void on_sweep(uv_timer_t *t) {
+  dr_server_t *s = t->data;
+  uint64_t now = dr__now_ms(s);
+  dr__conn_sweep(s, now);
+  dr__rdzv_sweep(s, now);
+}
+
+static void on_stop_async(uv_async_t *a) {
+  dr_server_t *s = a->data;
+  dr_server_close(&s);
+}
+
+static void free_server(dr_server_t *s) {
+  void (*on_closed)(void *) = s->cfg.on_closed;
+  void *arg = s->cfg.cb_arg;
+  dr__rdzv_free(s);
+  dr__store_free(&s->store);
+  dr_buf_free(&s->out);
+  if (s->secret != NULL)
+    dr_auth_secret_free(&s->secret, s->cfg.secret_len);
+  free(s->run_id);
+  free(s);
+  if (on_closed != NULL)
+    on_closed(arg);
+}
+
+static void on_handle_closed(uv_handle_t *h) { dr__server_handle_closed(h->data); }
+
+void dr__server_handle_closed(dr_server_t *s) {
+  if (--s->n_handles_open == 0)
+    free_server(s);
+}
+
+static int check_config(const dr_server_config_t *c, char *err, size_t n) {
+  if (c->min_nodes < 1 || c->max_nodes < c->min_nodes) {
+    snprintf(err, n, "invalid node count %u:%u: need 1 <= MIN <= MAX",
+             c->min_nodes, c->max_nodes);
+    return DR_EBADARG;
+  }
+  if (c->run_id == NULL || c->run_id[0] == '\0' ||
+      strlen(c->run_id) > c->limits.max_str) {
+    snprintf(err, n, "the run id must be 1 to %u characters",
+             c->limits.max_str);
+    return DR_EBADARG;
+  }
+  if (c->heartbeat_timeout_ms < 10 || c->handshake_timeout_ms < 10) {
+    snprintf(err, n, "heartbeat and handshake timeouts must be >= 10 ms");
+    return DR_EBADARG;
+  }
+  return 0;
+}
+
+int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
+                    dr_server_t **out, char *err, size_t errlen) {
+  int rc = check_config(cfg, err, errlen);
+  if (rc != 0)
+    return rc;
+  if (dr_auth_init() != 0) {
+    snprintf(err, errlen, "libsodium failed to initialise");
+    return -ENOSYS;
+  }
+  raise_nofile();
+
+  dr_server_t *s = calloc(1, sizeof(*s));
+  if (s == NULL)
+    return -ENOMEM;
+  s->loop = loop;
+  s->cfg = *cfg;
+  s->run_id = strdup(cfg->run_id);
+  s->cfg.run_id = s->run_id;
+  s->cfg.host = NULL; /* borrowed from the caller; not kept */
+  if (cfg->secret != NULL && cfg->secret_len > 0) {
+    s->secret = malloc(cfg->secret_len);
+    if (s->secret != NULL)
+      memcpy(s->secret, cfg->secret, cfg->secret_len);
+  }
+  s->cfg.secret = s->secret;
+  if (s->run_id == NULL || (cfg->secret_len > 0 && s->secret == NULL) ||
+      dr__store_new(&s->store) != 0) {
+    free_server(s);
+    return -ENOMEM;
+  }
+
+  struct sockaddr_storage addr;
+  rc = uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&addr);
+  if (rc != 0)
+    rc = uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&addr);
+  if (rc != 0) {
+    snprintf(err, errlen, "'%s' is not an IPv4 or IPv6 address to bind",
+             cfg->host);
+    free_server(s);
+    return DR_EBADARG;
+  }
+
+  uv_tcp_init(loop, &s->listener);
+  s->listener.data = s;
+  s->n_handles_open = 1;
+  rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
+  if (rc == 0)
+    rc = uv_listen((uv_stream_t *)&s->listener, 4096, on_connection);
+  if (rc != 0) {
+    snprintf(err, errlen, "bind() to %s:%u failed (%d: %s)", cfg->host,
+             cfg->port, -rc, uv_strerror(rc));
+    uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+    return rc;
+  }
+  int namelen = sizeof(addr);
+  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&addr, &namelen);
+  s->port = ntohs(addr.ss_family == AF_INET
+                      ? ((struct sockaddr_in *)&addr)->sin_port
+                      : ((struct sockaddr_in6 *)&addr)->sin6_port);
+
+  uint64_t tick = cfg->heartbeat_timeout_ms / 5;
+  if (cfg->handshake_timeout_ms / 5 < tick)
+    tick = cfg->handshake_timeout_ms / 5;
+  tick = tick < 10 ? 10 : tick > 250 ? 250 : tick;
+  uv_timer_init(loop, &s->sweep);
+  s->sweep.data = s;
+  uv_timer_start(&s->sweep, on_sweep, tick, tick);
+  uv_async_init(loop, &s->stop_async, on_stop_async);
+  s->stop_async.data = s;
+  uv_check_init(loop, &s->reaper);
+  s->reaper.data = s;
+  s->n_handles_open += 3;
+  rc = dr__rdzv_init(s);
+  if (rc != 0) {
+    snprintf(err, errlen, "out of memory");
+    dr_server_close(&s);
+    return rc;
+  }
+  *out = s;
+  return 0;
+}
+
+uint16_t dr_server_port(const dr_server_t *s) { return s->port; }
+
+int dr_server_done(const dr_server_t *s, int *exit_code) {
+  if (s->rdzv.state != DR_JOB_DONE)
+    return 0;
+  if (exit_code != NULL)
+    *exit_code = s->rdzv.exit_code;
+  return 1;
+}
+
+void dr__server_job_done(dr_server_t *s) {
+  if (s->cfg.on_done != NULL)
+    s->cfg.on_done(s->cfg.cb_arg, s->rdzv.exit_code);
+  if (!s->cfg.exit_when_done)
+    return;
+  s->done_flushing = 1;
+  dr__server_maybe_finish(s);
+}
+
+void dr__server_maybe_finish(dr_server_t *s) {
+  if (!s->done_flushing || s->closing)
+    return;
+  for (dr_conn_t *c = s->conns; c != NULL; c = c->next)
+    if (c->out_pending > 0)
+      return;
+  dr_server_t *tmp = s;
+  dr_server_close(&tmp);
+}
+
+void dr_server_close(dr_server_t **sp) {
+  dr_server_t *s = *sp;
+  *sp = NULL;
+  if (s == NULL || s->closing)
+    return;
+  s->closing = 1;
+  /* Counted down in on_handle_closed; the last one frees the server. */
+  s->n_handles_open++;
+  while (s->conns != NULL)
+    dr__conn_close(s->conns, "server shutting down");
+  dr__rdzv_close(s);
+  uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+  uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
+  uv_close((uv_handle_t *)&s->stop_async, on_handle_closed);
+  uv_close((uv_handle_t *)&s->reaper, on_handle_closed);
+  dr__server_handle_closed(s);
+}
+
+void dr_server_request_stop(dr_server_t *s) { uv_async_send(&s->stop_async); }
