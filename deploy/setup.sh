@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ddprun needs and builds it into build/.
+# Idempotent: run it again after pulling changes.
+#   deploy/setup.sh                 # Release-ish build in build/
+#   BUILD_DIR=out deploy/setup.sh   # another build directory
+#   CMAKE_ARGS="-DDDPRUN_WERROR=ON" deploy/setup.sh
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$here/build}
+
+packages=(
+  build-essential cmake pkg-config   # toolchain
+  libuv1-dev                         # server and agent event loops
+  libinih-dev                        # config files
+  libsodium-dev                      # shared-secret authentication
+  uthash-dev                         # hash tables of the store
+  libcmocka-dev                      # unit tests
+  clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
+  iproute2                           # network-namespace tests
+)
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null; then
+    sudo_cmd=(sudo)
+  else
+    echo "setup.sh: installing packages needs root or sudo" >&2
+    exit 1
+  fi
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+    || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# shellcheck disable=SC2086
+cmake -S "$here" -B "$build_dir" ${CMAKE_ARGS:-} >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "setup.sh: built $(ls "$build_dir"/ddprun "$build_dir"/ddprun-rdzv "$build_dir"/train | tr '\n' ' ')"
