@@ -1,0 +1,1084 @@
+/* The wire codec: round trips of every message type, every prefix, every
+ * length cap, every decode error, the typed views and allocation failure. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "wire.h"
+
+/* ---- sample messages ------------------------------------------------------ */
+
+static const uint8_t bin[] = {0, 1, 2, 0xff, 0, 'x'};
+static const uint8_t nonce[DR_NONCE_LEN] = {
+    1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+    17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+#define REQ 0x81020304u
+
+static dr_bytes_t mk(const void *p, size_t n) {
+  dr_bytes_t b = {p, (uint32_t)n};
+  return b;
+}
+
+static const char *const s_keys[] = {"rank/0", "", "a/much/longer/key"};
+static dr_bytes_t key_list[3];
+static dr_bytes_t value_list[3];
+
+static void init_lists(void) {
+  for (int i = 0; i < 3; i++)
+    key_list[i] = dr_str(s_keys[i]);
+  value_list[0] = mk(bin, sizeof(bin));
+  value_list[1] = mk(NULL, 0);
+  value_list[2] = dr_str("third");
+}
+
+static dr_join_t sample_join(void) {
+  dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"), 8,
+                 3,              29500,            mk(bin, sizeof(bin))};
+  return j;
+}
+
+static dr_assign_t sample_assign(void) {
+  dr_assign_t a = {0x1122334455667788ull, 1, 2, 16, 8, dr_str("10.0.0.1"),
+                   29501, mk(nonce, sizeof(nonce)), 2, 3};
+  return a;
+}
+
+static dr_failure_t sample_failure(void) {
+  dr_failure_t f = {5, 13, 5, 4242, -1, 9, dr_str("killed by SIGKILL")};
+  return f;
+}
+
+static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
+  dr_join_t j = sample_join();
+  dr_assign_t a = sample_assign();
+  dr_failure_t f = sample_failure();
+  switch (type) {
+  case DR_MSG_HELLO:
+    return dr_enc_hello(b, req, dr_str("job7"), dr_str("node-a.example"));
+  case DR_MSG_WELCOME:
+    return dr_enc_welcome(b, req, 1, mk(nonce, sizeof(nonce)));
+  case DR_MSG_AUTH:
+    return dr_enc_auth(b, req, mk(nonce, DR_MAC_LEN));
+  case DR_MSG_OK:
+    return dr_enc_ok(b, req);
+  case DR_MSG_ERROR:
+    return dr_enc_error(b, req, DR_ENOTFOUND, dr_str("key 'x' not found"));
+  case DR_MSG_SET:
+    return dr_enc_set(b, req, 3, dr_str("k/with/slash"), mk(bin, sizeof(bin)));
+  case DR_MSG_GET:
+    return dr_enc_get(b, req, 0, dr_str("rank/0"), 1500);
+  case DR_MSG_VALUE:
+    return dr_enc_value(b, req, mk(bin, sizeof(bin)));
+  case DR_MSG_ADD:
+    return dr_enc_add(b, req, 2, dr_str("counter"), -5);
+  case DR_MSG_INT:
+    return dr_enc_int(b, req, -42);
+  case DR_MSG_CAS:
+    return dr_enc_cas(b, req, 4, dr_str("leader"), mk(NULL, 0), dr_str("x"));
+  case DR_MSG_DELETE:
+    return dr_enc_delete(b, req, 5, dr_str("gone"));
+  case DR_MSG_MULTI_GET:
+    return dr_enc_multi_get(b, req, 6, key_list, 3, 250);
+  case DR_MSG_VALUES:
+    return dr_enc_values(b, req, value_list, 3);
+  case DR_MSG_CHECK:
+    return dr_enc_check(b, req, 7, key_list, 3);
+  case DR_MSG_BARRIER:
+    return dr_enc_barrier(b, req, 8, dr_str("init"), 16, 30000);
+  case DR_MSG_JOIN:
+    return dr_enc_join(b, req, &j);
+  case DR_MSG_ASSIGN:
+    return dr_enc_assign(b, req, &a);
+  case DR_MSG_HEARTBEAT:
+    return dr_enc_heartbeat(b, req, 9);
+  case DR_MSG_FAILURE:
+    return dr_enc_failure(b, req, &f);
+  case DR_MSG_SUCCESS:
+    return dr_enc_success(b, req, 10);
+  case DR_MSG_RESTART:
+    return dr_enc_restart(b, req, 11, 2, dr_str("rank 3 exited with code 1"));
+  case DR_MSG_STOP:
+    return dr_enc_stop(b, req, 3, dr_str("restart budget spent"));
+  default:
+    fail_msg("no sample for type %u", type);
+    return -1;
+  }
+}
+
+static void assert_bytes(dr_bytes_t got, const void *p, size_t n) {
+  assert_int_equal(got.len, n);
+  if (n > 0)
+    assert_memory_equal(got.p, p, n);
+}
+
+static void assert_str(dr_bytes_t got, const char *s) {
+  assert_bytes(got, s, strlen(s));
+}
+
+static void assert_list(const dr_list_t *l, const dr_bytes_t *want, size_t n) {
+  uint32_t pos = 0;
+  dr_bytes_t item;
+  size_t i = 0;
+  assert_int_equal(l->count, n);
+  while (dr_list_next(l, &pos, &item)) {
+    assert_true(i < n);
+    assert_bytes(item, want[i].p, want[i].len);
+    i++;
+  }
+  assert_int_equal(i, n);
+  assert_int_equal(pos, l->len);
+}
+
+static void check_sample(const dr_msg_t *m) {
+  const dr_field_t *f = m->f;
+  dr_join_t j, wj = sample_join();
+  dr_assign_t a, wa = sample_assign();
+  dr_failure_t x, wx = sample_failure();
+  switch (m->type) {
+  case DR_MSG_HELLO:
+    assert_str(f[0].b, "job7");
+    assert_str(f[1].b, "node-a.example");
+    break;
+  case DR_MSG_WELCOME:
+    assert_int_equal(f[0].u, 1);
+    assert_bytes(f[1].b, nonce, sizeof(nonce));
+    break;
+  case DR_MSG_AUTH:
+    assert_bytes(f[0].b, nonce, DR_MAC_LEN);
+    break;
+  case DR_MSG_OK:
+    break;
+  case DR_MSG_ERROR:
+    /* The wire carries the positive value of the code. */
+    assert_int_equal(f[0].u, (uint64_t)-(int64_t)DR_ENOTFOUND);
+    assert_str(f[1].b, "key 'x' not found");
+    break;
+  case DR_MSG_SET:
+    assert_int_equal(f[0].u, 3);
+    assert_str(f[1].b, "k/with/slash");
+    assert_bytes(f[2].b, bin, sizeof(bin));
+    break;
+  case DR_MSG_GET:
+    assert_int_equal(f[0].u, 0);
+    assert_str(f[1].b, "rank/0");
+    assert_int_equal(f[2].u, 1500);
+    break;
+  case DR_MSG_VALUE:
+    assert_bytes(f[0].b, bin, sizeof(bin));
+    break;
+  case DR_MSG_ADD:
+    assert_int_equal(f[0].u, 2);
+    assert_str(f[1].b, "counter");
+    assert_int_equal((int64_t)f[2].u, -5);
+    break;
+  case DR_MSG_INT:
+    assert_int_equal((int64_t)f[0].u, -42);
+    break;
+  case DR_MSG_CAS:
+    assert_int_equal(f[0].u, 4);
+    assert_str(f[1].b, "leader");
+    assert_int_equal(f[2].b.len, 0);
+    assert_str(f[3].b, "x");
+    break;
+  case DR_MSG_DELETE:
+    assert_int_equal(f[0].u, 5);
+    assert_str(f[1].b, "gone");
+    break;
+  case DR_MSG_MULTI_GET:
+    assert_int_equal(f[0].u, 6);
+    assert_list(&f[1].l, key_list, 3);
+    assert_int_equal(f[2].u, 250);
+    break;
+  case DR_MSG_VALUES:
+    assert_list(&f[0].l, value_list, 3);
+    break;
+  case DR_MSG_CHECK:
+    assert_int_equal(f[0].u, 7);
+    assert_list(&f[1].l, key_list, 3);
+    break;
+  case DR_MSG_BARRIER:
+    assert_int_equal(f[0].u, 8);
+    assert_str(f[1].b, "init");
+    assert_int_equal(f[2].u, 16);
+    assert_int_equal(f[3].u, 30000);
+    break;
+  case DR_MSG_JOIN:
+    assert_int_equal(dr_msg_join(m, &j), 0);
+    assert_bytes(j.run_id, wj.run_id.p, wj.run_id.len);
+    assert_bytes(j.host, wj.host.p, wj.host.len);
+    assert_bytes(j.addr, wj.addr.p, wj.addr.len);
+    assert_int_equal(j.nproc, wj.nproc);
+    assert_int_equal(j.node_rank, wj.node_rank);
+    assert_int_equal(j.master_port_offer, wj.master_port_offer);
+    assert_bytes(j.bootstrap_offer, wj.bootstrap_offer.p,
+                 wj.bootstrap_offer.len);
+    break;
+  case DR_MSG_ASSIGN:
+    assert_int_equal(dr_msg_assign(m, &a), 0);
+    assert_int_equal(a.gen, wa.gen);
+    assert_int_equal(a.node_rank, wa.node_rank);
+    assert_int_equal(a.nnodes, wa.nnodes);
+    assert_int_equal(a.world_size, wa.world_size);
+    assert_int_equal(a.first_rank, wa.first_rank);
+    assert_bytes(a.master_addr, wa.master_addr.p, wa.master_addr.len);
+    assert_int_equal(a.master_port, wa.master_port);
+    assert_bytes(a.bootstrap, wa.bootstrap.p, wa.bootstrap.len);
+    assert_int_equal(a.restart_count, wa.restart_count);
+    assert_int_equal(a.max_restarts, wa.max_restarts);
+    break;
+  case DR_MSG_HEARTBEAT:
+    assert_int_equal(f[0].u, 9);
+    break;
+  case DR_MSG_FAILURE:
+    assert_int_equal(dr_msg_failure(m, &x), 0);
+    assert_int_equal(x.gen, wx.gen);
+    assert_int_equal(x.rank, wx.rank);
+    assert_int_equal(x.local_rank, wx.local_rank);
+    assert_int_equal(x.pid, wx.pid);
+    assert_int_equal(x.exit_code, -1);
+    assert_int_equal(x.signal, 9);
+    assert_bytes(x.message, wx.message.p, wx.message.len);
+    break;
+  case DR_MSG_SUCCESS:
+    assert_int_equal(f[0].u, 10);
+    break;
+  case DR_MSG_RESTART:
+    assert_int_equal(f[0].u, 11);
+    assert_int_equal(f[1].u, 2);
+    assert_str(f[2].b, "rank 3 exited with code 1");
+    break;
+  case DR_MSG_STOP:
+    assert_int_equal(f[0].u, 3);
+    assert_str(f[1].b, "restart budget spent");
+    break;
+  default:
+    fail_msg("unexpected type %u", m->type);
+  }
+}
+
+static const uint8_t all_types[] = {
+#define X(name, id, schema, doc) DR_MSG_##name,
+    DR_MSG_TYPES(X)
+#undef X
+};
+#define N_TYPES (sizeof(all_types) / sizeof(all_types[0]))
+
+/* ---- a counting allocator ------------------------------------------------- */
+
+typedef struct {
+  size_t n_calls;
+  size_t peak_bytes; /* largest block asked for */
+  int fail;          /* refuse every request that allocates */
+  int in_decode;     /* set around dr_decode(): no allocation may happen */
+} counter_t;
+
+static void *count_alloc(void *ctx, void *ptr, size_t n_bytes) {
+  counter_t *c = ctx;
+  assert_false(c->in_decode);
+  if (n_bytes == 0) {
+    free(ptr);
+    return NULL;
+  }
+  c->n_calls++;
+  if (n_bytes > c->peak_bytes)
+    c->peak_bytes = n_bytes;
+  return c->fail ? NULL : realloc(ptr, n_bytes);
+}
+
+static void buf_with(dr_buf_t *b, counter_t *c) {
+  dr_buf_init(b);
+  memset(c, 0, sizeof(*c));
+  b->alloc = count_alloc;
+  b->alloc_ctx = c;
+}
+
+/* Decodes src the way a server reads a socket: the receive buffer starts
+ * empty and grows only by what NEED_MORE asks for. Returns the status of
+ * the last dr_decode() and leaves the allocator's counts in *c. */
+static dr_decode_status_t serve(const dr_decoder_t *d, const uint8_t *src,
+                                size_t n, counter_t *c, int *err) {
+  dr_buf_t in;
+  dr_msg_t m;
+  size_t off = 0, consumed, need;
+  buf_with(&in, c);
+  for (;;) {
+    c->in_decode = 1;
+    dr_decode_status_t st =
+        dr_decode(d, in.data, in.len, &m, &consumed, &need, err);
+    c->in_decode = 0;
+    if (st != DR_DECODE_NEED_MORE || off == n) {
+      dr_buf_free(&in);
+      return st;
+    }
+    assert_true(need > in.len);
+    assert_int_equal(dr_buf_reserve(&in, need - in.len), 0);
+    size_t take = need - in.len < n - off ? need - in.len : n - off;
+    assert_int_equal(dr_buf_append(&in, src + off, take), 0);
+    off += take;
+  }
+}
+
+/* ---- raw frames, for what the encoders cannot produce --------------------- */
+
+typedef struct {
+  uint8_t b[4096];
+  size_t len;
+} raw_t;
+
+static void raw_u8(raw_t *r, uint8_t v) {
+  assert_true(r->len < sizeof(r->b));
+  r->b[r->len++] = v;
+}
+
+static void raw_be32(raw_t *r, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8)
+    raw_u8(r, (uint8_t)(v >> s));
+}
+
+static void raw_be64(raw_t *r, uint64_t v) {
+  raw_be32(r, (uint32_t)(v >> 32));
+  raw_be32(r, (uint32_t)v);
+}
+
+static void raw_fill(raw_t *r, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    raw_u8(r, (uint8_t)('a' + i % 26));
+}
+
+static void raw_begin_v(raw_t *r, uint8_t version, uint8_t type) {
+  r->len = 0;
+  raw_u8(r, 'D');
+  raw_u8(r, 'R');
+  raw_u8(r, version);
+  raw_u8(r, type);
+  raw_be32(r, 7);
+  raw_be32(r, 0); /* patched by raw_end */
+}
+
+static void raw_begin(raw_t *r, uint8_t type) {
+  raw_begin_v(r, DR_PROTO_VERSION, type);
+}
+
+static void raw_u64f(raw_t *r, uint64_t v) {
+  raw_u8(r, DR_FIELD_U64);
+  raw_be64(r, v);
+}
+
+/* A bytes field declaring `declared` bytes, followed by n filler bytes. */
+static void raw_bytesf(raw_t *r, uint32_t declared, size_t n) {
+  raw_u8(r, DR_FIELD_BYTES);
+  raw_be32(r, declared);
+  raw_fill(r, n);
+}
+
+static void raw_listf(raw_t *r, uint32_t count) {
+  raw_u8(r, DR_FIELD_LIST);
+  raw_be32(r, count);
+}
+
+static void raw_item(raw_t *r, uint32_t declared, size_t n) {
+  raw_be32(r, declared);
+  raw_fill(r, n);
+}
+
+static void raw_end(raw_t *r) {
+  uint32_t body = (uint32_t)(r->len - DR_FRAME_HDR_LEN);
+  for (int i = 0; i < 4; i++)
+    r->b[8 + i] = (uint8_t)(body >> (24 - 8 * i));
+}
+
+static void raw_set_body_len(raw_t *r, uint32_t body) {
+  for (int i = 0; i < 4; i++)
+    r->b[8 + i] = (uint8_t)(body >> (24 - 8 * i));
+}
+
+static int raw_error(const dr_decoder_t *d, const raw_t *r) {
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  dr_decode_status_t st = dr_decode(d, r->b, r->len, &m, &consumed, &need,
+                                    &err);
+  if (st != DR_DECODE_ERROR)
+    return st == DR_DECODE_OK ? 0 : 1;
+  assert_int_equal(consumed, 0);
+  return err;
+}
+
+/* ---- fixtures -------------------------------------------------------------- */
+
+/* Limits small enough that every cap is quick to cross. */
+static const dr_limits_t small = {.max_frame_unauth = 64,
+                                  .max_frame = 1024,
+                                  .max_str = 8,
+                                  .max_key = 16,
+                                  .max_value = 32,
+                                  .max_blob = 24,
+                                  .max_count = 3};
+
+typedef struct {
+  dr_decoder_t dflt; /* default limits, authenticated */
+  dr_decoder_t lim;  /* `small`, authenticated */
+  dr_decoder_t pre;  /* `small`, before authentication */
+  dr_buf_t b;
+} fx_t;
+
+static int setup(void **state) {
+  fx_t *f = calloc(1, sizeof(*f));
+  if (f == NULL)
+    return -1;
+  init_lists();
+  dr_decoder_init(&f->dflt, NULL);
+  f->dflt.authed = 1;
+  dr_decoder_init(&f->lim, &small);
+  f->lim.authed = 1;
+  dr_decoder_init(&f->pre, &small);
+  dr_buf_init(&f->b);
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx_t *f = *state;
+  dr_buf_free(&f->b);
+  free(f);
+  return 0;
+}
+
+/* ---- round trips and prefixes --------------------------------------------- */
+
+static void test_table_covers_every_type(void **state) {
+  assert_int_equal(N_TYPES, DR__MSG_MAX - 1);
+  for (size_t i = 0; i < N_TYPES; i++) {
+    assert_int_equal(all_types[i], i + 1);
+    assert_non_null(dr_msg_schema(all_types[i]));
+    assert_string_not_equal(dr_msg_name(all_types[i]), "UNKNOWN");
+    assert_true(strlen(dr_msg_schema(all_types[i])) <= DR_MAX_FIELDS);
+  }
+  assert_null(dr_msg_schema(0));
+  assert_null(dr_msg_schema(DR__MSG_MAX));
+  assert_string_equal(dr_msg_name(0), "UNKNOWN");
+  assert_string_equal(dr_msg_name(DR_MSG_SET), "SET");
+}
+
+static void test_round_trip_every_type(void **state) {
+  fx_t *f = *state;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    uint8_t t = all_types[i];
+    dr_msg_t m;
+    size_t consumed, need;
+    int err;
+    dr_buf_reset(&f->b);
+    assert_int_equal(encode_sample(&f->b, t, REQ + t), 0);
+    assert_int_equal(dr_decode(&f->dflt, f->b.data, f->b.len, &m, &consumed,
+                               &need, &err),
+                     DR_DECODE_OK);
+    assert_int_equal(err, 0);
+    assert_int_equal(consumed, f->b.len);
+    assert_int_equal(m.version, DR_PROTO_VERSION);
+    assert_int_equal(m.type, t);
+    assert_int_equal(m.req_id, REQ + t);
+    assert_int_equal(m.body_len, f->b.len - DR_FRAME_HDR_LEN);
+    const char *schema = dr_msg_schema(t);
+    assert_int_equal(m.n_fields, strlen(schema));
+    for (uint32_t k = 0; k < m.n_fields; k++) {
+      uint8_t want = schema[k] == 'u'                      ? DR_FIELD_U64
+                     : schema[k] == 'K' || schema[k] == 'V' ? DR_FIELD_LIST
+                                                            : DR_FIELD_BYTES;
+      assert_int_equal(m.f[k].kind, want);
+    }
+    check_sample(&m);
+  }
+}
+
+/* Frames back to back decode one at a time; consumed marks the boundary. */
+static void test_stream_of_frames(void **state) {
+  fx_t *f = *state;
+  dr_buf_reset(&f->b);
+  for (size_t i = 0; i < N_TYPES; i++)
+    assert_int_equal(encode_sample(&f->b, all_types[i], (uint32_t)i), 0);
+  size_t off = 0;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    dr_msg_t m;
+    size_t consumed, need;
+    int err;
+    assert_int_equal(dr_decode(&f->dflt, f->b.data + off, f->b.len - off, &m,
+                               &consumed, &need, &err),
+                     DR_DECODE_OK);
+    assert_int_equal(m.type, all_types[i]);
+    assert_int_equal(m.req_id, i);
+    check_sample(&m);
+    off += consumed;
+  }
+  assert_int_equal(off, f->b.len);
+}
+
+/* Every strict prefix needs more, and says exactly how much. Each prefix
+ * sits in its own exactly-sized block so a sanitizer sees any over-read. */
+static void test_every_prefix_needs_more(void **state) {
+  fx_t *f = *state;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    dr_buf_reset(&f->b);
+    assert_int_equal(encode_sample(&f->b, all_types[i], REQ), 0);
+    for (size_t k = 0; k < f->b.len; k++) {
+      uint8_t *p = malloc(k > 0 ? k : 1);
+      assert_non_null(p);
+      memcpy(p, f->b.data, k);
+      dr_msg_t m;
+      size_t consumed = 99, need = 0;
+      int err = 99;
+      assert_int_equal(dr_decode(&f->dflt, p, k, &m, &consumed, &need, &err),
+                       DR_DECODE_NEED_MORE);
+      assert_int_equal(need, k < DR_FRAME_HDR_LEN ? DR_FRAME_HDR_LEN
+                                                  : f->b.len);
+      assert_int_equal(consumed, 0);
+      assert_int_equal(err, 0);
+      free(p);
+    }
+  }
+}
+
+/* A server-like read loop decodes every sample, reserving no more than
+ * the frame (rounded up to the buffer's power-of-two growth). */
+static void test_server_loop_reserves_only_need(void **state) {
+  fx_t *f = *state;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    counter_t c;
+    int err;
+    dr_buf_reset(&f->b);
+    assert_int_equal(encode_sample(&f->b, all_types[i], REQ), 0);
+    assert_int_equal(serve(&f->dflt, f->b.data, f->b.len, &c, &err),
+                     DR_DECODE_OK);
+    assert_true(c.peak_bytes <= 2 * f->b.len || c.peak_bytes == 256);
+  }
+}
+
+/* ---- length caps ------------------------------------------------------------ */
+
+/* The frame is refused with DR_ETOOBIG by a server-like loop that never
+ * reserves more than the frame's capped size. */
+static void expect_too_big(const dr_decoder_t *d, const raw_t *r) {
+  counter_t c;
+  int err = 0;
+  assert_int_equal(serve(d, r->b, r->len, &c, &err), DR_DECODE_ERROR);
+  assert_int_equal(err, DR_ETOOBIG);
+  uint32_t cap = d->authed ? d->lim.max_frame : d->lim.max_frame_unauth;
+  /* dr_buf_t starts at 256 bytes and doubles. */
+  size_t bound = 2 * (DR_FRAME_HDR_LEN + (size_t)cap);
+  assert_true(c.peak_bytes <= (bound > 256 ? bound : 256));
+}
+
+static void expect_ok(const dr_decoder_t *d, const raw_t *r) {
+  counter_t c;
+  int err = 0;
+  assert_int_equal(serve(d, r->b, r->len, &c, &err), DR_DECODE_OK);
+}
+
+static void test_frame_over_max_frame(void **state) {
+  fx_t *f = *state;
+  const uint32_t lens[] = {small.max_frame + 1, 0x7fffffffu, 0xffffffffu};
+  for (size_t i = 0; i < 3; i++) {
+    raw_t r;
+    raw_begin(&r, DR_MSG_OK);
+    raw_set_body_len(&r, lens[i]);
+    counter_t c;
+    int err;
+    /* Only the header is ever read: the body is never reserved. */
+    assert_int_equal(serve(&f->lim, r.b, r.len, &c, &err), DR_DECODE_ERROR);
+    assert_int_equal(err, DR_ETOOBIG);
+    assert_true(c.peak_bytes <= 256);
+    assert_int_equal(raw_error(&f->dflt, &r),
+                     lens[i] > f->dflt.lim.max_frame ? DR_ETOOBIG : 1);
+  }
+  raw_t r;
+  raw_begin(&r, DR_MSG_OK);
+  raw_set_body_len(&r, small.max_frame);
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  assert_int_equal(dr_decode(&f->lim, r.b, r.len, &m, &consumed, &need, &err),
+                   DR_DECODE_NEED_MORE);
+  assert_int_equal(need, DR_FRAME_HDR_LEN + small.max_frame);
+}
+
+/* A VALUES frame whose body is body_len bytes: items of 32, n and 0. */
+static void values_frame(raw_t *r, uint32_t body_len) {
+  uint32_t mid = body_len - 5 - (4 + 32) - 4 - 4;
+  raw_begin(r, DR_MSG_VALUES);
+  raw_listf(r, 3);
+  raw_item(r, 32, 32);
+  raw_item(r, mid, mid);
+  raw_item(r, 0, 0);
+  raw_end(r);
+  assert_int_equal(r->len, DR_FRAME_HDR_LEN + body_len);
+}
+
+static void test_frame_over_unauth_cap(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  values_frame(&r, small.max_frame_unauth);
+  expect_ok(&f->pre, &r);
+  values_frame(&r, small.max_frame_unauth + 1);
+  expect_too_big(&f->pre, &r);
+  expect_ok(&f->lim, &r); /* the same frame after authentication */
+  raw_set_body_len(&r, 0xffffffffu);
+  expect_too_big(&f->pre, &r);
+}
+
+/* One field of the given schema class at its cap passes, cap+1 and a
+ * declared 4 GiB fail with DR_ETOOBIG (never DR_ETRUNC: the cap comes
+ * first). */
+static void byte_field_frame(raw_t *r, uint8_t type, uint32_t declared,
+                             size_t n) {
+  raw_begin(r, type);
+  switch (type) {
+  case DR_MSG_HELLO: /* s: run_id */
+    raw_bytesf(r, declared, n);
+    raw_bytesf(r, 1, 1);
+    break;
+  case DR_MSG_SET: /* k then v */
+    raw_u64f(r, 1);
+    raw_bytesf(r, declared, n);
+    raw_bytesf(r, 1, 1);
+    break;
+  case DR_MSG_VALUE: /* v */
+    raw_bytesf(r, declared, n);
+    break;
+  case DR_MSG_ERROR: /* b */
+    raw_u64f(r, 5);
+    raw_bytesf(r, declared, n);
+    break;
+  default:
+    fail();
+  }
+  raw_end(r);
+}
+
+static void check_byte_cap(const fx_t *f, uint8_t type, uint32_t cap) {
+  raw_t r;
+  byte_field_frame(&r, type, cap, cap);
+  expect_ok(&f->lim, &r);
+  byte_field_frame(&r, type, cap + 1, cap + 1);
+  expect_too_big(&f->lim, &r);
+  byte_field_frame(&r, type, 0xffffffffu, 0);
+  expect_too_big(&f->lim, &r);
+  assert_int_equal(raw_error(&f->lim, &r), DR_ETOOBIG);
+}
+
+static void test_str_cap(void **state) {
+  check_byte_cap(*state, DR_MSG_HELLO, small.max_str);
+}
+
+static void test_key_cap(void **state) {
+  check_byte_cap(*state, DR_MSG_SET, small.max_key);
+}
+
+static void test_value_cap(void **state) {
+  check_byte_cap(*state, DR_MSG_VALUE, small.max_value);
+  fx_t *f = *state;
+  raw_t r; /* the value field of SET, after a key */
+  raw_begin(&r, DR_MSG_SET);
+  raw_u64f(&r, 1);
+  raw_bytesf(&r, 1, 1);
+  raw_bytesf(&r, small.max_value + 1, small.max_value + 1);
+  raw_end(&r);
+  expect_too_big(&f->lim, &r);
+}
+
+static void test_blob_cap(void **state) {
+  check_byte_cap(*state, DR_MSG_ERROR, small.max_blob);
+}
+
+/* A MULTI_GET (key list) or VALUES (value list) with count items of
+ * item_len bytes; the last item declares last_declared. */
+static void list_frame(raw_t *r, uint8_t type, uint32_t count,
+                       uint32_t item_len, uint32_t last_declared) {
+  raw_begin(r, type);
+  if (type == DR_MSG_MULTI_GET)
+    raw_u64f(r, 1);
+  raw_listf(r, count);
+  for (uint32_t i = 0; i < count; i++) {
+    uint32_t d = i + 1 == count ? last_declared : item_len;
+    raw_item(r, d, d == 0xffffffffu ? 0 : d);
+  }
+  if (type == DR_MSG_MULTI_GET)
+    raw_u64f(r, 0);
+  raw_end(r);
+}
+
+static void test_list_count_cap(void **state) {
+  fx_t *f = *state;
+  const uint8_t types[] = {DR_MSG_MULTI_GET, DR_MSG_VALUES};
+  for (int i = 0; i < 2; i++) {
+    raw_t r;
+    list_frame(&r, types[i], small.max_count, 2, 2);
+    expect_ok(&f->lim, &r);
+    list_frame(&r, types[i], small.max_count + 1, 2, 2);
+    expect_too_big(&f->lim, &r);
+    /* A huge count with no items behind it: still the cap, not TRUNC. */
+    raw_begin(&r, types[i]);
+    if (types[i] == DR_MSG_MULTI_GET)
+      raw_u64f(&r, 1);
+    raw_listf(&r, 0xffffffffu);
+    raw_end(&r);
+    expect_too_big(&f->lim, &r);
+  }
+}
+
+static void test_list_item_cap(void **state) {
+  fx_t *f = *state;
+  const uint8_t types[] = {DR_MSG_MULTI_GET, DR_MSG_VALUES};
+  const uint32_t caps[] = {small.max_key, small.max_value};
+  for (int i = 0; i < 2; i++) {
+    raw_t r;
+    list_frame(&r, types[i], 2, 1, caps[i]);
+    expect_ok(&f->lim, &r);
+    list_frame(&r, types[i], 2, 1, caps[i] + 1);
+    expect_too_big(&f->lim, &r);
+    list_frame(&r, types[i], 2, 1, 0xffffffffu);
+    expect_too_big(&f->lim, &r);
+  }
+  /* CHECK lists keys too. */
+  raw_t r;
+  raw_begin(&r, DR_MSG_CHECK);
+  raw_u64f(&r, 1);
+  raw_listf(&r, 1);
+  raw_item(&r, small.max_key + 1, small.max_key + 1);
+  raw_end(&r);
+  expect_too_big(&f->lim, &r);
+}
+
+/* ---- decode errors -------------------------------------------------------- */
+
+static void test_bad_magic(void **state) {
+  fx_t *f = *state;
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  const uint8_t one[] = {'G'};
+  assert_int_equal(dr_decode(&f->dflt, one, 1, &m, &consumed, &need, &err),
+                   DR_DECODE_ERROR);
+  assert_int_equal(err, DR_EMAGIC);
+  const char http[] = "GET / HTTP/1.1\r\n";
+  assert_int_equal(dr_decode(&f->dflt, (const uint8_t *)http, strlen(http),
+                             &m, &consumed, &need, &err),
+                   DR_DECODE_ERROR);
+  assert_int_equal(err, DR_EMAGIC);
+  raw_t r;
+  raw_begin(&r, DR_MSG_OK);
+  raw_end(&r);
+  r.b[1] = 'X';
+  assert_int_equal(raw_error(&f->dflt, &r), DR_EMAGIC);
+  r.b[0] = 0;
+  r.b[1] = 'R';
+  assert_int_equal(raw_error(&f->dflt, &r), DR_EMAGIC);
+}
+
+static void test_bad_version(void **state) {
+  fx_t *f = *state;
+  const uint8_t versions[] = {0, DR_PROTO_VERSION + 1, 255};
+  for (int i = 0; i < 3; i++) {
+    raw_t r;
+    raw_begin_v(&r, versions[i], DR_MSG_OK);
+    raw_end(&r);
+    assert_int_equal(raw_error(&f->dflt, &r), DR_EVERSION);
+  }
+}
+
+static void test_unknown_type(void **state) {
+  fx_t *f = *state;
+  const uint8_t types[] = {0, DR__MSG_MAX, 100, 255};
+  for (int i = 0; i < 4; i++) {
+    raw_t r;
+    raw_begin(&r, types[i]);
+    raw_end(&r);
+    assert_int_equal(raw_error(&f->dflt, &r), DR_ETYPE);
+  }
+}
+
+static void test_wrong_field_kind(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  raw_begin(&r, DR_MSG_SET); /* gen as bytes */
+  raw_bytesf(&r, 1, 1);
+  raw_bytesf(&r, 1, 1);
+  raw_bytesf(&r, 1, 1);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_EFIELD);
+  raw_begin(&r, DR_MSG_MULTI_GET); /* keys as bytes, not a list */
+  raw_u64f(&r, 1);
+  raw_bytesf(&r, 1, 1);
+  raw_u64f(&r, 1);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_EFIELD);
+  raw_begin(&r, DR_MSG_VALUE); /* a list where bytes belong */
+  raw_listf(&r, 0);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_EFIELD);
+  const uint8_t bad_kinds[] = {0, 4, 255};
+  for (int i = 0; i < 3; i++) {
+    raw_begin(&r, DR_MSG_INT);
+    raw_u8(&r, bad_kinds[i]);
+    raw_be64(&r, 1);
+    raw_end(&r);
+    assert_int_equal(raw_error(&f->dflt, &r), DR_EFIELD);
+  }
+}
+
+static void test_truncated_field(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  raw_begin(&r, DR_MSG_INT); /* empty body: the field is missing */
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_INT); /* half a u64 */
+  raw_u8(&r, DR_FIELD_U64);
+  raw_be32(&r, 1);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_SET); /* missing the last fields */
+  raw_u64f(&r, 1);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_VALUE); /* declares 10 bytes, has 3 */
+  raw_bytesf(&r, 10, 3);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_VALUE); /* length cut short */
+  raw_u8(&r, DR_FIELD_BYTES);
+  raw_u8(&r, 0);
+  raw_u8(&r, 0);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_VALUES); /* count 2, one item */
+  raw_listf(&r, 2);
+  raw_item(&r, 1, 1);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_VALUES); /* item length cut short */
+  raw_listf(&r, 1);
+  raw_u8(&r, 0);
+  raw_u8(&r, 0);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+  raw_begin(&r, DR_MSG_VALUES); /* item declares more than is left */
+  raw_listf(&r, 1);
+  raw_item(&r, 8, 2);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRUNC);
+}
+
+static void test_trailing_bytes(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  raw_begin(&r, DR_MSG_OK);
+  raw_u8(&r, 0);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRAILING);
+  raw_begin(&r, DR_MSG_INT); /* an extra field */
+  raw_u64f(&r, 1);
+  raw_u64f(&r, 2);
+  raw_end(&r);
+  assert_int_equal(raw_error(&f->dflt, &r), DR_ETRAILING);
+}
+
+/* ---- typed views ------------------------------------------------------------ */
+
+static void test_views_reject_other_types(void **state) {
+  fx_t *f = *state;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    uint8_t t = all_types[i];
+    dr_msg_t m;
+    size_t consumed, need;
+    int err;
+    dr_join_t j;
+    dr_assign_t a;
+    dr_failure_t x;
+    dr_buf_reset(&f->b);
+    assert_int_equal(encode_sample(&f->b, t, 1), 0);
+    assert_int_equal(dr_decode(&f->dflt, f->b.data, f->b.len, &m, &consumed,
+                               &need, &err),
+                     DR_DECODE_OK);
+    assert_int_equal(dr_msg_join(&m, &j), t == DR_MSG_JOIN ? 0 : DR_EUNEXPECTED);
+    assert_int_equal(dr_msg_assign(&m, &a),
+                     t == DR_MSG_ASSIGN ? 0 : DR_EUNEXPECTED);
+    assert_int_equal(dr_msg_failure(&m, &x),
+                     t == DR_MSG_FAILURE ? 0 : DR_EUNEXPECTED);
+  }
+}
+
+/* Decodes r and applies the view of its type. */
+static int view_of(const fx_t *f, const raw_t *r) {
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  dr_join_t j;
+  dr_assign_t a;
+  dr_failure_t x;
+  assert_int_equal(dr_decode(&f->dflt, r->b, r->len, &m, &consumed, &need,
+                             &err),
+                   DR_DECODE_OK);
+  if (m.type == DR_MSG_JOIN)
+    return dr_msg_join(&m, &j);
+  if (m.type == DR_MSG_ASSIGN)
+    return dr_msg_assign(&m, &a);
+  return dr_msg_failure(&m, &x);
+}
+
+static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
+                       uint64_t port) {
+  raw_begin(r, DR_MSG_JOIN);
+  raw_bytesf(r, 1, 1);
+  raw_bytesf(r, 1, 1);
+  raw_bytesf(r, 0, 0);
+  raw_u64f(r, nproc);
+  raw_u64f(r, node_rank);
+  raw_u64f(r, port);
+  raw_bytesf(r, 0, 0);
+  raw_end(r);
+}
+
+/* u64 values: the one at index `big` is 2^32, the others small. */
+static void u64_frame(raw_t *r, uint8_t type, int big) {
+  const char *schema = dr_msg_schema(type);
+  raw_begin(r, type);
+  for (int i = 0; schema[i] != '\0'; i++) {
+    if (schema[i] == 'u')
+      raw_u64f(r, i == big ? (1ull << 32) : 1);
+    else
+      raw_bytesf(r, 1, 1);
+  }
+  raw_end(r);
+}
+
+static void test_views_reject_wide_integers(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  join_frame(&r, 8, DR_NONE, 29500); /* node_rank is a full u64 */
+  assert_int_equal(view_of(f, &r), 0);
+  join_frame(&r, 1ull << 32, 0, 0);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  join_frame(&r, 1, 0, 1ull << 32);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  /* ASSIGN: every u64 but gen (index 0) is 32-bit. */
+  const char *as = dr_msg_schema(DR_MSG_ASSIGN);
+  for (int i = 0; as[i] != '\0'; i++) {
+    if (as[i] != 'u')
+      continue;
+    u64_frame(&r, DR_MSG_ASSIGN, i);
+    assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
+  }
+  /* FAILURE: rank, local_rank, pid, exit_code, signal are 32-bit. */
+  for (int i = 0; i < 6; i++) {
+    u64_frame(&r, DR_MSG_FAILURE, i);
+    assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
+  }
+}
+
+/* ---- encoder allocation failure ------------------------------------------- */
+
+static void test_encoder_enomem_keeps_frames(void **state) {
+  fx_t *f = *state;
+  counter_t c;
+  dr_buf_t b;
+  buf_with(&b, &c);
+  assert_int_equal(encode_sample(&b, DR_MSG_HELLO, 1), 0);
+  assert_int_equal(encode_sample(&b, DR_MSG_INT, 2), 0);
+  size_t len = b.len;
+  uint8_t before[256];
+  assert_true(len <= sizeof(before));
+  memcpy(before, b.data, len);
+
+  /* The header fits in what is allocated; the value needs to grow it. */
+  static uint8_t big[4096];
+  c.fail = 1;
+  assert_int_equal(dr_enc_set(&b, 3, 1, dr_str("k"), mk(big, sizeof(big))),
+                   -ENOMEM);
+  assert_int_equal(b.len, len);
+  assert_memory_equal(b.data, before, len);
+  assert_int_equal(b.err, 0);
+  for (size_t i = 0; i < N_TYPES; i++) {
+    size_t at = b.len;
+    int rc = encode_sample(&b, all_types[i], 9);
+    /* Small frames may still fit; either way nothing earlier changes. */
+    assert_true(rc == 0 || rc == -ENOMEM);
+    if (rc != 0)
+      assert_int_equal(b.len, at);
+    assert_int_equal(b.err, 0);
+    assert_memory_equal(b.data, before, len);
+  }
+
+  /* After the allocator recovers, encoding resumes where it was. */
+  c.fail = 0;
+  size_t kept = b.len;
+  assert_int_equal(dr_enc_set(&b, 3, 1, dr_str("k"), mk(big, sizeof(big))),
+                   0);
+  dr_msg_t m;
+  size_t consumed, need, off = 0;
+  int err, n = 0;
+  while (off < b.len) {
+    assert_int_equal(dr_decode(&f->dflt, b.data + off, b.len - off, &m,
+                               &consumed, &need, &err),
+                     DR_DECODE_OK);
+    if (off < kept)
+      check_sample(&m);
+    off += consumed;
+    n++;
+  }
+  assert_true(n >= 3);
+  assert_int_equal(m.type, DR_MSG_SET);
+  assert_int_equal(m.f[2].b.len, sizeof(big));
+  dr_buf_free(&b);
+}
+
+static void test_encoder_enomem_on_empty_buffer(void **state) {
+  for (size_t i = 0; i < N_TYPES; i++) {
+    counter_t c;
+    dr_buf_t b;
+    buf_with(&b, &c);
+    c.fail = 1;
+    assert_int_equal(encode_sample(&b, all_types[i], 1), -ENOMEM);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(b.err, 0);
+    assert_true(c.n_calls >= 1);
+    dr_buf_free(&b);
+  }
+}
+
+int main(void) {
+#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+  const struct CMUnitTest tests[] = {
+      T(test_table_covers_every_type),
+      T(test_round_trip_every_type),
+      T(test_stream_of_frames),
+      T(test_every_prefix_needs_more),
+      T(test_server_loop_reserves_only_need),
+      T(test_frame_over_max_frame),
+      T(test_frame_over_unauth_cap),
+      T(test_str_cap),
+      T(test_key_cap),
+      T(test_value_cap),
+      T(test_blob_cap),
+      T(test_list_count_cap),
+      T(test_list_item_cap),
+      T(test_bad_magic),
+      T(test_bad_version),
+      T(test_unknown_type),
+      T(test_wrong_field_kind),
+      T(test_truncated_field),
+      T(test_trailing_bytes),
+      T(test_views_reject_other_types),
+      T(test_views_reject_wide_integers),
+      T(test_encoder_enomem_keeps_frames),
+      T(test_encoder_enomem_on_empty_buffer),
+  };
+#undef T
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
