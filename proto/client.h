@@ -47,7 +47,9 @@ int dr_client_open(const dr_client_opts_t *opts, dr_client_t **out,
 /* Closes the connection and frees *c; sets *c to NULL. NULL is fine. */
 void dr_client_close(dr_client_t **c);
 
-/* The socket, for poll() alongside other work. */
+/* The socket, for poll() alongside other work. Pushed messages may already
+ * sit in the client's queue after any request, where poll() cannot see
+ * them: drain dr_client_recv(c, 0, &m) until -ETIMEDOUT before polling. */
 int dr_client_fd(const dr_client_t *c);
 
 /* The message of the last ERROR reply (or "" if none). Borrowed. */
