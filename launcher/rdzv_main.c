@@ -86,7 +86,7 @@ static void on_closed(void *arg) { ((run_state_t *)arg)->srv = NULL; }
 
 static void on_signal(uv_signal_t *h, int signum) {
   run_state_t *st = h->data;
-  DR_WARN("received SIG%s, shutting down", sigabbrev_np(signum));
+  DR_INFO("received SIG%s, shutting down", sigabbrev_np(signum));
   if (st->signal_exit == 0)
     st->signal_exit = 128 + signum;
   dr_server_t *s = st->srv;

@@ -161,10 +161,10 @@ void dr__conn_send_error(dr_conn_t *c, uint32_t req, int code,
 }
 
 /* A client that broke the protocol: tell it why, log a sample, drop it. */
-static void conn_reject(dr_conn_t *c, int code, const char *what) {
-  char sample[128];
-  size_t n = c->in_len < 32 ? c->in_len : 32;
-  dr_log_sample(c->in, n, sample, sizeof(sample));
+static void conn_reject(dr_conn_t *c, int code, const char *what,
+                        const uint8_t *bytes, size_t n_bytes) {
+  char sample[160];
+  dr_log_sample(bytes, n_bytes < 32 ? n_bytes : 32, sample, sizeof(sample));
   DR_WARN("dropping %s: %s (%s); first bytes: \"%s\"", c->peer, what,
           dr_strerror(code), sample);
   dr__conn_send_error(c, 0, code, "%s: %s", what, dr_strerror(code));
@@ -232,7 +232,7 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
 static void dispatch(dr_conn_t *c, const dr_msg_t *m) {
   if (c->state == DR_CONN_HELLO) {
     if (m->type != DR_MSG_HELLO) {
-      conn_reject(c, DR_ESEQUENCE, "first message is not HELLO");
+      conn_reject(c, DR_ESEQUENCE, "first message is not HELLO", NULL, 0);
       return;
     }
     handle_hello(c, m);
@@ -266,8 +266,16 @@ static void dispatch(dr_conn_t *c, const dr_msg_t *m) {
   }
 }
 
+/* With nothing pending, a connection reads into the loop's shared buffer
+ * (libuv calls alloc and read back to back for one stream), so an idle
+ * connection holds no read memory; only a partial frame is copied out. */
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   dr_conn_t *c = h->data;
+  if (c->in_len == 0) {
+    buf->base = (char *)c->srv->rbuf;
+    buf->len = sizeof(c->srv->rbuf);
+    return;
+  }
   /* need was capped by the decoder before it was reported. */
   size_t want = c->in_len + DR_READ_CHUNK;
   if (c->need > want)
@@ -286,6 +294,32 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = c->in_cap - c->in_len;
 }
 
+/* Keeps the undecoded tail of data for the next read. */
+static int keep_tail(dr_conn_t *c, const uint8_t *data, size_t n, int shared) {
+  if (!shared) {
+    if (n > 0 && data != c->in)
+      memmove(c->in, data, n);
+    c->in_len = n;
+    if (n == 0) {
+      free(c->in);
+      c->in = NULL;
+      c->in_cap = 0;
+    }
+    return 0;
+  }
+  if (n == 0)
+    return 0;
+  size_t cap = n + DR_READ_CHUNK;
+  uint8_t *p = realloc(c->in, cap);
+  if (p == NULL)
+    return -ENOMEM;
+  memcpy(p, data, n);
+  c->in = p;
+  c->in_cap = cap;
+  c->in_len = n;
+  return 0;
+}
+
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   dr_conn_t *c = st->data;
   if (nread == UV_ENOBUFS) {
@@ -299,7 +333,17 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   }
   if (nread == 0 || c->state == DR_CONN_CLOSING)
     return;
-  c->in_len += (size_t)nread;
+  int shared = buf->base == (char *)c->srv->rbuf;
+  const uint8_t *data;
+  size_t len;
+  if (shared) {
+    data = c->srv->rbuf;
+    len = (size_t)nread;
+  } else {
+    c->in_len += (size_t)nread;
+    data = c->in;
+    len = c->in_len;
+  }
   c->last_seen_ms = dr__now_ms(c->srv);
 
   size_t off = 0;
@@ -307,19 +351,13 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     dr_msg_t m;
     size_t used, need;
     int err;
-    dr_decode_status_t st2 =
-        dr_decode(&c->dec, c->in + off, c->in_len - off, &m, &used, &need,
-                  &err);
-    if (st2 == DR_DECODE_NEED_MORE) {
+    dr_decode_status_t rc =
+        dr_decode(&c->dec, data + off, len - off, &m, &used, &need, &err);
+    if (rc == DR_DECODE_NEED_MORE) {
       c->need = need;
       break;
     }
-    if (st2 == DR_DECODE_ERROR) {
-      if (off > 0) {
-        memmove(c->in, c->in + off, c->in_len - off);
-        c->in_len -= off;
-        off = 0;
-      }
+    if (rc == DR_DECODE_ERROR) {
       if (err == DR_EVERSION) {
         DR_WARN("refused %s: protocol version %u (this server speaks %u)",
                 c->peer, m.version, DR_PROTO_VERSION);
@@ -329,7 +367,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
                             m.version, DR_PROTO_VERSION);
         dr__conn_close(c, "protocol version mismatch");
       } else {
-        conn_reject(c, err, "malformed frame");
+        conn_reject(c, err, "malformed frame", data + off, len - off);
       }
       return;
     }
@@ -339,19 +377,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   }
   if (c->state == DR_CONN_CLOSING)
     return;
-  if (off > 0) {
-    memmove(c->in, c->in + off, c->in_len - off);
-    c->in_len -= off;
-  }
-  /* Give back a large buffer once the big frame that needed it is gone. */
-  if (c->in_cap > 4 * DR_READ_CHUNK && c->in_len < DR_READ_CHUNK &&
-      c->need <= DR_READ_CHUNK) {
-    uint8_t *p = realloc(c->in, DR_READ_CHUNK);
-    if (p != NULL) {
-      c->in = p;
-      c->in_cap = DR_READ_CHUNK;
-    }
-  }
+  if (keep_tail(c, data + off, len - off, shared) != 0)
+    dr__conn_close(c, "out of memory");
 }
 
 static void format_peer(dr_conn_t *c) {

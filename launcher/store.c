@@ -43,6 +43,7 @@ struct dr_store {
 };
 
 struct dr_waiter {
+  dr_server_t *srv; /* the connection may be freed before the timer closes */
   dr_conn_t *conn;
   uint32_t req;
   uint8_t type;  /* DR_MSG_GET, DR_MSG_MULTI_GET or DR_MSG_BARRIER */
@@ -138,7 +139,7 @@ static void park_unlink(dr_waiter_t *w) {
 
 static void on_waiter_closed(uv_handle_t *h) {
   dr_waiter_t *w = h->data;
-  dr_server_t *s = w->conn->srv;
+  dr_server_t *s = w->srv;
   free(w);
   dr__server_handle_closed(s);
 }
@@ -286,6 +287,7 @@ static dr_waiter_t *waiter_new(dr_conn_t *c, const dr_msg_t *m, int scope,
   dr_waiter_t *w = calloc(1, sizeof(*w) + n * sizeof(dr_bytes_t) + bytes);
   if (w == NULL)
     return NULL;
+  w->srv = c->srv;
   w->conn = c;
   w->req = m->req_id;
   w->type = m->type;

@@ -378,9 +378,12 @@ int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
   int rc = dr__client_begin(c, &id);
   if (rc == 0)
     rc = dr_enc_join(&c->wbuf, id, j);
+  /* The server holds a JOIN until the round completes: wait_ms is the
+   * whole deadline, not an addition to the I/O timeout. */
   if (rc == 0)
-    rc = dr__client_request(c, id, wait_ms > 0 ? (uint64_t)wait_ms : 0, DR_MSG_ASSIGN,
-                 &m);
+    rc = dr__client_request_until(
+        c, id, dr__io_deadline(wait_ms > 0 ? wait_ms : c->io_timeout_ms, 0),
+        DR_MSG_ASSIGN, &m);
   if (rc == 0)
     rc = dr_msg_assign(&m, &a);
   if (rc != 0)

@@ -148,7 +148,12 @@ int dr__client_send(dr_client_t *c, int64_t deadline_ms) {
 
 int dr__client_request(dr_client_t *c, uint32_t id, uint64_t wait_ms,
                        uint8_t want, dr_msg_t *m) {
-  int64_t deadline = dr__io_deadline(c->io_timeout_ms, wait_ms);
+  return dr__client_request_until(
+      c, id, dr__io_deadline(c->io_timeout_ms, wait_ms), want, m);
+}
+
+int dr__client_request_until(dr_client_t *c, uint32_t id, int64_t deadline,
+                             uint8_t want, dr_msg_t *m) {
   int rc = dr__client_send(c, deadline);
   if (rc != 0)
     return rc;

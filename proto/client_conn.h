@@ -57,6 +57,9 @@ int dr__client_send(dr_client_t *c, int64_t deadline_ms);
  * until its next call. */
 int dr__client_request(dr_client_t *c, uint32_t id, uint64_t wait_ms,
                        uint8_t want, dr_msg_t *m);
+/* The same with an absolute deadline (dr__io_now_ms() clock). */
+int dr__client_request_until(dr_client_t *c, uint32_t id, int64_t deadline,
+                             uint8_t want, dr_msg_t *m);
 
 /* The next pushed message: from the queue, else from the socket before
  * deadline_ms. Same return codes as dr_client_recv(). */
