@@ -287,6 +287,27 @@ DR_H_TEST(test_rank_out_of_range_refused) {
   }
 }
 
+/* dr_client_join's wait_ms is its whole deadline: a round that cannot
+ * complete gives -ETIMEDOUT after about wait_ms, not after the I/O
+ * timeout on top of it. */
+DR_H_TEST(test_join_wait_is_bounded) {
+  dr_h_start(fx, DR_H_ARGS("--nnodes", "2", "--heartbeat-timeout", HB_OFF),
+             NULL);
+  dr_client_t *c = dr_h_open(fx, "alone");
+  dr_join_t j;
+  dr_assignment_t a;
+  dr_h_join_fill(&j, DR_H_RUN_ID, "alone", "", 1, DR_NONE, 0, "");
+  double t0 = dr_h_now_ms();
+  int rc = dr_client_join(c, &j, 400, &a);
+  double took = dr_h_now_ms() - t0;
+  fprintf(stderr, "  lone join: %s after %.0f ms\n", dr_err_name(rc), took);
+  if (rc == 0)
+    dr_assignment_free(&a);
+  assert_int_equal(rc, -ETIMEDOUT);
+  assert_true(took >= 390.0);
+  assert_true(took < 1500.0);
+}
+
 DR_H_TEST(test_full_round_refused) {
   dr_h_start(fx, DR_H_ARGS("--nnodes", "2", "--heartbeat-timeout", HB_OFF),
              NULL);
@@ -381,6 +402,7 @@ int main(void) {
       T(test_unranked_ordered_by_host_and_defaults),
       T(test_duplicate_rank_refused),
       T(test_rank_out_of_range_refused),
+      T(test_join_wait_is_bounded),
       T(test_full_round_refused),
       T(test_mixed_nproc_refused),
       T(test_wrong_run_id_refused),
