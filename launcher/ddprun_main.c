@@ -1,32 +1,286 @@
-/* ddprun: the launcher. This version carries the rendezvous server only;
- * the per-node agent that spawns workers is not built yet, and ddprun says
- * so instead of pretending to run a job. */
+/* ddprun: parses the command line, hosts the rendezvous server when this
+ * node should (--standalone, the endpoint is here, or static node 0), and
+ * runs the agent. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
 
-static const char usage[] =
-    "usage: ddprun [options] PROGRAM [ARGS...]\n"
-    "\n"
-    "Launches and supervises a data-parallel job (torchrun-compatible).\n"
-    "The per-node agent is not built in this version: use ddprun-rdzv for\n"
-    "the rendezvous server and key-value store.\n"
-    "\n"
-    "  -h, --help     show this help\n"
-    "  --version      print the version\n";
+#include "agent.h"
+#include "auth.h"
+#include "bind.h"
+#include "errors.h"
+#include "log.h"
+#include "options.h"
+#include "server.h"
+
+extern char **environ;
+
+/* The in-process rendezvous server, on a loop of its own in a thread. */
+typedef struct {
+  dr_server_config_t cfg;
+  uv_loop_t loop;
+  uv_thread_t thread;
+  uv_sem_t started;
+  dr_server_t *srv;
+  int rc;
+  char err[256];
+  uint16_t port;
+} hosted_t;
+
+static void server_thread(void *arg) {
+  hosted_t *h = arg;
+  h->rc = dr_server_start(&h->loop, &h->cfg, &h->srv, h->err, sizeof(h->err));
+  if (h->rc == 0)
+    h->port = dr_server_port(h->srv);
+  uv_sem_post(&h->started);
+  uv_run(&h->loop, UV_RUN_DEFAULT);
+}
+
+static int host_start(hosted_t *h) {
+  uv_loop_init(&h->loop);
+  uv_sem_init(&h->started, 0);
+  if (uv_thread_create(&h->thread, server_thread, h) != 0) {
+    snprintf(h->err, sizeof(h->err), "cannot start the server thread");
+    return -EAGAIN;
+  }
+  uv_sem_wait(&h->started);
+  if (h->rc != 0) {
+    uv_thread_join(&h->thread);
+    uv_loop_close(&h->loop);
+  }
+  return h->rc;
+}
+
+static void host_stop(hosted_t *h) {
+  dr_server_request_stop(h->srv);
+  uv_thread_join(&h->thread);
+  uv_loop_close(&h->loop);
+}
+
+/* 0 when addr (numeric) belongs to this host: it can be bound. */
+static int is_local_address(const char *host) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_socktype = SOCK_STREAM;
+  if (getaddrinfo(host, "0", &hints, &res) != 0)
+    return 0;
+  int local = 0;
+  for (struct addrinfo *ai = res; ai != NULL && !local; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      continue;
+    local = bind(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return local;
+}
+
+static int is_numeric(const char *host) {
+  unsigned char buf[sizeof(struct in6_addr)];
+  return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* 0 when nothing listens on port here; the check TCPStore's bind makes. */
+static int port_is_free(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return 1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  struct sockaddr_in sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+  close(fd);
+  return ok;
+}
+
+/* The command to exec: python for .py and -m, the program itself else. */
+static char **build_argv(const dr_options_t *o) {
+  const char *py = getenv("PYTHON_EXEC");
+  if (py == NULL || py[0] == '\0')
+    py = "python3";
+  const char *prog = o->prog_argv[0];
+  size_t len = strlen(prog);
+  int python = o->run_module ||
+               (!o->no_python && len > 3 && strcmp(prog + len - 3, ".py") == 0);
+  size_t extra = python ? (o->run_module ? 3 : 2) : 0;
+  char **argv = calloc((size_t)o->prog_argc + extra + 1, sizeof(char *));
+  if (argv == NULL)
+    return NULL;
+  size_t k = 0;
+  if (python) {
+    argv[k++] = (char *)py;
+    argv[k++] = "-u";
+    if (o->run_module)
+      argv[k++] = "-m";
+  }
+  for (int i = 0; i < o->prog_argc; i++)
+    argv[k++] = o->prog_argv[i];
+  argv[k] = NULL;
+  return argv;
+}
+
+__attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "ddprun: %s\n", msg);
+}
 
 int main(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-      fputs(usage, stdout);
-      return 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  dr_options_t o;
+  char err[512];
+  int rc = dr_options_parse(argc, argv, environ, &o, err, sizeof(err));
+  if (rc == 1)
+    return 0;
+  if (rc != 0) {
+    fprintf(stderr, "ddprun: %s\n", err);
+    dr_options_free(&o);
+    return 2;
+  }
+  dr_log_init("ddprun", (dr_log_level_t)o.log_level);
+  int code = 2;
+  char **exec_argv = NULL;
+  char *path = NULL;
+  uint8_t *secret = NULL;
+  size_t secret_len = 0;
+  hosted_t *hosted = NULL;
+
+  char hostname[256];
+  if (gethostname(hostname, sizeof(hostname)) != 0)
+    snprintf(hostname, sizeof(hostname), "localhost");
+  hostname[sizeof(hostname) - 1] = '\0';
+
+  uint32_t nproc;
+  if (dr_bind_nproc(&o, &nproc, err, sizeof(err)) != 0) {
+    fprintf(stderr, "ddprun: %s\n", err);
+    goto out;
+  }
+  exec_argv = build_argv(&o);
+  if (exec_argv == NULL)
+    goto out;
+  rc = dr_resolve_exec(exec_argv[0], &path);
+  if (rc != 0) {
+    fail("cannot execute '%s': %s", exec_argv[0], dr_strerror(rc));
+    goto out;
+  }
+  exec_argv[0] = path;
+  rc = dr_auth_secret_load(o.secret_file, &secret, &secret_len);
+  if (rc != 0) {
+    fail("cannot read the shared secret from %s (%s)",
+         o.secret_file != NULL ? o.secret_file : "DDPRUN_SECRET",
+         dr_strerror(rc));
+    goto out;
+  }
+
+  /* Where the rendezvous is, and whether this node hosts it. */
+  const char *rdzv_host = o.rdzv_host;
+  uint16_t rdzv_port = o.rdzv_port;
+  const char *bind_host = NULL;
+  uint16_t master_port = 0;
+  int host_it = 0;
+  if (o.standalone || (o.rdzv_backend == DR_RDZV_C10D && !o.have_endpoint &&
+                       o.max_nodes == 1)) {
+    rdzv_host = bind_host = "127.0.0.1";
+    rdzv_port = 0;
+    host_it = 1;
+  } else if (o.rdzv_backend == DR_RDZV_STATIC) {
+    master_port = o.master_port >= 0 ? (uint16_t)o.master_port : 29500;
+    if (!o.have_endpoint) {
+      rdzv_host = o.master_addr;
+      rdzv_port = (uint16_t)(master_port + 1);
     }
-    if (strcmp(argv[i], "--version") == 0) {
-      printf("ddprun %s\n", DDPRUN_VERSION);
-      return 0;
+    host_it = o.node_rank == 0;
+    bind_host = is_numeric(rdzv_host) ? rdzv_host : "0.0.0.0";
+  } else {
+    if (!o.have_endpoint) {
+      fprintf(stderr, "ddprun: --rdzv-endpoint HOST[:PORT] is needed for a "
+                      "job of more than one node (or use --standalone)\n");
+      goto out;
+    }
+    if (o.master_port >= 0)
+      master_port = (uint16_t)o.master_port;
+    host_it = o.is_host == 1 || (o.is_host < 0 && is_local_address(rdzv_host));
+    bind_host = is_numeric(rdzv_host) ? rdzv_host : "0.0.0.0";
+  }
+  if (master_port != 0 && (o.rdzv_backend != DR_RDZV_STATIC || o.node_rank == 0) &&
+      !port_is_free(master_port)) {
+    fprintf(stderr, "ddprun: --master-port %u is already in use on this host; "
+                    "choose another port or leave it out to get a free one\n",
+            master_port);
+    goto out;
+  }
+
+  if (host_it) {
+    hosted = calloc(1, sizeof(*hosted));
+    if (hosted == NULL)
+      goto out;
+    dr_server_config_t *c = &hosted->cfg;
+    dr_server_config_default(c);
+    c->host = bind_host;
+    c->port = rdzv_port;
+    c->run_id = o.rdzv_id;
+    c->min_nodes = o.min_nodes;
+    c->max_nodes = o.max_nodes;
+    c->max_restarts = o.max_restarts;
+    c->heartbeat_timeout_ms = o.heartbeat_timeout_ms;
+    c->last_call_timeout_ms = o.last_call_timeout_ms;
+    c->secret = secret;
+    c->secret_len = secret_len;
+    rc = host_start(hosted);
+    if (rc == UV_EADDRINUSE && !o.standalone && o.is_host != 1) {
+      /* Another ddprun on this host serves the endpoint: join it. */
+      free(hosted);
+      hosted = NULL;
+    } else if (rc != 0) {
+      fprintf(stderr, "ddprun: cannot host the rendezvous server: %s\n",
+              hosted->err);
+      free(hosted);
+      hosted = NULL;
+      goto out;
+    } else {
+      rdzv_port = hosted->port;
+      DR_DEBUG("hosting the rendezvous server on %s:%u", bind_host, rdzv_port);
     }
   }
-  fprintf(stderr, "ddprun: launching workers is not built yet in this "
-                  "version; the rendezvous server is ddprun-rdzv (see "
-                  "ddprun-rdzv --help)\n");
-  return 2;
+
+  dr_agent_config_t ac;
+  memset(&ac, 0, sizeof(ac));
+  ac.opts = &o;
+  ac.server_host = rdzv_host;
+  ac.server_port = rdzv_port;
+  ac.nproc = nproc;
+  ac.prog_argv = (const char *const *)exec_argv;
+  ac.secret = secret;
+  ac.secret_len = secret_len;
+  ac.master_port_fd = -1;
+  ac.master_port = master_port;
+  ac.hostname = hostname;
+  code = dr_agent_run(&ac);
+
+out:
+  if (hosted != NULL) {
+    host_stop(hosted);
+    free(hosted);
+  }
+  if (secret != NULL)
+    dr_auth_secret_free(&secret, secret_len);
+  free(path);
+  free(exec_argv);
+  dr_options_free(&o);
+  return code;
 }

@@ -52,9 +52,21 @@ static void on_sweep(uv_timer_t *t) {
   dr__rdzv_sweep(s, now);
 }
 
+static void on_drain_timeout(uv_timer_t *t) {
+  dr_server_t *s = t->data;
+  dr_server_close(&s);
+}
+
+/* Stops once the replies already queued (a STOP to every agent, say)
+ * have been written, or after 2 s. */
 static void on_stop_async(uv_async_t *a) {
   dr_server_t *s = a->data;
-  dr_server_close(&s);
+  if (s->closing)
+    return;
+  s->cfg.exit_when_done = 1;
+  s->done_flushing = 1;
+  uv_timer_start(&s->drain, on_drain_timeout, 2000, 0);
+  dr__server_maybe_finish(s);
 }
 
 static void free_server(dr_server_t *s) {
@@ -168,7 +180,9 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->stop_async.data = s;
   uv_check_init(loop, &s->reaper);
   s->reaper.data = s;
-  s->n_handles_open += 3;
+  uv_timer_init(loop, &s->drain);
+  s->drain.data = s;
+  s->n_handles_open += 4;
   rc = dr__rdzv_init(s);
   if (rc != 0) {
     snprintf(err, errlen, "out of memory");
@@ -195,6 +209,7 @@ void dr__server_job_done(dr_server_t *s) {
   if (!s->cfg.exit_when_done)
     return;
   s->done_flushing = 1;
+  uv_timer_start(&s->drain, on_drain_timeout, 2000, 0);
   dr__server_maybe_finish(s);
 }
 
@@ -223,6 +238,7 @@ void dr_server_close(dr_server_t **sp) {
   uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&s->stop_async, on_handle_closed);
   uv_close((uv_handle_t *)&s->reaper, on_handle_closed);
+  uv_close((uv_handle_t *)&s->drain, on_handle_closed);
   dr__server_handle_closed(s);
 }
 

@@ -60,7 +60,8 @@ int dr_server_done(const dr_server_t *s, int *exit_code);
  * loop has closed the handles: call uv_run() until it returns after this. */
 void dr_server_close(dr_server_t **s);
 
-/* Thread-safe: asks the loop to close the server. */
+/* Thread-safe: asks the loop to close the server once the replies it has
+ * queued are written (at most 2 s). */
 void dr_server_request_stop(dr_server_t *s);
 
 #endif /* DR_SERVER_H */

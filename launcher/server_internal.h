@@ -94,6 +94,7 @@ struct dr_server {
   uv_timer_t sweep;        /* handshake deadlines, heartbeats */
   uv_async_t stop_async;
   uv_check_t reaper;       /* closes doomed connections at a safe point */
+  uv_timer_t drain;        /* bounds the wait for writes at shutdown */
   dr_conn_t *doomed;
   uint16_t port;
   dr_conn_t *conns;

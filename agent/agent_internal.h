@@ -1,0 +1,188 @@
+/* Internals of the agent: the asynchronous rendezvous connection
+ * (agent_rdzv.c), spawning (spawn.c), the worker environment (env.c) and
+ * the failure summary (summary.c), driven by agent.c. Loop thread only. */
+#ifndef DR_AGENT_INTERNAL_H
+#define DR_AGENT_INTERNAL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "agent.h"
+#include "bind.h"
+#include "client.h"
+#include "logfwd.h"
+#include "wire.h"
+
+/* ---- agent_rdzv.c: the connection to the rendezvous server ------------- */
+
+typedef struct dr_arz dr_arz_t;
+
+typedef struct {
+  void (*on_ready)(void *arg);                  /* handshake done */
+  void (*on_msg)(void *arg, const dr_msg_t *m); /* any later frame */
+  /* The connection failed or closed; code and a one-line reason. Called
+   * once; the connection is unusable afterwards. */
+  void (*on_lost)(void *arg, int code, const char *why);
+  void *arg;
+} dr_arz_cb_t;
+
+typedef struct {
+  const char *host;
+  uint16_t port;
+  const char *run_id;
+  const char *client_host;
+  const uint8_t *secret;  /* borrowed until on_ready or on_lost */
+  size_t secret_len;
+  uint32_t connect_timeout_ms; /* keep retrying refused connects this long */
+  dr_limits_t limits;
+} dr_arz_opts_t;
+
+/* Starts connecting. Returns 0 (callbacks follow) or a negative code (no
+ * callback will be called). */
+int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
+                 dr_arz_t **out);
+
+/* Sends the frame in b (copied). Errors surface through on_lost. */
+void dr_arz_send(dr_arz_t *a, const dr_buf_t *b);
+
+/* Milliseconds since the server was last heard from. */
+uint64_t dr_arz_idle_ms(const dr_arz_t *a);
+
+/* Closes; no callback is called after this. Sets *a to NULL. */
+void dr_arz_close(dr_arz_t **a);
+
+/* ---- spawn.c ----------------------------------------------------------- */
+
+typedef struct {
+  const char *path;          /* resolved executable */
+  char *const *argv;
+  char *const *envp;
+  const dr_binding_t *bind;
+} dr_spawn_req_t;
+
+/* Which step of starting a worker failed. */
+enum { DR_SPAWN_SETUP = 1, DR_SPAWN_BIND = 2, DR_SPAWN_EXEC = 3 };
+
+/* Forks and execs one worker in a new process group, with a parent-death
+ * signal (SIGKILL), stdin from /dev/null and stdout/stderr into new pipes.
+ * Returns 0 with *pid and the parent's pipe ends (non-blocking,
+ * close-on-exec), or -errno of the failed step (*stage), reported by the
+ * child through a close-on-exec pipe before this returns. */
+int dr_spawn(const dr_spawn_req_t *r, pid_t *pid, int *out_fd, int *err_fd,
+             int *stage);
+
+
+/* ---- env.c ------------------------------------------------------------- */
+
+typedef struct {
+  const dr_options_t *o;
+  const char *run_id;
+  uint32_t rank, local_rank, local_world, world, node_rank, nnodes;
+  const char *master_addr;
+  uint32_t master_port;
+  uint32_t restart_count, max_restarts;
+  uint64_t gen;
+  const char *rdzv_host;
+  uint16_t rdzv_port;
+  const uint8_t *bootstrap;
+  size_t bootstrap_len;
+  const char *error_file;
+  const dr_binding_t *bind;
+} dr_env_t;
+
+/* Builds a worker's environment: this process's environment, minus the
+ * variables set here, plus the contract (RANK ... OMP_NUM_THREADS,
+ * DDPRUN_*). Returns a NULL-terminated malloc'd array (one block; free()
+ * it) or NULL when out of memory. */
+char **dr_env_build(const dr_env_t *e);
+
+/* ---- summary.c ---------------------------------------------------------- */
+
+typedef struct {
+  double time;        /* wall clock, seconds since the epoch */
+  uint32_t node_rank, rank, local_rank;
+  pid_t pid;
+  int exit_code;      /* -1 when killed by a signal */
+  int signal;
+  int core_dumped;
+  char message[2048]; /* the error file's message or the last stderr lines */
+} dr_failure_rec_t;
+
+/* "exited with code 1" / "killed by signal SIGSEGV (core dumped)". */
+const char *dr_failure_what(const dr_failure_rec_t *f, char *out, size_t n);
+
+/* Reads the message from a worker's error file (torchelastic's JSON, or
+ * plain text): 0 and out filled, or -errno. */
+int dr_error_file_read(const char *path, char *out, size_t n);
+
+/* Prints the failure summary to stderr: the root cause first (local, or the
+ * server's reason when it happened elsewhere), then the other failures. */
+void dr_summary_print(int exit_code, const char *host, const char *server_reason,
+                      const dr_failure_rec_t *recs, size_t n_recs);
+
+/* ---- agent.c and agent_workers.c -------------------------------------- */
+
+typedef struct dr_agent dr_agent_t;
+
+typedef struct {
+  dr_agent_t *ag;
+  uint32_t local_rank, rank;
+  pid_t pid;          /* 0 before spawn */
+  int alive;
+  int exit_code;      /* valid once !alive; -1 for a signal */
+  int signal, core_dumped;
+  uv_pipe_t *pipe[2]; /* the worker's stdout, stderr; freed on close */
+  int pipe_open[2];
+  dr_logfwd_t *fwd[2];
+  int file_fd[2];     /* --log-dir files, or -1 */
+  char error_file[1024];
+} dr_worker_t;
+
+typedef enum {
+  DR_AG_JOINING,   /* JOIN sent, waiting for ASSIGN */
+  DR_AG_RUNNING,   /* workers running */
+  DR_AG_STOPPING,  /* local workers being stopped */
+  DR_AG_WAITING,   /* no workers; waiting for the server's order */
+  DR_AG_EXITING
+} dr_ag_state_t;
+
+typedef enum { DR_NEXT_WAIT = 0, DR_NEXT_REJOIN = 1, DR_NEXT_EXIT = 2 } dr_ag_next_t;
+
+struct dr_agent {
+  uv_loop_t loop;
+  const dr_agent_config_t *cfg;
+  const dr_options_t *o;
+  dr_arz_t *arz;
+  dr_ag_state_t state;
+  dr_ag_next_t next;         /* what follows once the workers are stopped */
+  dr_assignment_t asg;
+  int have_asg;
+  uint32_t nproc, n_alive;
+  dr_worker_t *w;
+  dr_binding_t *bind;
+  int printed_binding;
+  int port_fd;               /* socket holding the offered master port */
+  uint16_t port_offer;
+  uv_signal_t sigchld;
+  uv_signal_t sigs[16];
+  int n_sigs;
+  uv_timer_t kill_timer, hb_timer, join_timer;
+  int exit_code;
+  int stop_signal;           /* a terminating signal received, or 0 */
+  char server_reason[1200];
+  dr_failure_rec_t fails[8];
+  size_t n_fails;
+  char tmp_root[256];        /* error files when there is no --log-dir */
+};
+
+/* agent_workers.c */
+int dr__workers_start(dr_agent_t *ag);
+void dr__workers_signal(dr_agent_t *ag, int sig);
+void dr__workers_reap(dr_agent_t *ag);
+void dr__workers_drain(dr_worker_t *w);
+void dr__workers_close(dr_agent_t *ag);
+/* agent.c: a worker has exited (alive is 0, its status filled). */
+void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w);
+
+#endif /* DR_AGENT_INTERNAL_H */

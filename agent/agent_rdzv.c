@@ -1,0 +1,381 @@
+/* The agent's connection to the rendezvous server, on libuv: connect with
+ * retry and backoff until a deadline, HELLO and the optional AUTH, then
+ * frames in both directions. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "errors.h"
+
+typedef enum { ARZ_CONNECTING, ARZ_HELLO, ARZ_AUTH, ARZ_READY, ARZ_DEAD } arz_state_t;
+
+struct dr_arz {
+  uv_loop_t *loop;
+  uv_tcp_t tcp;
+  uv_timer_t retry;
+  uv_connect_t conn_req;
+  dr_arz_cb_t cb;
+  arz_state_t state;
+  char *host;
+  char *run_id;
+  char *client_host;
+  uint8_t *secret;
+  size_t secret_len;
+  uint16_t port;
+  struct sockaddr_storage addr;
+  uint64_t deadline;
+  uint64_t backoff_ms;
+  uint64_t last_heard;
+  int tcp_open;
+  int closing;
+  int handles; /* open handles; the struct is freed when none remain */
+  dr_decoder_t dec;
+  uint8_t *in;
+  size_t in_len, in_cap, need;
+  int last_err;
+  uint8_t nonce[DR_NONCE_LEN];
+};
+
+typedef struct {
+  uv_write_t req;
+  dr_arz_t *a;
+  uint8_t data[];
+} arz_write_t;
+
+static void arz_free_if_done(dr_arz_t *a) {
+  if (a->closing && a->handles == 0) {
+    free(a->in);
+    free(a->host);
+    free(a->run_id);
+    free(a->client_host);
+    if (a->secret != NULL)
+      dr_auth_secret_free(&a->secret, a->secret_len);
+    free(a);
+  }
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  dr_arz_t *a = h->data;
+  a->handles--;
+  arz_free_if_done(a);
+}
+
+static void forget_secret(dr_arz_t *a) {
+  if (a->secret != NULL)
+    dr_auth_secret_free(&a->secret, a->secret_len);
+}
+
+/* The connection is over: tell the owner once. */
+static void arz_lost(dr_arz_t *a, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void arz_lost(dr_arz_t *a, int code, const char *fmt, ...) {
+  if (a->state == ARZ_DEAD)
+    return;
+  a->state = ARZ_DEAD;
+  forget_secret(a);
+  uv_timer_stop(&a->retry);
+  if (a->tcp_open)
+    uv_read_stop((uv_stream_t *)&a->tcp);
+  char why[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof(why), fmt, ap);
+  va_end(ap);
+  if (a->cb.on_lost != NULL)
+    a->cb.on_lost(a->cb.arg, code, why);
+}
+
+static void on_write(uv_write_t *req, int status) {
+  arz_write_t *w = (arz_write_t *)req;
+  dr_arz_t *a = w->a;
+  free(w);
+  if (status < 0 && status != UV_ECANCELED && !a->closing)
+    arz_lost(a, status, "write to the rendezvous server %s:%u failed (%s)",
+             a->host, a->port, uv_strerror(status));
+}
+
+void dr_arz_send(dr_arz_t *a, const dr_buf_t *b) {
+  if (a->state == ARZ_DEAD || a->closing || !a->tcp_open || b->len == 0)
+    return;
+  arz_write_t *w = malloc(sizeof(*w) + b->len);
+  if (w == NULL) {
+    arz_lost(a, -ENOMEM, "out of memory");
+    return;
+  }
+  w->a = a;
+  memcpy(w->data, b->data, b->len);
+  uv_buf_t ub = uv_buf_init((char *)w->data, (unsigned)b->len);
+  int rc = uv_write(&w->req, (uv_stream_t *)&a->tcp, &ub, 1, on_write);
+  if (rc != 0) {
+    free(w);
+    arz_lost(a, rc, "write to the rendezvous server %s:%u failed (%s)",
+             a->host, a->port, uv_strerror(rc));
+  }
+}
+
+static void send_frame(dr_arz_t *a, int (*enc)(dr_buf_t *, dr_arz_t *)) {
+  dr_buf_t b;
+  dr_buf_init(&b);
+  if (enc(&b, a) == 0)
+    dr_arz_send(a, &b);
+  dr_buf_free(&b);
+}
+
+static int enc_hello(dr_buf_t *b, dr_arz_t *a) {
+  return dr_enc_hello(b, 1, dr_str(a->run_id), dr_str(a->client_host));
+}
+
+static int enc_auth(dr_buf_t *b, dr_arz_t *a) {
+  uint8_t mac[DR_MAC_LEN];
+  dr_auth_mac(a->secret, a->secret_len, a->nonce, dr_str(a->run_id), mac);
+  dr_bytes_t m = {mac, DR_MAC_LEN};
+  return dr_enc_auth(b, 2, m);
+}
+
+static void handle_frame(dr_arz_t *a, const dr_msg_t *m) {
+  if (m->type == DR_MSG_ERROR && a->state != ARZ_READY) {
+    int code = -(int)m->f[0].u;
+    arz_lost(a, code, "the rendezvous server %s:%u refused this node: %.*s",
+             a->host, a->port, (int)m->f[1].b.len, (const char *)m->f[1].b.p);
+    return;
+  }
+  switch (a->state) {
+  case ARZ_HELLO:
+    if (m->type != DR_MSG_WELCOME) {
+      arz_lost(a, DR_EUNEXPECTED, "unexpected %s from %s:%u during the handshake",
+               dr_msg_name(m->type), a->host, a->port);
+      return;
+    }
+    if (m->f[0].u == 0) {
+      a->state = ARZ_READY;
+      forget_secret(a);
+      a->dec.authed = 1;
+      a->cb.on_ready(a->cb.arg);
+      return;
+    }
+    if (a->secret == NULL) {
+      arz_lost(a, DR_ENOAUTH, "the rendezvous server %s:%u requires a shared "
+               "secret: pass --secret-file or set DDPRUN_SECRET",
+               a->host, a->port);
+      return;
+    }
+    if (m->f[1].b.len != DR_NONCE_LEN) {
+      arz_lost(a, DR_EFIELD, "bad nonce from %s:%u", a->host, a->port);
+      return;
+    }
+    memcpy(a->nonce, m->f[1].b.p, DR_NONCE_LEN);
+    a->state = ARZ_AUTH;
+    send_frame(a, enc_auth);
+    return;
+  case ARZ_AUTH:
+    if (m->type != DR_MSG_OK) {
+      arz_lost(a, DR_EUNEXPECTED, "unexpected %s from %s:%u during the handshake",
+               dr_msg_name(m->type), a->host, a->port);
+      return;
+    }
+    a->state = ARZ_READY;
+    forget_secret(a);
+    a->dec.authed = 1;
+    a->cb.on_ready(a->cb.arg);
+    return;
+  case ARZ_READY:
+    a->cb.on_msg(a->cb.arg, m);
+    return;
+  default:
+    return;
+  }
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  dr_arz_t *a = h->data;
+  size_t want = a->in_len + 16384;
+  if (a->need > want)
+    want = a->need;
+  if (want > a->in_cap) {
+    uint8_t *p = realloc(a->in, want);
+    if (p == NULL) {
+      buf->base = NULL;
+      buf->len = 0;
+      return;
+    }
+    a->in = p;
+    a->in_cap = want;
+  }
+  buf->base = (char *)a->in + a->in_len;
+  buf->len = a->in_cap - a->in_len;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  dr_arz_t *a = s->data;
+  if (nread < 0) {
+    arz_lost(a, nread == UV_EOF ? DR_ECLOSED : (int)nread,
+             "the rendezvous server %s:%u closed the connection (%s)", a->host,
+             a->port, nread == UV_EOF ? "end of stream" : uv_strerror((int)nread));
+    return;
+  }
+  a->in_len += (size_t)nread;
+  a->last_heard = uv_now(a->loop);
+  size_t off = 0;
+  while (a->state != ARZ_DEAD && !a->closing) {
+    dr_msg_t m;
+    size_t used, need;
+    int err;
+    dr_decode_status_t st =
+        dr_decode(&a->dec, a->in + off, a->in_len - off, &m, &used, &need, &err);
+    if (st == DR_DECODE_NEED_MORE) {
+      a->need = need;
+      break;
+    }
+    if (st == DR_DECODE_ERROR) {
+      arz_lost(a, err, "bad frame from the rendezvous server %s:%u (%s)",
+               a->host, a->port, dr_strerror(err));
+      return;
+    }
+    a->need = 0;
+    handle_frame(a, &m);
+    off += used;
+  }
+  if (off > 0 && !a->closing) {
+    memmove(a->in, a->in + off, a->in_len - off);
+    a->in_len -= off;
+  }
+}
+
+static void try_connect(dr_arz_t *a);
+
+static void on_retry(uv_timer_t *t) { try_connect(t->data); }
+
+static void on_tcp_closed_for_retry(uv_handle_t *h) {
+  dr_arz_t *a = h->data;
+  a->handles--;
+  a->tcp_open = 0;
+  if (a->closing) {
+    arz_free_if_done(a);
+    return;
+  }
+  uint64_t now = uv_now(a->loop);
+  uint64_t delay = a->backoff_ms;
+  if (now + delay > a->deadline)
+    delay = a->deadline > now ? a->deadline - now : 0;
+  a->backoff_ms = a->backoff_ms * 2 > 1000 ? 1000 : a->backoff_ms * 2;
+  uv_timer_start(&a->retry, on_retry, delay, 0);
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+  dr_arz_t *a = req->data;
+  if (a->closing)
+    return;
+  if (status == 0) {
+    uv_tcp_nodelay(&a->tcp, 1);
+    a->state = ARZ_HELLO;
+    a->last_heard = uv_now(a->loop);
+    int rc = uv_read_start((uv_stream_t *)&a->tcp, on_alloc, on_read);
+    if (rc != 0) {
+      arz_lost(a, rc, "cannot read from %s:%u (%s)", a->host, a->port,
+               uv_strerror(rc));
+      return;
+    }
+    send_frame(a, enc_hello);
+    return;
+  }
+  a->last_err = status;
+  if (uv_now(a->loop) >= a->deadline) {
+    arz_lost(a, status, "connect() to %s:%u failed while joining (%d: %s); "
+             "gave up after the join timeout", a->host, a->port, -status,
+             uv_strerror(status));
+    return;
+  }
+  /* Retry on a fresh socket once this one has closed. */
+  uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_for_retry);
+}
+
+static void try_connect(dr_arz_t *a) {
+  if (a->closing || a->state == ARZ_DEAD)
+    return;
+  uv_tcp_init(a->loop, &a->tcp);
+  a->tcp.data = a;
+  a->handles++;
+  a->tcp_open = 1;
+  a->conn_req.data = a;
+  int rc = uv_tcp_connect(&a->conn_req, &a->tcp,
+                          (const struct sockaddr *)&a->addr, on_connect);
+  if (rc != 0)
+    on_connect(&a->conn_req, rc);
+}
+
+static int resolve(const char *host, uint16_t port, struct sockaddr_storage *out) {
+  struct addrinfo hints, *res = NULL;
+  memset(&hints, 0, sizeof(hints));
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  char ps[8];
+  snprintf(ps, sizeof(ps), "%u", port);
+  int rc = getaddrinfo(host, ps, &hints, &res);
+  if (rc != 0)
+    return rc == EAI_SYSTEM ? -errno : -ENOENT;
+  memcpy(out, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  return 0;
+}
+
+int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
+                 dr_arz_t **out) {
+  dr_arz_t *a = calloc(1, sizeof(*a));
+  if (a == NULL)
+    return -ENOMEM;
+  int rc = resolve(o->host, o->port, &a->addr);
+  if (rc != 0) {
+    free(a);
+    return rc;
+  }
+  a->loop = loop;
+  a->cb = *cb;
+  a->port = o->port;
+  a->host = strdup(o->host);
+  a->run_id = strdup(o->run_id);
+  a->client_host = strdup(o->client_host);
+  if (o->secret != NULL && o->secret_len > 0) {
+    a->secret = malloc(o->secret_len);
+    if (a->secret != NULL)
+      memcpy(a->secret, o->secret, o->secret_len);
+    a->secret_len = o->secret_len;
+  }
+  if (a->host == NULL || a->run_id == NULL || a->client_host == NULL ||
+      (o->secret_len > 0 && a->secret == NULL)) {
+    a->closing = 1;
+    arz_free_if_done(a);
+    return -ENOMEM;
+  }
+  dr_decoder_init(&a->dec, &o->limits);
+  a->backoff_ms = 10;
+  a->deadline = uv_now(loop) + o->connect_timeout_ms;
+  uv_timer_init(loop, &a->retry);
+  a->retry.data = a;
+  a->handles = 1;
+  *out = a;
+  try_connect(a);
+  return 0;
+}
+
+uint64_t dr_arz_idle_ms(const dr_arz_t *a) {
+  return uv_now(a->loop) - a->last_heard;
+}
+
+void dr_arz_close(dr_arz_t **ap) {
+  dr_arz_t *a = *ap;
+  *ap = NULL;
+  if (a == NULL || a->closing)
+    return;
+  a->closing = 1;
+  a->state = ARZ_DEAD;
+  forget_secret(a);
+  uv_close((uv_handle_t *)&a->retry, on_handle_closed);
+  if (a->tcp_open && !uv_is_closing((uv_handle_t *)&a->tcp))
+    uv_close((uv_handle_t *)&a->tcp, on_handle_closed);
+}

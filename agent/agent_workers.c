@@ -1,0 +1,303 @@
+/* The local worker group: spawning with environment and binding, the
+ * environment summary, output forwarding, reaping, signalling. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "log.h"
+
+static int mkdirs(const char *path) {
+  char buf[1024];
+  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+    return -ENAMETOOLONG;
+  for (char *p = buf + 1; *p != '\0'; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return -errno;
+  return 0;
+}
+
+/* The directory of one rank's files in this attempt. */
+static int rank_dir(dr_agent_t *ag, uint32_t rank, char *out, size_t n) {
+  const char *root = ag->o->log_dir != NULL ? ag->o->log_dir : ag->tmp_root;
+  if (snprintf(out, n, "%s/%s/attempt_%u/%u", root, ag->o->rdzv_id,
+               ag->asg.restart_count, rank) >= (int)n)
+    return -ENAMETOOLONG;
+  return mkdirs(out);
+}
+
+static void on_pipe_closed(uv_handle_t *h) { free(h); }
+
+static void close_pipe(dr_worker_t *w, int i) {
+  if (!w->pipe_open[i])
+    return;
+  w->pipe_open[i] = 0;
+  dr_logfwd_flush(w->fwd[i]);
+  uv_close((uv_handle_t *)w->pipe[i], on_pipe_closed);
+  w->pipe[i] = NULL;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  static char chunk[65536];
+  (void)h;
+  buf->base = chunk;
+  buf->len = sizeof(chunk);
+}
+
+static void on_pipe_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  dr_worker_t *w = s->data;
+  int i = s == (uv_stream_t *)w->pipe[0] ? 0 : 1;
+  if (n > 0)
+    dr_logfwd_feed(w->fwd[i], buf->base, (size_t)n);
+  else if (n < 0)
+    close_pipe(w, i);
+}
+
+void dr__workers_drain(dr_worker_t *w) {
+  char buf[65536];
+  for (int i = 0; i < 2; i++) {
+    if (!w->pipe_open[i])
+      continue;
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)w->pipe[i], &fd) != 0)
+      continue;
+    for (;;) {
+      ssize_t n = read(fd, buf, sizeof(buf));
+      if (n > 0) {
+        dr_logfwd_feed(w->fwd[i], buf, (size_t)n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR)
+        continue;
+      break;
+    }
+  }
+}
+
+/* Where a local rank's stream goes: console and/or file. */
+static void stream_targets(dr_agent_t *ag, uint32_t lr, int i, int *console,
+                           int *file) {
+  uint8_t bit = i == 0 ? DR_STD_OUT : DR_STD_ERR;
+  int redirected = (dr_std_spec_get(&ag->o->redirects, lr) & bit) != 0;
+  int teed = (dr_std_spec_get(&ag->o->tee, lr) & bit) != 0;
+  int shown = 1;
+  if (ag->o->local_ranks_filter != NULL && ag->o->local_ranks_filter[0]) {
+    shown = 0;
+    char tmp[512];
+    snprintf(tmp, sizeof(tmp), "%s", ag->o->local_ranks_filter);
+    for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t != NULL;
+         t = strtok_r(NULL, ",", &save))
+      if ((uint32_t)atoi(t) == lr)
+        shown = 1;
+  }
+  *console = shown && !redirected;
+  /* Files whenever there is a log dir: a superset of torchrun's. */
+  *file = ag->o->log_dir != NULL || redirected || teed;
+}
+
+static void print_summary(dr_agent_t *ag, dr_worker_t *w) {
+  char desc[600];
+  const dr_assignment_t *a = &ag->asg;
+  dr_bind_describe(&ag->bind[w->local_rank], desc, sizeof(desc));
+  fprintf(stderr,
+          "ddprun: [rank%u] local rank %u of %u, world size %u, node %u of %u "
+          "(%s), pid %d, %s, master %s:%u, generation %llu, restart %u of "
+          "%u, run id %s\n",
+          w->rank, w->local_rank, ag->nproc, a->world_size, a->node_rank,
+          a->nnodes, ag->cfg->hostname, (int)w->pid, desc, a->master_addr,
+          a->master_port, (unsigned long long)a->gen, a->restart_count,
+          a->max_restarts, ag->o->rdzv_id);
+}
+
+static int start_one(dr_agent_t *ag, dr_worker_t *w) {
+  const dr_assignment_t *a = &ag->asg;
+  char dir[900];
+  int rc = rank_dir(ag, w->rank, dir, sizeof(dir));
+  if (rc != 0) {
+    DR_ERROR("cannot create %s/%s/attempt_%u/%u (%s)",
+             ag->o->log_dir != NULL ? ag->o->log_dir : ag->tmp_root,
+             ag->o->rdzv_id, a->restart_count, w->rank, dr_strerror(rc));
+    return rc;
+  }
+  snprintf(w->error_file, sizeof(w->error_file), "%s/error.json", dir);
+  unlink(w->error_file);
+
+  dr_env_t e;
+  memset(&e, 0, sizeof(e));
+  e.o = ag->o;
+  e.run_id = ag->o->rdzv_id;
+  e.rank = w->rank;
+  e.local_rank = w->local_rank;
+  e.local_world = ag->nproc;
+  e.world = a->world_size;
+  e.node_rank = a->node_rank;
+  e.nnodes = a->nnodes;
+  e.master_addr = a->master_addr;
+  e.master_port = a->master_port;
+  e.restart_count = a->restart_count;
+  e.max_restarts = a->max_restarts;
+  e.gen = a->gen;
+  e.rdzv_host = ag->cfg->server_host;
+  e.rdzv_port = ag->cfg->server_port;
+  e.bootstrap = a->bootstrap;
+  e.bootstrap_len = a->bootstrap_len;
+  e.error_file = w->error_file;
+  e.bind = &ag->bind[w->local_rank];
+  char **env = dr_env_build(&e);
+  if (env == NULL)
+    return -ENOMEM;
+
+  dr_spawn_req_t req = {ag->cfg->prog_argv[0], (char *const *)ag->cfg->prog_argv,
+                        env, &ag->bind[w->local_rank]};
+  int fds[2], stage = 0;
+  rc = dr_spawn(&req, &w->pid, &fds[0], &fds[1], &stage);
+  free(env);
+  if (rc != 0) {
+    if (stage == DR_SPAWN_EXEC)
+      fprintf(stderr, "ddprun: cannot execute '%s': %s\n",
+              ag->cfg->prog_argv[0], dr_strerror(rc));
+    else
+      fprintf(stderr, "ddprun: cannot start local rank %u: %s failed (%s)\n",
+              w->local_rank, stage == DR_SPAWN_BIND ? "sched_setaffinity()"
+                                                    : "setting up the process",
+              dr_strerror(rc));
+    return rc;
+  }
+  w->alive = 1;
+  ag->n_alive++;
+
+  char prefix[256];
+  if (dr_log_prefix_render(ag->o->log_prefix_template, (int)w->rank,
+                           (int)w->local_rank, ag->o->role, ag->cfg->hostname,
+                           prefix, sizeof(prefix)) != 0)
+    snprintf(prefix, sizeof(prefix), "[rank%u]:", w->rank);
+  for (int i = 0; i < 2; i++) {
+    int console, file;
+    stream_targets(ag, w->local_rank, i, &console, &file);
+    w->file_fd[i] = -1;
+    if (file) {
+      char path[1100];
+      snprintf(path, sizeof(path), "%s/%s.log", dir, i == 0 ? "stdout" : "stderr");
+      w->file_fd[i] = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (w->file_fd[i] < 0)
+        DR_WARN("cannot open %s (%s); rank %u's output goes to the console only",
+                path, strerror(errno), w->rank);
+    }
+    dr_logfwd_opts_t fo = {console ? (i == 0 ? 1 : 2) : -1, w->file_fd[i],
+                           prefix};
+    w->fwd[i] = dr_logfwd_new(&fo);
+    w->pipe[i] = malloc(sizeof(uv_pipe_t));
+    if (w->pipe[i] == NULL || w->fwd[i] == NULL) {
+      free(w->pipe[i]);
+      w->pipe[i] = NULL;
+      close(fds[i]);
+      continue;
+    }
+    uv_pipe_init(&ag->loop, w->pipe[i], 0);
+    w->pipe[i]->data = w;
+    if (uv_pipe_open(w->pipe[i], fds[i]) != 0) {
+      close(fds[i]);
+      uv_close((uv_handle_t *)w->pipe[i], on_pipe_closed);
+      w->pipe[i] = NULL;
+      continue;
+    }
+    w->pipe_open[i] = 1;
+    uv_read_start((uv_stream_t *)w->pipe[i], on_alloc, on_pipe_read);
+  }
+  print_summary(ag, w);
+  return 0;
+}
+
+int dr__workers_start(dr_agent_t *ag) {
+  ag->w = calloc(ag->nproc, sizeof(*ag->w));
+  if (ag->w == NULL)
+    return -ENOMEM;
+  if (!ag->printed_binding) {
+    ag->printed_binding = 1;
+    for (uint32_t i = 0; i < ag->nproc; i++) {
+      char desc[600];
+      dr_bind_describe(&ag->bind[i], desc, sizeof(desc));
+      fprintf(stderr, "ddprun: binding: local rank %u: %s\n", i, desc);
+    }
+  }
+  for (uint32_t i = 0; i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    w->ag = ag;
+    w->local_rank = i;
+    w->rank = ag->asg.first_rank + i;
+    w->file_fd[0] = w->file_fd[1] = -1;
+    int rc = start_one(ag, w);
+    if (rc != 0) {
+      /* The exec failed: a configuration error, never restarted. */
+      w->alive = 0;
+      w->exit_code = 2;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void dr__workers_signal(dr_agent_t *ag, int sig) {
+  for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
+    if (ag->w[i].alive)
+      kill(-ag->w[i].pid, sig);
+}
+
+void dr__workers_reap(dr_agent_t *ag) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) {
+      if (pid < 0 && errno == EINTR)
+        continue;
+      return;
+    }
+    for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
+      dr_worker_t *w = &ag->w[i];
+      if (w->pid != pid || !w->alive)
+        continue;
+      w->alive = 0;
+      ag->n_alive--;
+      if (WIFSIGNALED(status)) {
+        w->exit_code = -1;
+        w->signal = WTERMSIG(status);
+        w->core_dumped = WCOREDUMP(status) != 0;
+      } else {
+        w->exit_code = WEXITSTATUS(status);
+      }
+      /* A worker's group may hold stragglers it forked: end them too. */
+      kill(-pid, SIGKILL);
+      dr__agent_worker_exited(ag, w);
+      break;
+    }
+  }
+}
+
+void dr__workers_close(dr_agent_t *ag) {
+  for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    dr__workers_drain(w);
+    for (int k = 0; k < 2; k++) {
+      close_pipe(w, k);
+      dr_logfwd_free(&w->fwd[k]);
+      if (w->file_fd[k] >= 0)
+        close(w->file_fd[k]);
+      w->file_fd[k] = -1;
+    }
+  }
+}

@@ -1,0 +1,152 @@
+/* The worker's environment: exactly torchrun's variables, plus ddprun's
+ * own (DDPRUN_*), over the agent's environment. */
+#include "agent_internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+/* Variables the contract sets; inherited values of these are dropped. */
+static const char *const owned[] = {
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+    "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+    "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", NULL};
+
+static int is_owned(const char *kv) {
+  const char *eq = strchr(kv, '=');
+  size_t n = eq != NULL ? (size_t)(eq - kv) : strlen(kv);
+  /* DDPRUN_* are all ours, except the secret, which a worker may need. */
+  if (n > 7 && strncmp(kv, "DDPRUN_", 7) == 0 &&
+      !(n == 13 && strncmp(kv, "DDPRUN_SECRET", 13) == 0))
+    return 1;
+  for (int i = 0; owned[i] != NULL; i++)
+    if (strlen(owned[i]) == n && strncmp(kv, owned[i], n) == 0)
+      return 1;
+  return 0;
+}
+
+typedef struct {
+  char text[16384];
+  size_t used;
+  const char *vars[64];
+  size_t n;
+} extra_t;
+
+static void put(extra_t *x, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void put(extra_t *x, const char *name, const char *fmt, ...) {
+  if (x->n >= sizeof(x->vars) / sizeof(x->vars[0]))
+    return;
+  char *dst = x->text + x->used;
+  size_t room = sizeof(x->text) - x->used;
+  int k = snprintf(dst, room, "%s=", name);
+  if (k < 0 || (size_t)k >= room)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(dst + k, room - (size_t)k, fmt, ap);
+  va_end(ap);
+  if (m < 0 || (size_t)(k + m) >= room)
+    return;
+  x->vars[x->n++] = dst;
+  x->used += (size_t)(k + m) + 1;
+}
+
+char **dr_env_build(const dr_env_t *e) {
+  static const char hex[] = "0123456789abcdef";
+  extra_t *x = calloc(1, sizeof(*x));
+  if (x == NULL)
+    return NULL;
+  const char *role = e->o->role != NULL ? e->o->role : "default";
+  put(x, "RANK", "%u", e->rank);
+  put(x, "LOCAL_RANK", "%u", e->local_rank);
+  put(x, "WORLD_SIZE", "%u", e->world);
+  put(x, "LOCAL_WORLD_SIZE", "%u", e->local_world);
+  put(x, "GROUP_RANK", "%u", e->node_rank);
+  put(x, "GROUP_WORLD_SIZE", "%u", e->nnodes);
+  put(x, "ROLE_RANK", "%u", e->rank);
+  put(x, "ROLE_WORLD_SIZE", "%u", e->world);
+  put(x, "ROLE_NAME", "%s", role);
+  put(x, "MASTER_ADDR", "%s", e->master_addr);
+  put(x, "MASTER_PORT", "%u", e->master_port);
+  put(x, "TORCHELASTIC_RESTART_COUNT", "%u", e->restart_count);
+  put(x, "TORCHELASTIC_MAX_RESTARTS", "%u", e->max_restarts);
+  put(x, "TORCHELASTIC_RUN_ID", "%s", e->run_id);
+  /* Rank 0 hosts its own TCPStore on MASTER_PORT. */
+  put(x, "TORCHELASTIC_USE_AGENT_STORE", "False");
+  if (e->error_file != NULL) {
+    put(x, "TORCHELASTIC_ERROR_FILE", "%s", e->error_file);
+    put(x, "DDPRUN_ERROR_FILE", "%s", e->error_file);
+  }
+  if (e->local_world > 1 && getenv("OMP_NUM_THREADS") == NULL)
+    put(x, "OMP_NUM_THREADS", "1");
+  if (getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
+    put(x, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  int set_cuda = e->bind != NULL && e->bind->have_gpu;
+  if (set_cuda)
+    put(x, "CUDA_VISIBLE_DEVICES", "%s", e->bind->gpu);
+  put(x, "DDPRUN_RDZV_ENDPOINT", "%s:%u", e->rdzv_host, e->rdzv_port);
+  put(x, "DDPRUN_RUN_ID", "%s", e->run_id);
+  put(x, "DDPRUN_GENERATION", "%llu", (unsigned long long)e->gen);
+  put(x, "DDPRUN_NODE_RANK", "%u", e->node_rank);
+  put(x, "DDPRUN_NNODES", "%u", e->nnodes);
+  if (e->o->secret_file != NULL)
+    put(x, "DDPRUN_SECRET_FILE", "%s", e->o->secret_file);
+  if (e->bind != NULL && e->bind->have_cpus) {
+    char cpus[512];
+    put(x, "DDPRUN_CPUS", "%s",
+        dr_cpuset_format(&e->bind->cpus, cpus, sizeof(cpus)));
+  }
+  if (e->bootstrap_len > 0 && e->bootstrap_len <= 4096) {
+    char *h = malloc(e->bootstrap_len * 2 + 1);
+    if (h != NULL) {
+      for (size_t i = 0; i < e->bootstrap_len; i++) {
+        h[2 * i] = hex[e->bootstrap[i] >> 4];
+        h[2 * i + 1] = hex[e->bootstrap[i] & 15];
+      }
+      h[2 * e->bootstrap_len] = '\0';
+      put(x, "DDPRUN_BOOTSTRAP", "%s", h);
+      free(h);
+    }
+  }
+
+  size_t n_env = 0, bytes = x->used;
+  for (char **p = environ; *p != NULL; p++) {
+    if (is_owned(*p) ||
+        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0))
+      continue;
+    n_env++;
+    bytes += strlen(*p) + 1;
+  }
+  size_t n_ptr = n_env + x->n + 1;
+  char **out = malloc(n_ptr * sizeof(char *) + bytes);
+  if (out == NULL) {
+    free(x);
+    return NULL;
+  }
+  char *pool = (char *)(out + n_ptr);
+  size_t k = 0;
+  for (char **p = environ; *p != NULL; p++) {
+    if (is_owned(*p) ||
+        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0))
+      continue;
+    size_t len = strlen(*p) + 1;
+    memcpy(pool, *p, len);
+    out[k++] = pool;
+    pool += len;
+  }
+  for (size_t i = 0; i < x->n; i++) {
+    size_t len = strlen(x->vars[i]) + 1;
+    memcpy(pool, x->vars[i], len);
+    out[k++] = pool;
+    pool += len;
+  }
+  out[k] = NULL;
+  free(x);
+  return out;
+}

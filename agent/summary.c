@@ -1,0 +1,120 @@
+/* The failure summary ddprun prints when a job fails: the root cause
+ * first, then the other failures, each with where, who and why. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *dr_failure_what(const dr_failure_rec_t *f, char *out, size_t n) {
+  if (f->signal != 0) {
+    const char *name = sigabbrev_np(f->signal);
+    snprintf(out, n, "killed by signal SIG%s%s", name != NULL ? name : "?",
+             f->core_dumped ? " (core dumped)" : "");
+  } else {
+    snprintf(out, n, "exited with code %d", f->exit_code);
+  }
+  return out;
+}
+
+/* Copies the JSON string starting after its opening quote at s into out,
+ * undoing the common escapes. */
+static void json_string(const char *s, char *out, size_t n) {
+  size_t o = 0;
+  for (; *s != '\0' && *s != '"' && o + 1 < n; s++) {
+    if (*s == '\\' && s[1] != '\0') {
+      s++;
+      char c = *s == 'n' ? '\n' : *s == 't' ? '\t' : *s;
+      out[o++] = c;
+    } else {
+      out[o++] = *s;
+    }
+  }
+  out[o] = '\0';
+}
+
+int dr_error_file_read(const char *path, char *out, size_t n) {
+  char buf[16384];
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t len;
+  do
+    len = read(fd, buf, sizeof(buf) - 1);
+  while (len < 0 && errno == EINTR);
+  int e = errno;
+  close(fd);
+  if (len < 0)
+    return -e;
+  buf[len] = '\0';
+  /* torchelastic writes {"message": {"message": "...", "extraInfo": ...}};
+   * the innermost "message" string is what a person wants. */
+  const char *best = NULL;
+  for (const char *p = strstr(buf, "\"message\""); p != NULL;
+       p = strstr(p + 1, "\"message\"")) {
+    const char *q = p + 9;
+    while (*q == ' ' || *q == ':' || *q == '\n' || *q == '\t')
+      q++;
+    if (*q == '"') {
+      best = q + 1;
+      break;
+    }
+  }
+  if (best != NULL)
+    json_string(best, out, n);
+  else
+    snprintf(out, n, "%s", buf);
+  size_t l = strlen(out);
+  while (l > 0 && (out[l - 1] == '\n' || out[l - 1] == ' '))
+    out[--l] = '\0';
+  return l > 0 ? 0 : -ENODATA;
+}
+
+static void print_indented(const char *text) {
+  const char *p = text;
+  while (*p != '\0') {
+    const char *nl = strchr(p, '\n');
+    int len = nl != NULL ? (int)(nl - p) : (int)strlen(p);
+    fprintf(stderr, "ddprun:     | %.*s\n", len, p);
+    p += len;
+    if (*p == '\n')
+      p++;
+  }
+}
+
+static void print_rec(const char *host, const dr_failure_rec_t *f) {
+  char when[64], what[96];
+  time_t t = (time_t)f->time;
+  struct tm tm;
+  localtime_r(&t, &tm);
+  strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  fprintf(stderr,
+          "ddprun:   time %s.%03d  host %s  node %u  rank %u  local rank %u  "
+          "pid %d  %s\n",
+          when, (int)((f->time - (double)t) * 1000), host, f->node_rank,
+          f->rank, f->local_rank, (int)f->pid,
+          dr_failure_what(f, what, sizeof(what)));
+  if (f->message[0] != '\0')
+    print_indented(f->message);
+}
+
+void dr_summary_print(int exit_code, const char *host, const char *server_reason,
+                      const dr_failure_rec_t *recs, size_t n_recs) {
+  fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
+  if (n_recs > 0) {
+    fprintf(stderr, "ddprun: root cause (first failure on this node):\n");
+    print_rec(host, &recs[0]);
+    if (server_reason != NULL && server_reason[0] != '\0')
+      fprintf(stderr, "ddprun: the rendezvous server says: %s\n", server_reason);
+  } else if (server_reason != NULL && server_reason[0] != '\0') {
+    fprintf(stderr, "ddprun: root cause (on another node): %s\n", server_reason);
+  }
+  if (n_recs > 1) {
+    fprintf(stderr, "ddprun: other failures:\n");
+    for (size_t i = 1; i < n_recs; i++)
+      print_rec(host, &recs[i]);
+  }
+}
