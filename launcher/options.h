@@ -1,0 +1,137 @@
+/* ddprun's command line: the options of a launch, parsed from the command
+ * line, PET_<NAME> environment variables and an INI file, with that
+ * precedence (command line > environment > file > default).
+ *
+ * Flag names follow torchrun; each is accepted with dashes or underscores
+ * (--nproc-per-node, --nproc_per_node), as --flag VALUE or --flag=VALUE.
+ * Flags without a value (--standalone, --no-python, -m) take none on the
+ * command line, and 1/0/true/false/yes/no in the environment and the file.
+ * The environment variable of a flag is PET_ followed by its name in upper
+ * case with underscores (PET_NPROC_PER_NODE); an empty one counts as unset.
+ * The INI file (--config FILE, or PET_CONFIG) holds `name = value` lines,
+ * outside any section or in a [ddprun] section, with the same names; any
+ * other key or section is an error. A later layer replaces a flag's whole
+ * value (--rdzv-conf is not merged key by key). The first argument that
+ * does not start with '-' (or the one after `--`) is the program; the rest
+ * are its arguments, even those that start with '-'.
+ *
+ * After a successful parse the checks across flags hold: --standalone means
+ * 1:1 nodes and no endpoint; static rendezvous has a fixed node count, a
+ * master_addr and a node_rank; c10d over more than one node has an
+ * endpoint; node_rank < max_nodes; there is a program.
+ */
+#ifndef DR_OPTIONS_H
+#define DR_OPTIONS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  DR_RDZV_C10D,   /* dynamic rendezvous at --rdzv-endpoint */
+  DR_RDZV_STATIC  /* --node-rank and --master-addr/--master-port */
+} dr_rdzv_backend_t;
+
+typedef enum {
+  DR_NPROC_NUMBER, /* nproc_per_node holds the count */
+  DR_NPROC_AUTO,   /* GPUs if any, else CPUs */
+  DR_NPROC_CPU,    /* CPUs this process may run on */
+  DR_NPROC_GPU     /* visible GPUs; an error when there are none */
+} dr_nproc_kind_t;
+
+typedef enum { DR_GPU_BIND_NONE, DR_GPU_BIND_ISOLATE } dr_gpu_bind_t;
+typedef enum { DR_CPU_BIND_NONE, DR_CPU_BIND_AUTO, DR_CPU_BIND_LIST } dr_cpu_bind_t;
+
+/* Per local rank stream choice, as torchrun's --redirects / --tee:
+ * bit 1 = stdout, bit 2 = stderr. */
+#define DR_STD_NONE 0u
+#define DR_STD_OUT 1u
+#define DR_STD_ERR 2u
+#define DR_STD_ALL 3u
+#define DR_MAX_LOCAL 1024
+
+typedef struct {
+  /* Which streams; default_mask applies to local ranks not in per_rank.
+   * per_rank_set[i] says per_rank[i] was given. */
+  uint8_t default_mask;
+  uint8_t per_rank[DR_MAX_LOCAL];
+  uint8_t per_rank_set[DR_MAX_LOCAL];
+} dr_std_spec_t;
+
+typedef struct {
+  /* topology */
+  uint32_t min_nodes, max_nodes;      /* --nnodes N|MIN:MAX, default 1:1 */
+  dr_nproc_kind_t nproc_kind;         /* --nproc-per-node N|auto|cpu|gpu */
+  uint32_t nproc_per_node;            /* default 1; 0 for auto/cpu/gpu */
+  int64_t node_rank;                  /* --node-rank, -1 = not given; static
+                                         backend: 0 when nnodes is 1 */
+  char *master_addr;                  /* --master-addr, NULL = not given;
+                                         static backend: "127.0.0.1" */
+  int32_t master_port;                /* --master-port, -1 = not given */
+  /* rendezvous */
+  dr_rdzv_backend_t rdzv_backend;     /* --rdzv-backend static|c10d */
+  char *rdzv_host;                    /* --rdzv-endpoint HOST[:PORT]; an
+                                         IPv6 address without brackets */
+  uint16_t rdzv_port;                 /* default 29400 */
+  int have_endpoint;                  /* --rdzv-endpoint was given */
+  char *rdzv_id;                      /* --rdzv-id, default "none";
+                                         [A-Za-z0-9._:@+-], no leading '.' */
+  uint32_t join_timeout_ms;           /* rdzv-conf join_timeout, 600 s */
+  uint32_t last_call_timeout_ms;      /* rdzv-conf last_call_timeout, 1 s */
+  uint32_t heartbeat_timeout_ms;      /* rdzv-conf heartbeat_timeout, 2 s */
+  int is_host;                        /* rdzv-conf is_host: -1 auto, 0, 1 */
+  int standalone;                     /* --standalone; nodes are then 1:1 */
+  uint32_t max_restarts;              /* --max-restarts, default 0 */
+  double monitor_interval_s;          /* --monitor-interval (accepted) */
+  /* workers */
+  char *role;                         /* --role, default "default" */
+  char *log_dir;                      /* --log-dir */
+  dr_std_spec_t redirects;            /* --redirects 0|1|2|3|i:m,... */
+  dr_std_spec_t tee;                  /* --tee */
+  char *local_ranks_filter;           /* --local-ranks-filter "0,2"; valid
+                                         local ranks; NULL = all */
+  char *log_prefix_template;          /* --log-line-prefix-template, with
+                                         ${rank} ${local_rank} ${role_name}
+                                         ${host} only; NULL = unset */
+  char *local_addr;                   /* --local-addr */
+  int no_python;                      /* --no-python */
+  int run_module;                     /* -m / --module */
+  char *signals_to_handle;            /* default SIGTERM,SIGINT,SIGHUP,SIGQUIT;
+                                         always this canonical form: SIG
+                                         names, upper case, each once */
+  uint32_t stop_grace_ms;             /* --stop-grace, default 10 s */
+  dr_gpu_bind_t gpu_bind;             /* --gpu-bind none|isolate */
+  dr_cpu_bind_t cpu_bind;             /* --cpu-bind none|auto|LIST */
+  char *cpu_list;                     /* the LIST of --cpu-bind ("0-3:4-7",
+                                         CPUs < CPU_SETSIZE); else NULL */
+  char *secret_file;                  /* --secret-file */
+  uint32_t hang_timeout_ms;           /* --hang-timeout, 0 = off */
+  char *config_file;                  /* --config or PET_CONFIG */
+  int log_level;                      /* --log-level, dr_log_level_t */
+  /* the program */
+  char **prog_argv;                   /* NULL-terminated, borrowed from argv */
+  int prog_argc;
+} dr_options_t;
+
+/* Parses argv (and envp, a NULL-terminated "NAME=value" array, and the
+ * config file they name) into *o; getenv() is not used. Returns 0; 1 when
+ * --help or --version was handled (printed to stdout; exit 0); DR_EBADARG
+ * with a one-line message in err (for example "--nnodes '3:2': MIN must not
+ * exceed MAX"; no "ddprun:" prefix, nothing printed), exit 2; or -ENOMEM.
+ * Strings in *o are owned by it: free with dr_options_free(). On any
+ * return but 0 they are already freed, and dr_options_free() is harmless.
+ * *o is overwritten, not freed, first. argv must stay alive while
+ * prog_argv is used; err may be NULL. */
+int dr_options_parse(int argc, char **argv, char **envp, dr_options_t *o,
+                     char *err, size_t err_len);
+
+/* Frees the strings *o owns and sets them to NULL; safe to call twice. */
+void dr_options_free(dr_options_t *o);
+
+/* Prints the --help text (every flag with its default) to stdout. */
+void dr_options_usage(void);
+
+/* The mask of streams for local rank lr in a redirects/tee spec: its own
+ * entry when one was given, else default_mask. */
+uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr);
+
+#endif /* DR_OPTIONS_H */

@@ -1,0 +1,119 @@
+/* --help, printed from the table of options_table.c: every flag with its
+ * value, default and meaning, then the rules for the program, the
+ * environment and the config file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "options_internal.h"
+
+#define HELP_COL 30
+#define HELP_WIDTH 79
+
+/* Writes text word-wrapped into columns [col, HELP_WIDTH); the cursor is
+ * at column col. A word longer than the space runs past HELP_WIDTH. */
+static void wrap(FILE *f, const char *text, int col) {
+  const char *p = text;
+  int x = col;
+  while (*p != '\0') {
+    size_t w = strcspn(p, " ");
+    if (x > col && x + 1 + (int)w > HELP_WIDTH) {
+      fprintf(f, "\n%*s", col, "");
+      x = col;
+    } else if (x > col) {
+      fputc(' ', f);
+      x++;
+    }
+    fprintf(f, "%.*s", (int)w, p);
+    x += (int)w;
+    p += w;
+    p += strspn(p, " ");
+  }
+  fputc('\n', f);
+}
+
+static const char help_tail[] =
+    "\n"
+    "The program:\n"
+    "  The first argument that does not start with '-', or the one after "
+    "--,\n"
+    "  is PROGRAM; every argument after it goes to PROGRAM unchanged, even "
+    "one\n"
+    "  that starts with '-'. A PROGRAM ending in .py runs as python3 -u "
+    "PROGRAM\n"
+    "  ($PYTHON_EXEC instead of python3 when set); -m runs python3 -u -m\n"
+    "  PROGRAM; --no-python, or any other PROGRAM, is executed directly.\n"
+    "\n"
+    "Environment:\n"
+    "  Each option can be set as PET_<NAME>: the name in upper case with "
+    "'-'\n"
+    "  as '_' (PET_NPROC_PER_NODE=4, PET_RDZV_ENDPOINT=host0, "
+    "PET_STANDALONE=1).\n"
+    "  Flags take 1/0, true/false or yes/no there. An empty variable is "
+    "unset.\n"
+    "  The command line overrides the environment, which overrides the "
+    "config\n"
+    "  file, which overrides the defaults.\n"
+    "\n"
+    "Config file (--config FILE, or PET_CONFIG):\n"
+    "  INI lines 'name = value', the names of the options above without "
+    "'--'\n"
+    "  (dashes or underscores), at the top of the file or in a [ddprun] "
+    "section;\n"
+    "  lines starting with '#' or ';' are comments; flags take 1/0, "
+    "true/false\n"
+    "  or yes/no. Any other key or section is an error. For example:\n"
+    "      [ddprun]\n"
+    "      nnodes = 2\n"
+    "      nproc_per_node = 8\n"
+    "      rdzv-endpoint = host0:29400\n"
+    "      max-restarts = 3\n"
+    "\n"
+    "Exit status: 0 when every worker on every node exited 0; 2 for bad\n"
+    "options or a program that cannot be executed; otherwise the code of "
+    "the\n"
+    "first worker that failed (128+N for signal N).\n";
+
+void dr__opt_usage_write(FILE *f) {
+  fputs("usage: ddprun [options] PROGRAM [ARGS...]\n"
+        "\n"
+        "Starts PROGRAM once per local rank on this node, joins the other "
+        "nodes\n"
+        "of the job, and supervises and restarts the workers, as torchrun "
+        "does.\n"
+        "Options are also spelled with underscores (--nproc_per_node) and "
+        "take\n"
+        "their value as --name VALUE or --name=VALUE.\n",
+        f);
+  for (size_t i = 0; i < dr__opt_count; i++) {
+    const dr__opt_t *r = &dr__opt_table[i];
+    if (r->group != NULL)
+      fprintf(f, "\n%s:\n", r->group);
+    char left[96];
+    if (r->short_name != 0)
+      snprintf(left, sizeof(left), "  -%c, --%s%s%s", r->short_name, r->name,
+               r->metavar != NULL ? " " : "",
+               r->metavar != NULL ? r->metavar : "");
+    else
+      snprintf(left, sizeof(left), "      --%s%s%s", r->name,
+               r->metavar != NULL ? " " : "",
+               r->metavar != NULL ? r->metavar : "");
+    char text[1024];
+    if (r->def != NULL)
+      snprintf(text, sizeof(text), "%s (default: %s)", r->help, r->def);
+    else
+      snprintf(text, sizeof(text), "%s", r->help);
+    int at = (int)strlen(left);
+    fputs(left, f);
+    if (at + 2 > HELP_COL)
+      fprintf(f, "\n%*s", HELP_COL, "");
+    else
+      fprintf(f, "%*s", HELP_COL - at, "");
+    wrap(f, text, HELP_COL);
+  }
+  fputs(help_tail, f);
+}
+
+void dr_options_usage(void) {
+  dr__opt_usage_write(stdout);
+  fflush(stdout);
+}
