@@ -104,17 +104,28 @@ static void print_rec(const char *host, const dr_failure_rec_t *f) {
 void dr_summary_print(int exit_code, const char *host, const char *server_reason,
                       const dr_failure_rec_t *recs, size_t n_recs) {
   fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
-  if (n_recs > 0) {
-    fprintf(stderr, "ddprun: root cause (first failure on this node):\n");
-    print_rec(host, &recs[0]);
-    if (server_reason != NULL && server_reason[0] != '\0')
-      fprintf(stderr, "ddprun: the rendezvous server says: %s\n", server_reason);
-  } else if (server_reason != NULL && server_reason[0] != '\0') {
-    fprintf(stderr, "ddprun: root cause (on another node): %s\n", server_reason);
+  int have_reason = server_reason != NULL && server_reason[0] != '\0';
+  /* The server names the job's first failure; when that is not this
+   * node's first one, the server's account is the root cause. */
+  int local_root = n_recs > 0;
+  if (local_root && have_reason) {
+    char who[96];
+    snprintf(who, sizeof(who), "pid %d) on node %u", (int)recs[0].pid,
+             recs[0].node_rank);
+    local_root = strstr(server_reason, who) != NULL;
   }
-  if (n_recs > 1) {
-    fprintf(stderr, "ddprun: other failures:\n");
-    for (size_t i = 1; i < n_recs; i++)
+  size_t first_other = 0;
+  if (local_root) {
+    fprintf(stderr, "ddprun: root cause (first failure):\n");
+    print_rec(host, &recs[0]);
+    first_other = 1;
+  } else if (have_reason) {
+    fprintf(stderr, "ddprun: root cause (first failure, reported by the "
+                    "rendezvous server): %s\n", server_reason);
+  }
+  if (n_recs > first_other) {
+    fprintf(stderr, "ddprun: other failures on this node:\n");
+    for (size_t i = first_other; i < n_recs; i++)
       print_rec(host, &recs[i]);
   }
 }

@@ -204,7 +204,7 @@ int main(int argc, char **argv) {
       rdzv_host = o.master_addr;
       rdzv_port = (uint16_t)(master_port + 1);
     }
-    host_it = o.node_rank == 0;
+    host_it = o.is_host >= 0 ? o.is_host : o.node_rank == 0;
     bind_host = is_numeric(rdzv_host) ? rdzv_host : "0.0.0.0";
   } else {
     if (!o.have_endpoint) {

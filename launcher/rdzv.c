@@ -97,7 +97,7 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
   snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
   uv_timer_stop(&r->last_call);
   if (code == 0)
-    DR_INFO("job '%s' done: %s", s->run_id, reason);
+    DR_INFO("job '%s': %s", s->run_id, reason);
   else
     DR_ERROR("job '%s' stopped with exit code %d: %s", s->run_id, code,
              reason);
