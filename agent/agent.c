@@ -3,6 +3,7 @@
 #include "agent_internal.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -374,6 +375,15 @@ static void finish(dr_agent_t *ag, int code) {
     uv_close((uv_handle_t *)&ag->sigs[i], close_cb);
 }
 
+static int remove_entry(const char *path, const struct stat *st, int flag,
+                        struct FTW *ftw) {
+  (void)st;
+  (void)flag;
+  (void)ftw;
+  remove(path);
+  return 0;
+}
+
 static int parse_signals(const char *list, int *out, int max) {
   int n = 0;
   char tmp[512];
@@ -410,7 +420,18 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     free(ag);
     return 2;
   }
-  snprintf(ag->tmp_root, sizeof(ag->tmp_root), "/tmp/ddprun-%d", (int)getpid());
+  /* Error files live here when there is no --log-dir; removed at exit. */
+  const char *tmpdir = getenv("TMPDIR");
+  snprintf(ag->tmp_root, sizeof(ag->tmp_root), "%s/ddprun-XXXXXX",
+           tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir : "/tmp");
+  if (ag->o->log_dir == NULL && mkdtemp(ag->tmp_root) == NULL) {
+    fprintf(stderr, "ddprun: cannot create a directory in %s (%s); set "
+            "TMPDIR or --log-dir\n", tmpdir != NULL ? tmpdir : "/tmp",
+            strerror(errno));
+    free(ag->bind);
+    free(ag);
+    return 2;
+  }
   uv_loop_init(&ag->loop);
   uv_timer_init(&ag->loop, &ag->kill_timer);
   uv_timer_init(&ag->loop, &ag->hb_timer);
@@ -460,6 +481,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   }
   uv_run(&ag->loop, UV_RUN_DEFAULT);
   int code = ag->exit_code;
+  if (ag->o->log_dir == NULL)
+    nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   uv_loop_close(&ag->loop);
   dr_assignment_free(&ag->asg);
   free(ag->w);
