@@ -174,6 +174,7 @@ struct dr_agent {
   dr_failure_rec_t fails[8];
   size_t n_fails;
   char tmp_root[256];        /* error files when there is no --log-dir */
+  char kept_root[256];       /* logs of --redirects/--tee without one */
 };
 
 /* agent_workers.c */

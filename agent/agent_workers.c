@@ -32,9 +32,39 @@ static int mkdirs(const char *path) {
   return 0;
 }
 
+static int spec_used(const dr_std_spec_t *s) {
+  if (s->default_mask != DR_STD_NONE)
+    return 1;
+  for (size_t i = 0; i < DR_MAX_LOCAL; i++)
+    if (s->per_rank_set[i] && s->per_rank[i] != DR_STD_NONE)
+      return 1;
+  return 0;
+}
+
+/* Where log files go: --log-dir, or (as torchrun does for --redirects and
+ * --tee without one) a new directory that is kept and announced; else the
+ * private directory removed at exit, which holds only error files. */
+static const char *files_root(dr_agent_t *ag) {
+  if (ag->o->log_dir != NULL)
+    return ag->o->log_dir;
+  if (!spec_used(&ag->o->redirects) && !spec_used(&ag->o->tee))
+    return ag->tmp_root;
+  if (ag->kept_root[0] == '\0') {
+    const char *t = getenv("TMPDIR");
+    snprintf(ag->kept_root, sizeof(ag->kept_root), "%s/ddprun-logs-XXXXXX",
+             t != NULL && t[0] != '\0' ? t : "/tmp");
+    if (mkdtemp(ag->kept_root) == NULL) {
+      ag->kept_root[0] = '\0';
+      return ag->tmp_root;
+    }
+    fprintf(stderr, "ddprun: worker logs go to %s\n", ag->kept_root);
+  }
+  return ag->kept_root;
+}
+
 /* The directory of one rank's files in this attempt. */
 static int rank_dir(dr_agent_t *ag, uint32_t rank, char *out, size_t n) {
-  const char *root = ag->o->log_dir != NULL ? ag->o->log_dir : ag->tmp_root;
+  const char *root = files_root(ag);
   if (snprintf(out, n, "%s/%s/attempt_%u/%u", root, ag->o->rdzv_id,
                ag->asg.restart_count, rank) >= (int)n)
     return -ENAMETOOLONG;
@@ -129,8 +159,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   char dir[900];
   int rc = rank_dir(ag, w->rank, dir, sizeof(dir));
   if (rc != 0) {
-    DR_ERROR("cannot create %s/%s/attempt_%u/%u (%s)",
-             ag->o->log_dir != NULL ? ag->o->log_dir : ag->tmp_root,
+    DR_ERROR("cannot create %s/%s/attempt_%u/%u (%s)", files_root(ag),
              ag->o->rdzv_id, a->restart_count, w->rank, dr_strerror(rc));
     return rc;
   }

@@ -79,7 +79,8 @@ const dr__opt_t dr__opt_table[] = {
    "DIR/RUN_ID/attempt_N/RANK/{stdout,stderr}.log.",
    NULL, dr__set_string, OFF(log_dir)},
   {"redirects", 'r', DR__OPT_VALUE, DR__FROM_ALL, "MASK|LR:MASK,...", "0",
-   "Send these streams to the log files only (needs --log-dir): 0 none, "
+   "Send these streams to the log files only (under --log-dir, or a new "
+   "directory in TMPDIR that ddprun names): 0 none, "
    "1 stdout, 2 stderr, 3 both; for all local ranks, or per local rank as "
    "0:3,1:1.",
    NULL, dr__set_std, OFF(redirects)},
@@ -95,7 +96,7 @@ const dr__opt_t dr__opt_table[] = {
    "Prefix of each worker output line; ${rank}, ${local_rank}, "
    "${role_name} and ${host} are replaced.",
    NULL, dr__set_template, 0},
-  {"local-addr", 0, DR__OPT_VALUE, DR__FROM_ALL, "ADDR", "the host name",
+  {"local-addr", 0, DR__OPT_VALUE, DR__FROM_ALL, "ADDR", "the address the server sees",
    "Address this node announces to the rendezvous.",
    NULL, dr__set_string, OFF(local_addr)},
   {"signals-to-handle", 0, DR__OPT_VALUE, DR__FROM_ALL, "SIG,...",
