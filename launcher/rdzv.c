@@ -429,10 +429,11 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
   char what[1024], reason[1200];
   describe_failure(c->node, &f, what, sizeof(what));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
-  if (f.signal == 0 && f.exit_code == 2) {
-    snprintf(reason, sizeof(reason), "configuration error, not restarted: %s",
+  if (f.signal == 0 && (f.exit_code == 2 || f.exit_code == 5)) {
+    snprintf(reason, sizeof(reason), "%s, not restarted: %s",
+             f.exit_code == 2 ? "configuration error" : "non-finite loss",
              what);
-    stop_job(s, 2, reason);
+    stop_job(s, f.exit_code, reason);
   } else if (r->restarts_used < s->cfg.max_restarts) {
     r->restarts_used++;
     snprintf(reason, sizeof(reason), "restart %u of %u: %s", r->restarts_used,
