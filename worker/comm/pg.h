@@ -1,0 +1,117 @@
+/* The process group of `train`: collectives over the CPU backend.
+ *
+ * Ranks meet through the rendezvous store (DDPRUN_RDZV_ENDPOINT, scoped to
+ * DDPRUN_GENERATION): each publishes its host identity and a TCP listening
+ * address, and all agree on one ring, ordered by host then rank. Each ring
+ * link uses shared memory when both ends share a host (same boot id, same
+ * network namespace) and TCP otherwise; with shared memory missing or too
+ * small a link falls back to TCP on loopback with a one-line warning.
+ *
+ * Collectives are asynchronous: each call queues a work item, executed in
+ * submission order on one communication thread; dr_work_wait() collects
+ * it. Every collective has a deadline (the group's timeout); a peer that
+ * does not arrive in time, or that dies, fails the collective with
+ * DR_PG_ETIMEOUT / DR_PG_EPEER and a message naming the rank and the
+ * operation. After a failure the group is broken: every later collective
+ * fails at once.
+ *
+ * All-reduce is a ring reduce-scatter then all-gather, pipelined in chunks;
+ * the result is bit-identical on every rank (each element is summed in the
+ * same order everywhere, then copied).
+ */
+#ifndef DR_PG_H
+#define DR_PG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct dr_pg dr_pg_t;
+typedef struct dr_work dr_work_t;
+
+typedef enum { DR_PG_SUM = 0, DR_PG_AVG = 1 } dr_pg_op_t;
+
+/* Failure codes of collectives (negative, beside -errno). */
+enum {
+  DR_PG_ETIMEOUT = -20001, /* a peer did not arrive within the timeout */
+  DR_PG_EPEER = -20002,    /* a peer's connection or process went away */
+  DR_PG_EBROKEN = -20003   /* an earlier collective failed */
+};
+
+typedef struct {
+  uint32_t rank, world;         /* RANK, WORLD_SIZE */
+  uint32_t local_rank, local_world;
+  const char *store_host;       /* NULL: a group of one, no store needed */
+  uint16_t store_port;
+  const char *run_id;
+  uint64_t gen;                 /* store scope: DDPRUN_GENERATION */
+  const uint8_t *secret;        /* store secret, NULL = none */
+  size_t secret_len;
+  uint32_t timeout_ms;          /* per collective, and for bootstrap */
+  int force_tcp;                /* never use shared memory */
+  size_t chunk_bytes;           /* pipelining unit; 0 = default (1 MiB) */
+} dr_pg_config_t;
+
+/* Fills cfg from the environment (RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, DDPRUN_RDZV_ENDPOINT, DDPRUN_RUN_ID, DDPRUN_GENERATION,
+ * DDPRUN_SECRET_FILE / DDPRUN_SECRET). Without RANK and WORLD_SIZE: a group
+ * of one. Strings point into the environment or static storage; the
+ * secret is malloc'd (freed by dr_pg_config_free). 0 or DR_EBADARG with a
+ * message. */
+int dr_pg_config_from_env(dr_pg_config_t *cfg, char *err, size_t err_len);
+void dr_pg_config_free(dr_pg_config_t *cfg);
+
+/* Bootstraps the group (store exchange, links, a first barrier) within
+ * cfg->timeout_ms. Returns 0 and *out, or a negative code with a one-line
+ * reason in err. */
+int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
+               size_t err_len);
+
+/* Stops the communication thread (after the queued work), closes links,
+ * frees. Sets *pg to NULL. */
+void dr_pg_destroy(dr_pg_t **pg);
+
+uint32_t dr_pg_rank(const dr_pg_t *pg);
+uint32_t dr_pg_world(const dr_pg_t *pg);
+
+/* "ring of 4: shm 0>1, tcp 1>2, shm 2>3, tcp 3>0" for the summary. */
+const char *dr_pg_describe(const dr_pg_t *pg);
+
+/* Queue collectives. Buffers are borrowed until the work completes. Return
+ * 0 and *w, or DR_PG_EBROKEN / -ENOMEM (no work queued). */
+int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n_elems, dr_pg_op_t op,
+                    dr_work_t **w);
+int dr_pg_broadcast(dr_pg_t *pg, void *buf, size_t n_bytes, uint32_t root,
+                    dr_work_t **w);
+/* out holds world * n_bytes: rank r's in lands at out + r * n_bytes. */
+int dr_pg_allgather(dr_pg_t *pg, const void *in, size_t n_bytes, void *out,
+                    dr_work_t **w);
+int dr_pg_barrier(dr_pg_t *pg, dr_work_t **w);
+
+/* Waits for w (bounded by the collective's deadline) and frees it; sets
+ * *w to NULL. Returns 0 or the failure code with a one-line reason in err,
+ * e.g. "allreduce #12 (4.0 MiB): no data from rank 3 within 300 s". */
+int dr_work_wait(dr_work_t **w, char *err, size_t err_len);
+
+/* As dr_work_wait, but w stays valid so that its times can be read; free
+ * it with dr_work_free(). */
+int dr_work_wait_keep(dr_work_t *w, char *err, size_t err_len);
+void dr_work_free(dr_work_t **w);
+
+/* 1 when w has completed (successfully or not), without waiting. */
+int dr_work_done(const dr_work_t *w);
+
+/* Monotonic microseconds (CLOCK_MONOTONIC) when the communication thread
+ * started and finished w; 0 before. For traces and overlap figures. */
+uint64_t dr_work_start_us(const dr_work_t *w);
+uint64_t dr_work_end_us(const dr_work_t *w);
+
+/* Blocking conveniences (queue, then wait). */
+int dr_pg_allreduce_sync(dr_pg_t *pg, float *buf, size_t n_elems,
+                         dr_pg_op_t op, char *err, size_t err_len);
+int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n_bytes,
+                         uint32_t root, char *err, size_t err_len);
+int dr_pg_allgather_sync(dr_pg_t *pg, const void *in, size_t n_bytes,
+                         void *out, char *err, size_t err_len);
+int dr_pg_barrier_sync(dr_pg_t *pg, char *err, size_t err_len);
+
+#endif /* DR_PG_H */

@@ -1,0 +1,78 @@
+/* The model of `train`: an MLP in fp32 on the CPU through BLAS.
+ *
+ *   synthetic: x[input_dim] -> (Linear+ReLU) x layers of width -> Linear ->
+ *              classes, softmax cross-entropy.
+ *   text:      context bytes -> embedding (256 x embed_dim each, concatenated
+ *              to context*embed_dim) -> the same MLP -> 256 classes.
+ *
+ * Parameters are registered in forward order (embed.weight, fc0.weight,
+ * fc0.bias, ..., head.weight, head.bias); the backward pass produces their
+ * gradients in reverse order and reports each one the moment it is final,
+ * so the reducer can start communicating while the pass goes on. Weights
+ * are initialised from the seed alone: identical on every rank.
+ * Threads: BLAS uses OMP_NUM_THREADS (set by the caller).
+ */
+#ifndef DR_MODEL_H
+#define DR_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data.h"
+
+typedef struct {
+  float *w;           /* values, owned by the model */
+  float *g;           /* gradient: model-owned, or a view set by the reducer */
+  size_t n_elems;
+  char name[32];
+} dr_param_t;
+
+typedef struct {
+  uint32_t input_dim;  /* synthetic input size; ignored for text */
+  uint32_t width;
+  uint32_t layers;     /* hidden layers, >= 1 */
+  uint32_t classes;    /* 256 for text */
+  uint32_t context;    /* text: bytes of context; 0 = synthetic */
+  uint32_t embed_dim;  /* text: embedding size per byte */
+  uint32_t max_batch;  /* activations are allocated for this many rows */
+  uint64_t seed;
+} dr_model_config_t;
+
+typedef struct dr_model dr_model_t;
+
+/* Called around each layer's forward and backward work, for traces and
+ * timings: name like "fc1.fwd", monotonic microseconds. */
+typedef void (*dr_span_fn)(void *arg, const char *name, uint64_t t0_us,
+                           uint64_t t1_us);
+/* Called when param i's gradient is final for this backward pass. */
+typedef void (*dr_grad_ready_fn)(void *arg, size_t i);
+
+/* 0, DR_EBADARG (with err) or -ENOMEM. */
+int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
+                 size_t err_len);
+void dr_model_free(dr_model_t **m);
+
+size_t dr_model_n_params(const dr_model_t *m);
+dr_param_t *dr_model_param(dr_model_t *m, size_t i);
+size_t dr_model_n_elems(const dr_model_t *m); /* all parameters */
+
+void dr_model_set_span_hook(dr_model_t *m, dr_span_fn fn, void *arg);
+
+/* Forward on b (b->n <= max_batch); returns the mean cross-entropy loss
+ * over the batch, keeping what the backward pass needs. */
+float dr_model_forward(dr_model_t *m, const dr_batch_t *b);
+
+/* Backward of the last forward: each gradient is scale * d(mean loss)/dw,
+ * written to param->g, or added to it when accumulate is set. ready (may
+ * be NULL) is called per parameter as soon as its gradient is complete,
+ * in reverse registration order. */
+void dr_model_backward(dr_model_t *m, float scale, int accumulate,
+                       dr_grad_ready_fn ready, void *arg);
+
+/* Correct top-1 predictions of the model on b (runs a forward pass). */
+uint32_t dr_model_correct(dr_model_t *m, const dr_batch_t *b);
+
+/* CRC-32 of all parameter values in registration order. */
+uint32_t dr_model_crc32(const dr_model_t *m);
+
+#endif /* DR_MODEL_H */

@@ -1,0 +1,340 @@
+/* Gradient buckets, launched in order as the backward pass makes them
+ * ready. See reducer.h. */
+#include "reducer.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+
+typedef struct {
+  size_t base;      /* first element in the reducer's memory */
+  size_t n_elems;
+  size_t n_params;
+  size_t pending;   /* params not yet ready in this pass */
+  int launched;
+  dr_work_t *work;
+} bucket_t;
+
+struct dr_reducer {
+  dr_reducer_config_t cfg;
+  dr_model_t *m;
+  dr_pg_t *pg;
+  size_t n_params;
+  size_t *elems;       /* [n_params] */
+  size_t *bucket_of;   /* [n_params] */
+  bucket_t *b;
+  size_t nb;
+  float *mem;
+  int sync;
+  size_t next_launch;
+  size_t *observed;    /* ready order of the first synchronised pass */
+  size_t n_observed;
+  int observing, observed_done;
+  int err;
+  char errmsg[256];
+  dr_reducer_stats_t stats;
+  dr_bucket_times_t *times;
+  char desc[512];
+};
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+size_t dr_bucket_plan(const size_t *order, size_t n, const size_t *elems,
+                      size_t cap_bytes, size_t first_cap_bytes,
+                      size_t *bucket_of) {
+  size_t bucket = 0, bytes = 0, count = 0;
+  for (size_t k = 0; k < n; k++) {
+    size_t p = order[k];
+    size_t pb = elems[p] * sizeof(float);
+    size_t cap = bucket == 0 ? first_cap_bytes : cap_bytes;
+    /* Close the bucket before a parameter that would overflow it. */
+    if (count > 0 && bytes + pb > cap) {
+      bucket++;
+      bytes = 0;
+      count = 0;
+    }
+    bucket_of[p] = bucket;
+    bytes += pb;
+    count++;
+  }
+  return n > 0 ? bucket + 1 : 0;
+}
+
+/* Builds the buckets for order and points every gradient into them. */
+static int build(dr_reducer_t *r, const size_t *order) {
+  size_t nb = dr_bucket_plan(order, r->n_params, r->elems, r->cfg.cap_bytes,
+                             r->cfg.first_cap_bytes, r->bucket_of);
+  bucket_t *b = calloc(nb > 0 ? nb : 1, sizeof(*b));
+  dr_bucket_times_t *t = calloc(nb > 0 ? nb : 1, sizeof(*t));
+  size_t total = 0;
+  for (size_t i = 0; i < r->n_params; i++)
+    total += r->elems[i];
+  float *mem = NULL;
+  if (b == NULL || t == NULL ||
+      posix_memalign((void **)&mem, 64, (total > 0 ? total : 1) * sizeof(float)) != 0) {
+    free(b);
+    free(t);
+    return -ENOMEM;
+  }
+  memset(mem, 0, total * sizeof(float));
+  /* Parameters lie in a bucket in fill order; buckets follow each other. */
+  size_t *fill = calloc(nb > 0 ? nb : 1, sizeof(*fill));
+  if (fill == NULL) {
+    free(b);
+    free(t);
+    free(mem);
+    return -ENOMEM;
+  }
+  for (size_t k = 0; k < r->n_params; k++) {
+    size_t p = order[k];
+    b[r->bucket_of[p]].n_elems += r->elems[p];
+    b[r->bucket_of[p]].n_params++;
+  }
+  for (size_t i = 1; i < nb; i++)
+    b[i].base = b[i - 1].base + b[i - 1].n_elems;
+  for (size_t k = 0; k < r->n_params; k++) {
+    size_t p = order[k], bi = r->bucket_of[p];
+    dr_model_param(r->m, p)->g = mem + b[bi].base + fill[bi];
+    fill[bi] += r->elems[p];
+  }
+  free(fill);
+  for (size_t i = 0; i < nb; i++)
+    t[i].n_elems = b[i].n_elems;
+  free(r->b);
+  free(r->times);
+  free(r->mem);
+  r->b = b;
+  r->times = t;
+  r->mem = mem;
+  r->nb = nb;
+  return 0;
+}
+
+int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
+                   dr_reducer_t **out) {
+  if (cfg->cap_bytes == 0 || cfg->first_cap_bytes == 0 ||
+      (pg == NULL && cfg->launch == NULL))
+    return DR_EBADARG;
+  dr_reducer_t *r = calloc(1, sizeof(*r));
+  if (r == NULL)
+    return -ENOMEM;
+  r->cfg = *cfg;
+  r->m = m;
+  r->pg = pg;
+  r->n_params = dr_model_n_params(m);
+  size_t n = r->n_params > 0 ? r->n_params : 1;
+  r->elems = calloc(n, sizeof(size_t));
+  r->bucket_of = calloc(n, sizeof(size_t));
+  r->observed = calloc(n, sizeof(size_t));
+  size_t *order = calloc(n, sizeof(size_t));
+  int rc = -ENOMEM;
+  if (r->elems != NULL && r->bucket_of != NULL && r->observed != NULL &&
+      order != NULL) {
+    for (size_t i = 0; i < r->n_params; i++) {
+      r->elems[i] = dr_model_param(m, i)->n_elems;
+      order[i] = r->n_params - 1 - i; /* reverse registration order */
+    }
+    rc = build(r, order);
+  }
+  free(order);
+  if (rc != 0) {
+    dr_reducer_free(&r);
+    return rc;
+  }
+  r->observing = cfg->rebuild;
+  *out = r;
+  return 0;
+}
+
+void dr_reducer_free(dr_reducer_t **rp) {
+  dr_reducer_t *r = *rp;
+  if (r == NULL)
+    return;
+  for (size_t i = 0; i < r->nb; i++)
+    if (r->b[i].work != NULL)
+      dr_work_free(&r->b[i].work);
+  free(r->elems);
+  free(r->bucket_of);
+  free(r->observed);
+  free(r->b);
+  free(r->times);
+  free(r->mem);
+  free(r);
+  *rp = NULL;
+}
+
+size_t dr_reducer_n_buckets(const dr_reducer_t *r) { return r->nb; }
+
+size_t dr_reducer_bucket_elems(const dr_reducer_t *r, size_t b) {
+  return b < r->nb ? r->b[b].n_elems : 0;
+}
+
+const char *dr_reducer_describe(dr_reducer_t *r) {
+  size_t o = (size_t)snprintf(r->desc, sizeof(r->desc), "%zu bucket%s:", r->nb,
+                              r->nb == 1 ? "" : "s");
+  for (size_t i = 0; i < r->nb && o < sizeof(r->desc); i++)
+    o += (size_t)snprintf(r->desc + o, sizeof(r->desc) - o, "%s %.2f",
+                          i == 0 ? "" : ",",
+                          r->b[i].n_elems * sizeof(float) / 1048576.0);
+  if (o < sizeof(r->desc))
+    snprintf(r->desc + o, sizeof(r->desc) - o, " MiB");
+  return r->desc;
+}
+
+static int rebuild(dr_reducer_t *r, char *err, size_t err_len);
+
+int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len) {
+  /* The first synchronised step has been observed and its gradients
+   * consumed by the optimizer: now the buckets may move. */
+  if (r->observing && r->observed_done) {
+    int rc = rebuild(r, err, err_len);
+    if (rc != 0)
+      return rc;
+  }
+  r->sync = sync;
+  r->next_launch = 0;
+  for (size_t i = 0; i < r->nb; i++) {
+    r->b[i].pending = r->b[i].n_params;
+    r->b[i].launched = 0;
+  }
+  if (sync) {
+    memset(&r->stats, 0, sizeof(r->stats));
+    for (size_t i = 0; i < r->nb; i++) {
+      size_t n = r->times[i].n_elems;
+      memset(&r->times[i], 0, sizeof(r->times[i]));
+      r->times[i].n_elems = n;
+    }
+    r->n_observed = 0;
+  }
+  return 0;
+}
+
+static void launch(dr_reducer_t *r, size_t i) {
+  bucket_t *b = &r->b[i];
+  b->launched = 1;
+  uint64_t t = now_us();
+  r->times[i].launch_us = t;
+  if (r->stats.first_launch_us == 0)
+    r->stats.first_launch_us = t;
+  if (r->err != 0)
+    return;
+  float *data = r->mem + b->base;
+  int rc = r->cfg.launch != NULL
+               ? r->cfg.launch(r->cfg.launch_arg, i, data, b->n_elems, &b->work)
+               : dr_pg_allreduce(r->pg, data, b->n_elems, DR_PG_AVG, &b->work);
+  if (rc != 0) {
+    r->err = rc;
+    snprintf(r->errmsg, sizeof(r->errmsg),
+             "cannot launch the all-reduce of bucket %zu (%s)", i,
+             dr_strerror(rc));
+  }
+}
+
+/* Launches every ready bucket that is next in order. */
+static void launch_in_order(dr_reducer_t *r) {
+  while (r->next_launch < r->nb && r->b[r->next_launch].pending == 0)
+    launch(r, r->next_launch++);
+}
+
+void dr_reducer_mark_ready(void *arg, size_t param) {
+  dr_reducer_t *r = arg;
+  if (!r->sync || param >= r->n_params)
+    return;
+  if (r->observing && r->n_observed < r->n_params)
+    r->observed[r->n_observed++] = param;
+  size_t bi = r->bucket_of[param];
+  bucket_t *b = &r->b[bi];
+  if (b->pending == 0)
+    return; /* marked twice: ignore */
+  if (--b->pending == 0) {
+    r->times[bi].ready_us = now_us();
+    if (r->cfg.overlap)
+      launch_in_order(r);
+  }
+}
+
+void dr_reducer_end_backward(dr_reducer_t *r) {
+  if (!r->sync)
+    return;
+  r->stats.backward_end_us = now_us();
+  /* Every parameter of an MLP is used, so all are ready; launching the
+   * rest regardless keeps ranks in step even if one was not. */
+  while (r->next_launch < r->nb)
+    launch(r, r->next_launch++);
+}
+
+/* Rebuilds the buckets in the observed ready order, rank 0's on all. */
+static int rebuild(dr_reducer_t *r, char *err, size_t err_len) {
+  r->observing = 0;
+  if (r->n_observed != r->n_params)
+    return 0; /* an incomplete observation: keep the plan */
+  uint32_t *order32 = malloc(r->n_params * sizeof(uint32_t));
+  size_t *order = malloc(r->n_params * sizeof(size_t));
+  if (order32 == NULL || order == NULL) {
+    free(order32);
+    free(order);
+    return -ENOMEM;
+  }
+  for (size_t i = 0; i < r->n_params; i++)
+    order32[i] = (uint32_t)r->observed[i];
+  int rc = 0;
+  if (r->pg != NULL && dr_pg_world(r->pg) > 1)
+    rc = dr_pg_broadcast_sync(r->pg, order32, r->n_params * sizeof(uint32_t),
+                              0, err, err_len);
+  if (rc == 0) {
+    for (size_t i = 0; i < r->n_params; i++)
+      order[i] = order32[i] < r->n_params ? order32[i] : i;
+    rc = build(r, order);
+  }
+  free(order32);
+  free(order);
+  return rc;
+}
+
+int dr_reducer_wait(dr_reducer_t *r, char *err, size_t err_len) {
+  if (!r->sync)
+    return 0;
+  int rc = r->err;
+  if (rc != 0)
+    snprintf(err, err_len, "%s", r->errmsg);
+  uint64_t last_end = 0;
+  for (size_t i = 0; i < r->nb; i++) {
+    bucket_t *b = &r->b[i];
+    if (b->work == NULL)
+      continue;
+    char msg[256];
+    int w = dr_work_wait_keep(b->work, msg, sizeof(msg));
+    if (w != 0 && rc == 0) {
+      rc = w;
+      snprintf(err, err_len, "%s", msg);
+    }
+    r->times[i].start_us = dr_work_start_us(b->work);
+    r->times[i].end_us = dr_work_end_us(b->work);
+    dr_work_free(&b->work);
+    if (r->times[i].end_us > r->times[i].start_us)
+      r->stats.comm_us += r->times[i].end_us - r->times[i].start_us;
+    if (r->times[i].end_us > last_end)
+      last_end = r->times[i].end_us;
+  }
+  if (last_end > r->stats.backward_end_us)
+    r->stats.exposed_us = last_end - r->stats.backward_end_us;
+  if (rc == 0 && r->observing)
+    r->observed_done = 1;
+  return rc;
+}
+
+void dr_reducer_stats(const dr_reducer_t *r, dr_reducer_stats_t *s) {
+  *s = r->stats;
+}
+
+const dr_bucket_times_t *dr_reducer_bucket_times(const dr_reducer_t *r) {
+  return r->times;
+}
