@@ -9,8 +9,13 @@
  * fc0.bias, ..., head.weight, head.bias); the backward pass produces their
  * gradients in reverse order and reports each one the moment it is final,
  * so the reducer can start communicating while the pass goes on. Weights
- * are initialised from the seed alone: identical on every rank.
- * Threads: BLAS uses OMP_NUM_THREADS (set by the caller).
+ * are initialised from the seed alone, as PyTorch's defaults draw them
+ * (embedding N(0, 1); Linear weight and bias U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in))): identical on every rank for the same seed, whatever
+ * max_batch is.
+ * Threads: BLAS uses OMP_NUM_THREADS (set by the caller). A model is used
+ * by one thread at a time; the reducer may read a gradient from another
+ * thread once ready() has reported it.
  */
 #ifndef DR_MODEL_H
 #define DR_MODEL_H
@@ -47,7 +52,10 @@ typedef void (*dr_span_fn)(void *arg, const char *name, uint64_t t0_us,
 /* Called when param i's gradient is final for this backward pass. */
 typedef void (*dr_grad_ready_fn)(void *arg, size_t i);
 
-/* 0, DR_EBADARG (with err) or -ENOMEM. */
+/* 0, DR_EBADARG (with err) or -ENOMEM. Caller owns *out; free with
+ * dr_model_free. Every param->g starts pointing into zeroed gradient memory
+ * of the model's own; the reducer may repoint it (the model never
+ * reallocates or frees a g it did not allocate). */
 int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
                  size_t err_len);
 void dr_model_free(dr_model_t **m);
@@ -55,24 +63,40 @@ void dr_model_free(dr_model_t **m);
 size_t dr_model_n_params(const dr_model_t *m);
 dr_param_t *dr_model_param(dr_model_t *m, size_t i);
 size_t dr_model_n_elems(const dr_model_t *m); /* all parameters */
+/* The configuration in effect (text: classes 256, input_dim 0). */
+const dr_model_config_t *dr_model_config(const dr_model_t *m);
 
 void dr_model_set_span_hook(dr_model_t *m, dr_span_fn fn, void *arg);
 
 /* Forward on b (b->n <= max_batch); returns the mean cross-entropy loss
- * over the batch, keeping what the backward pass needs. */
+ * over the batch (nats; 0 for an empty batch), keeping what the backward
+ * pass needs (b's contents are copied: b may be refilled at once). Labels
+ * must lie in [0, classes). NAN when b does not fit the model (too many
+ * rows, other input_dim or context): the backward that follows produces
+ * zero gradients. Spans: "embed.fwd" (text), "fc0.fwd" ... "head.fwd",
+ * "loss". */
 float dr_model_forward(dr_model_t *m, const dr_batch_t *b);
 
 /* Backward of the last forward: each gradient is scale * d(mean loss)/dw,
  * written to param->g, or added to it when accumulate is set. ready (may
  * be NULL) is called per parameter as soon as its gradient is complete,
- * in reverse registration order. */
+ * in reverse registration order, each exactly once: a Linear's bias and
+ * weight together, before the next layer's backward starts. Spans:
+ * "head.bwd" ... "fc0.bwd", "embed.bwd" (text); a layer's span ends after
+ * its ready calls (it also computes the gradient of its input). */
 void dr_model_backward(dr_model_t *m, float scale, int accumulate,
                        dr_grad_ready_fn ready, void *arg);
 
-/* Correct top-1 predictions of the model on b (runs a forward pass). */
+/* Correct top-1 predictions of the model on b (runs a forward pass, so a
+ * backward after it produces zero gradients; ties go to the lower class). */
 uint32_t dr_model_correct(dr_model_t *m, const dr_batch_t *b);
 
-/* CRC-32 of all parameter values in registration order. */
+/* CRC-32 (zlib's) of the raw bytes of all parameter values in
+ * registration order. */
 uint32_t dr_model_crc32(const dr_model_t *m);
+
+/* One line naming the BLAS library, its kernel core and its thread count,
+ * for the environment summary. */
+void dr_model_blas_info(char *buf, size_t len);
 
 #endif /* DR_MODEL_H */

@@ -1,0 +1,123 @@
+/* SGD with momentum and AdamW with PyTorch's update rules, and the
+ * warmup + cosine schedule. */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "errors.h"
+#include "optim.h"
+
+struct dr_optim {
+  dr_optim_config_t cfg;
+  size_t n_elems;   /* the model's, at creation */
+  size_t slots;     /* SGD: 1 with momentum, else 0; AdamW: 2 */
+  float *state;     /* [slots][n_elems] */
+};
+
+static int config_ok(const dr_optim_config_t *c) {
+  if (c->kind != DR_OPT_SGD && c->kind != DR_OPT_ADAMW) return 0;
+  if (!(c->lr >= 0.0f) || !isfinite(c->lr)) return 0;
+  if (!(c->weight_decay >= 0.0f) || !isfinite(c->weight_decay)) return 0;
+  if (!(c->min_lr_frac >= 0.0f && c->min_lr_frac <= 1.0f)) return 0;
+  if (c->kind == DR_OPT_SGD) return c->momentum >= 0.0f && c->momentum < 1.0f;
+  return c->beta1 >= 0.0f && c->beta1 < 1.0f && c->beta2 >= 0.0f &&
+         c->beta2 < 1.0f && c->eps > 0.0f && isfinite(c->eps);
+}
+
+int dr_optim_new(const dr_optim_config_t *cfg, dr_model_t *m, dr_optim_t **out) {
+  *out = NULL;
+  if (!config_ok(cfg)) return DR_EBADARG;
+  dr_optim_t *o = calloc(1, sizeof *o);
+  if (!o) return -ENOMEM;
+  o->cfg = *cfg;
+  o->n_elems = dr_model_n_elems(m);
+  o->slots = cfg->kind == DR_OPT_ADAMW ? 2 : cfg->momentum > 0.0f ? 1 : 0;
+  if (o->slots) {
+    o->state = calloc(o->slots * o->n_elems, sizeof(float));
+    if (!o->state) {
+      free(o);
+      return -ENOMEM;
+    }
+  }
+  *out = o;
+  return 0;
+}
+
+void dr_optim_free(dr_optim_t **op) {
+  if (!*op) return;
+  free((*op)->state);
+  free(*op);
+  *op = NULL;
+}
+
+float dr_optim_lr(const dr_optim_t *o, uint64_t step) {
+  const double lr = o->cfg.lr;
+  const uint64_t warmup = o->cfg.warmup_steps, total = o->cfg.total_steps;
+  if (step < warmup) return (float)(lr * (double)(step + 1) / (double)warmup);
+  if (total == 0) return (float)lr;
+  const double min_lr = lr * o->cfg.min_lr_frac;
+  const uint64_t last = total - 1;
+  /* The decay spans [warmup, last]; when that is empty every step after
+   * warmup is the last one. */
+  double p = 1.0;
+  if (last > warmup && step < last)
+    p = (double)(step - warmup) / (double)(last - warmup);
+  return (float)(min_lr + (lr - min_lr) * 0.5 * (1.0 + cos(M_PI * p)));
+}
+
+static void sgd_update(float *restrict w, const float *restrict g,
+                       float *restrict buf, size_t n, float lr, float mu,
+                       float wd) {
+  if (buf) {
+    for (size_t i = 0; i < n; i++) {
+      const float d = g[i] + wd * w[i];
+      buf[i] = mu * buf[i] + d;
+      w[i] -= lr * buf[i];
+    }
+  } else {
+    for (size_t i = 0; i < n; i++) w[i] -= lr * (g[i] + wd * w[i]);
+  }
+}
+
+static void adamw_update(float *restrict w, const float *restrict g,
+                         float *restrict m, float *restrict v, size_t n,
+                         float decay, float b1, float b2, float step_size,
+                         float bc2_sqrt, float eps) {
+  for (size_t i = 0; i < n; i++) {
+    w[i] *= decay;
+    m[i] += (1.0f - b1) * (g[i] - m[i]);
+    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+    const float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+    w[i] -= step_size * (m[i] / denom);
+  }
+}
+
+void dr_optim_step(dr_optim_t *o, dr_model_t *m, uint64_t step) {
+  const dr_optim_config_t *c = &o->cfg;
+  const float lr = dr_optim_lr(o, step);
+  const size_t np = dr_model_n_params(m);
+  /* AdamW's step count t = step + 1, from the caller: the state needs no
+   * counter of its own and a resumed run continues the same sequence. */
+  const double t = (double)step + 1.0;
+  const double bc1 = 1.0 - pow(c->beta1, t);
+  const double bc2 = 1.0 - pow(c->beta2, t);
+  size_t off = 0;
+  for (size_t i = 0; i < np; i++) {
+    dr_param_t *p = dr_model_param(m, i);
+    if (c->kind == DR_OPT_SGD) {
+      sgd_update(p->w, p->g, o->slots ? o->state + off : NULL, p->n_elems, lr,
+                 c->momentum, c->weight_decay);
+    } else {
+      adamw_update(p->w, p->g, o->state + off, o->state + o->n_elems + off,
+                   p->n_elems, 1.0f - lr * c->weight_decay, c->beta1, c->beta2,
+                   (float)(lr / bc1), (float)sqrt(bc2), c->eps);
+    }
+    off += p->n_elems;
+  }
+}
+
+size_t dr_optim_state_elems(const dr_optim_t *o) {
+  return o->slots * o->n_elems;
+}
+
+float *dr_optim_state(dr_optim_t *o) { return o->state; }
