@@ -9,12 +9,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
 #include "errors.h"
 #include "log.h"
+#include "watchdog.h"
 
 static void finish(dr_agent_t *ag, int code);
 static void send_join(dr_agent_t *ag);
@@ -64,6 +66,7 @@ static void release_port(dr_agent_t *ag) {
 
 static void stop_done(dr_agent_t *ag) {
   uv_timer_stop(&ag->kill_timer);
+  ag->killed = 0;
   dr__workers_close(ag);
   if (ag->next == DR_NEXT_EXIT) {
     finish(ag, ag->exit_code);
@@ -77,12 +80,27 @@ static void stop_done(dr_agent_t *ag) {
 
 static void on_kill_timer(uv_timer_t *t) {
   dr_agent_t *ag = t->data;
+  if (ag->killed) {
+    /* SIGKILL could not end them (a process stuck in the kernel): go on
+     * rather than hang; the watchdog keeps trying at exit. */
+    fprintf(stderr, "ddprun: worker processes survive SIGKILL; going on\n");
+    stop_done(ag);
+    return;
+  }
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
-    if (ag->w[i].alive)
-      fprintf(stderr, "ddprun: rank %u (pid %d) did not stop within %.1f s; "
-              "sending SIGKILL\n", ag->w[i].rank, (int)ag->w[i].pid,
+    if (ag->w[i].pid > 0 && !ag->w[i].group_gone)
+      fprintf(stderr, "ddprun: rank %u (process group %d) did not stop within "
+              "%.1f s; sending SIGKILL\n", ag->w[i].rank, (int)ag->w[i].pid,
               ag->o->stop_grace_ms / 1000.0);
+  ag->killed = 1;
   dr__workers_signal(ag, SIGKILL);
+  uv_timer_start(&ag->kill_timer, on_kill_timer, 2000, 0);
+}
+
+/* The local group has stopped once every worker and whatever it started
+ * are gone. */
+static int all_stopped(dr_agent_t *ag) {
+  return ag->n_alive == 0 && dr__workers_groups_empty(ag);
 }
 
 /* Stops the local workers with sig (SIGKILL after the grace), then does
@@ -92,7 +110,7 @@ static void stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
     ag->next = next;
   if (ag->state == DR_AG_STOPPING)
     return;
-  if (ag->n_alive == 0) {
+  if (all_stopped(ag)) {
     ag->state = DR_AG_STOPPING;
     stop_done(ag);
     return;
@@ -164,13 +182,17 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
     }
     return;
   }
-  if (ag->state == DR_AG_STOPPING && ag->n_alive == 0)
+  if (ag->state == DR_AG_STOPPING && all_stopped(ag))
     stop_done(ag);
 }
 
 static void on_sigchld(uv_signal_t *h, int signum) {
+  dr_agent_t *ag = h->data;
   (void)signum;
-  dr__workers_reap(h->data);
+  dr__workers_reap(ag);
+  /* A straggler of a worker's group (reparented here) may have exited. */
+  if (ag->state == DR_AG_STOPPING && all_stopped(ag))
+    stop_done(ag);
 }
 
 /* ---- the server's messages --------------------------------------------- */
@@ -199,20 +221,23 @@ static void on_assign(dr_agent_t *ag, const dr_msg_t *m) {
   free(ag->w);
   ag->w = NULL;
   ag->n_fails = 0;
+  ag->spawn_failed = -1;
   ag->state = DR_AG_RUNNING;
   /* The reservation is released only now, as the workers start: rank 0
    * binds the port next. */
   release_port(ag);
   int rc = dr__workers_start(ag);
   if (rc != 0) {
-    dr_failure_rec_t f;
-    memset(&f, 0, sizeof(f));
-    f.time = wall_now();
-    f.node_rank = a.node_rank;
-    f.exit_code = 2;
-    snprintf(f.message, sizeof(f.message), "cannot execute '%s': %s",
+    dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
+    memset(f, 0, sizeof(*f));
+    f->time = wall_now();
+    f->node_rank = a.node_rank;
+    f->local_rank = ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0;
+    f->rank = a.first_rank + f->local_rank;
+    f->exit_code = 2;
+    snprintf(f->message, sizeof(f->message), "cannot start '%s': %s",
              ag->cfg->prog_argv[0], dr_strerror(rc));
-    report_failure(ag, &f);
+    report_failure(ag, f);
     ag->exit_code = 2;
     stop_local(ag, SIGTERM, DR_NEXT_WAIT);
   }
@@ -295,10 +320,17 @@ static void on_join_timeout(uv_timer_t *t) {
   dr_agent_t *ag = t->data;
   if (ag->state != DR_AG_JOINING)
     return;
-  fprintf(stderr, "ddprun: the rendezvous at %s:%u did not complete within "
-          "%.0f s (join_timeout); are the other nodes started with the same "
-          "--rdzv-id and --nnodes?\n", ag->cfg->server_host,
-          ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
+  int err = ag->arz != NULL ? dr_arz_last_error(ag->arz) : 0;
+  if (ag->arz != NULL && !dr_arz_connected(ag->arz))
+    fprintf(stderr, "ddprun: connect() to %s:%u failed while joining (%d: "
+            "%s); gave up after join_timeout=%.3g s\n", ag->cfg->server_host,
+            ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "
+            "answer", ag->o->join_timeout_ms / 1000.0);
+  else
+    fprintf(stderr, "ddprun: the rendezvous at %s:%u did not complete within "
+            "join_timeout=%.3g s; are the other nodes started with the same "
+            "--rdzv-id and --nnodes?\n", ag->cfg->server_host,
+            ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
   ag->exit_code = 3;
   finish(ag, 3);
 }
@@ -361,7 +393,8 @@ static void finish(dr_agent_t *ag, int code) {
     return;
   ag->state = DR_AG_EXITING;
   ag->exit_code = code;
-  if (code != 0 && ag->stop_signal == 0)
+  if (code != 0 && ag->stop_signal == 0 &&
+      (ag->n_fails > 0 || ag->server_reason[0] != '\0'))
     dr_summary_print(code, ag->cfg->hostname, ag->server_reason, ag->fails,
                      ag->n_fails);
   dr_arz_close(&ag->arz);
@@ -409,6 +442,11 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   ag->cfg = cfg;
   ag->o = cfg->opts;
   ag->nproc = cfg->nproc;
+  ag->watchdog_fd = cfg->watchdog_fd;
+  ag->spawn_failed = -1;
+  /* Orphans of a worker become the agent's children: it reaps them and
+   * can tell when a worker's group is really empty. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   ag->port_fd = cfg->master_port_fd;
   ag->port_offer = cfg->master_port;
   ag->bind = calloc(cfg->nproc, sizeof(*ag->bind));
@@ -432,6 +470,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     free(ag);
     return 2;
   }
+  if (ag->o->log_dir == NULL)
+    dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
   uv_loop_init(&ag->loop);
   uv_timer_init(&ag->loop, &ag->kill_timer);
   uv_timer_init(&ag->loop, &ag->hb_timer);
@@ -483,6 +523,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   int code = ag->exit_code;
   if (ag->o->log_dir == NULL)
     nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  dr_watchdog_stop(&ag->watchdog_fd, cfg->watchdog_pid);
   uv_loop_close(&ag->loop);
   dr_assignment_free(&ag->asg);
   free(ag->w);

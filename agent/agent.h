@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "options.h"
 
@@ -22,6 +23,8 @@ typedef struct {
   int master_port_fd;        /* a socket holding the offered port, or -1 */
   uint16_t master_port;      /* offered MASTER_PORT (0 = none) */
   const char *hostname;      /* this node's name */
+  int watchdog_fd;           /* dr_watchdog_start()'s pipe, or -1 */
+  pid_t watchdog_pid;
 } dr_agent_config_t;
 
 /* Runs the agent until the job ends or a signal stops it. Returns the exit

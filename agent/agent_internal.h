@@ -46,6 +46,10 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
 /* Sends the frame in b (copied). Errors surface through on_lost. */
 void dr_arz_send(dr_arz_t *a, const dr_buf_t *b);
 
+/* 1 once a TCP connection has been made; the last connect() error. */
+int dr_arz_connected(const dr_arz_t *a);
+int dr_arz_last_error(const dr_arz_t *a);
+
 /* Milliseconds since the server was last heard from. */
 uint64_t dr_arz_idle_ms(const dr_arz_t *a);
 
@@ -129,7 +133,8 @@ typedef struct {
   dr_agent_t *ag;
   uint32_t local_rank, rank;
   pid_t pid;          /* 0 before spawn */
-  int alive;
+  int alive;          /* the worker's own process has not been reaped */
+  int group_gone;     /* nothing is left in its process group */
   int exit_code;      /* valid once !alive; -1 for a signal */
   int signal, core_dumped;
   uv_pipe_t *pipe[2]; /* the worker's stdout, stderr; freed on close */
@@ -175,11 +180,18 @@ struct dr_agent {
   size_t n_fails;
   char tmp_root[256];        /* error files when there is no --log-dir */
   char kept_root[256];       /* logs of --redirects/--tee without one */
+  int watchdog_fd;
+  int killed;                /* SIGKILL sent to the groups while stopping */
+  int spawn_failed;          /* local rank whose start failed, or -1 */
 };
 
 /* agent_workers.c */
 int dr__workers_start(dr_agent_t *ag);
+/* Signals every worker's process group that still has members. */
 void dr__workers_signal(dr_agent_t *ag, int sig);
+/* 1 when no worker's process group has members left (stragglers a worker
+ * started count until they exit). */
+int dr__workers_groups_empty(dr_agent_t *ag);
 void dr__workers_reap(dr_agent_t *ag);
 void dr__workers_drain(dr_worker_t *w);
 void dr__workers_close(dr_agent_t *ag);

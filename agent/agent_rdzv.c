@@ -39,6 +39,7 @@ struct dr_arz {
   uint8_t *in;
   size_t in_len, in_cap, need;
   int last_err;
+  int ever_connected;
   uint8_t nonce[DR_NONCE_LEN];
 };
 
@@ -272,6 +273,7 @@ static void on_connect(uv_connect_t *req, int status) {
   if (a->closing)
     return;
   if (status == 0) {
+    a->ever_connected = 1;
     uv_tcp_nodelay(&a->tcp, 1);
     a->state = ARZ_HELLO;
     a->last_heard = uv_now(a->loop);
@@ -362,6 +364,10 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
   try_connect(a);
   return 0;
 }
+
+int dr_arz_connected(const dr_arz_t *a) { return a->ever_connected; }
+
+int dr_arz_last_error(const dr_arz_t *a) { return a->last_err; }
 
 uint64_t dr_arz_idle_ms(const dr_arz_t *a) {
   return uv_now(a->loop) - a->last_heard;

@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "watchdog.h"
 
 static int mkdirs(const char *path) {
   char buf[1024];
@@ -209,6 +210,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   }
   w->alive = 1;
   ag->n_alive++;
+  dr_watchdog_add_group(ag->watchdog_fd, w->pid);
 
   char prefix[256];
   if (dr_log_prefix_render(ag->o->log_prefix_template, (int)w->rank,
@@ -274,7 +276,9 @@ int dr__workers_start(dr_agent_t *ag) {
     if (rc != 0) {
       /* The exec failed: a configuration error, never restarted. */
       w->alive = 0;
+      w->group_gone = 1;
       w->exit_code = 2;
+      ag->spawn_failed = (int)i;
       return rc;
     }
   }
@@ -283,8 +287,26 @@ int dr__workers_start(dr_agent_t *ag) {
 
 void dr__workers_signal(dr_agent_t *ag, int sig) {
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
-    if (ag->w[i].alive)
+    if (ag->w[i].pid > 0 && !ag->w[i].group_gone)
       kill(-ag->w[i].pid, sig);
+}
+
+int dr__workers_groups_empty(dr_agent_t *ag) {
+  int empty = 1;
+  for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    if (w->pid <= 0 || w->group_gone)
+      continue;
+    /* The agent is a child subreaper: a worker's orphans are its children
+     * and are reaped, so an empty group really is empty. */
+    if (kill(-w->pid, 0) != 0 && errno == ESRCH) {
+      w->group_gone = 1;
+      dr_watchdog_remove_group(ag->watchdog_fd, w->pid);
+    } else {
+      empty = 0;
+    }
+  }
+  return empty;
 }
 
 void dr__workers_reap(dr_agent_t *ag) {
@@ -309,8 +331,6 @@ void dr__workers_reap(dr_agent_t *ag) {
       } else {
         w->exit_code = WEXITSTATUS(status);
       }
-      /* A worker's group may hold stragglers it forked: end them too. */
-      kill(-pid, SIGKILL);
       dr__agent_worker_exited(ag, w);
       break;
     }
@@ -318,6 +338,8 @@ void dr__workers_reap(dr_agent_t *ag) {
 }
 
 void dr__workers_close(dr_agent_t *ag) {
+  /* Whatever a worker left running in its group goes with it. */
+  dr__workers_signal(ag, SIGKILL);
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
     dr_worker_t *w = &ag->w[i];
     dr__workers_drain(w);

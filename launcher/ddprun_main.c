@@ -20,6 +20,7 @@
 #include "log.h"
 #include "options.h"
 #include "server.h"
+#include "watchdog.h"
 
 extern char **environ;
 
@@ -154,6 +155,9 @@ int main(int argc, char **argv) {
   }
   dr_log_init("ddprun", (dr_log_level_t)o.log_level);
   int code = 2;
+  /* Forked while this process still has one thread. */
+  pid_t watchdog_pid = 0;
+  int watchdog_fd = dr_watchdog_start(&watchdog_pid);
   char **exec_argv = NULL;
   char *path = NULL;
   uint8_t *secret = NULL;
@@ -198,6 +202,20 @@ int main(int argc, char **argv) {
     rdzv_host = bind_host = "127.0.0.1";
     rdzv_port = 0;
     host_it = 1;
+    if (o.master_port >= 0)
+      master_port = (uint16_t)o.master_port;
+    /* Two standalone jobs must not share a run id (and --log-dir files). */
+    if (strcmp(o.rdzv_id, "none") == 0) {
+      char *id = malloc(32);
+      if (id != NULL) {
+        uint8_t r[DR_NONCE_LEN];
+        dr_auth_init();
+        dr_auth_nonce(r);
+        snprintf(id, 32, "standalone-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
+        free(o.rdzv_id);
+        o.rdzv_id = id;
+      }
+    }
   } else if (o.rdzv_backend == DR_RDZV_STATIC) {
     master_port = o.master_port >= 0 ? (uint16_t)o.master_port : 29500;
     if (!o.have_endpoint) {
@@ -270,9 +288,13 @@ int main(int argc, char **argv) {
   ac.master_port_fd = -1;
   ac.master_port = master_port;
   ac.hostname = hostname;
+  ac.watchdog_fd = watchdog_fd;
+  ac.watchdog_pid = watchdog_pid;
+  watchdog_fd = -1; /* the agent stops it */
   code = dr_agent_run(&ac);
 
 out:
+  dr_watchdog_stop(&watchdog_fd, watchdog_pid);
   if (hosted != NULL) {
     host_stop(hosted);
     free(hosted);

@@ -34,6 +34,7 @@
 #include "errors.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <poll.h>
@@ -589,7 +590,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
 int main(int argc, char **argv) {
   opts_t o;
   scratch_t s;
-  char err[512];
+  char err[PATH_MAX + 256];
 
   setvbuf(stdout, NULL, _IOLBF, 0);
   setvbuf(stderr, NULL, _IOLBF, 0);
