@@ -15,6 +15,7 @@ packages=(
   libinih-dev                        # config files
   libsodium-dev                      # shared-secret authentication
   uthash-dev                         # hash tables of the store
+  libopenblas-dev                    # the worker's CPU math (BLAS)
   libcmocka-dev                      # unit tests
   clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
   iproute2                           # network-namespace tests
