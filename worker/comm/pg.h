@@ -37,6 +37,9 @@ enum {
   DR_PG_EBROKEN = -20003   /* an earlier collective failed */
 };
 
+/* A static message for the codes above, or dr_strerror()'s for others. */
+const char *dr_pg_strerror(int code);
+
 typedef struct {
   uint32_t rank, world;         /* RANK, WORLD_SIZE */
   uint32_t local_rank, local_world;
@@ -48,14 +51,18 @@ typedef struct {
   size_t secret_len;
   uint32_t timeout_ms;          /* per collective, and for bootstrap */
   int force_tcp;                /* never use shared memory */
-  size_t chunk_bytes;           /* pipelining unit; 0 = default (1 MiB) */
+  size_t chunk_bytes;           /* pipelining unit; 0 = default (512 KiB
+                                   on shared memory, 4 MiB on TCP) */
 } dr_pg_config_t;
 
 /* Fills cfg from the environment (RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, DDPRUN_RDZV_ENDPOINT, DDPRUN_RUN_ID, DDPRUN_GENERATION,
  * DDPRUN_SECRET_FILE / DDPRUN_SECRET). Without RANK and WORLD_SIZE: a group
- * of one. Strings point into the environment or static storage; the
- * secret is malloc'd (freed by dr_pg_config_free). 0 or DR_EBADARG with a
+ * of one. DR_PG_FORCE_TCP set to anything but "" or "0" sets force_tcp
+ * (ddprun's agent drops inherited DDPRUN_* variables, so this knob has a
+ * name of its own). timeout_ms is 300 s, chunk_bytes 0 (the default).
+ * Strings point into the environment or static storage; the secret is
+ * malloc'd (freed by dr_pg_config_free). 0 or DR_EBADARG with a
  * message. */
 int dr_pg_config_from_env(dr_pg_config_t *cfg, char *err, size_t err_len);
 void dr_pg_config_free(dr_pg_config_t *cfg);
@@ -93,7 +100,8 @@ int dr_pg_barrier(dr_pg_t *pg, dr_work_t **w);
 int dr_work_wait(dr_work_t **w, char *err, size_t err_len);
 
 /* As dr_work_wait, but w stays valid so that its times can be read; free
- * it with dr_work_free(). */
+ * it with dr_work_free(), which may also drop a work that was never waited
+ * for (a queued one still runs; its buffers stay borrowed until then). */
 int dr_work_wait_keep(dr_work_t *w, char *err, size_t err_len);
 void dr_work_free(dr_work_t **w);
 
