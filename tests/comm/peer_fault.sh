@@ -1,0 +1,84 @@
+#!/bin/sh
+# A 3-rank job where rank 1 dies (kill: SIGKILL) or hangs (hang: SIGSTOP)
+# inside a 64 MiB all-reduce. Ranks 0 and 2 must fail that all-reduce
+# themselves, naming rank 1, and exit 4: at once when rank 1 died, at the
+# collective timeout (3 s here) when it hangs. ddprun must exit non-zero.
+#
+# Usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK
+# Each worker runs under a small wrapper that records its real exit
+# status. The survivors ignore SIGTERM (coll_check's fault mode) so their
+# exit code is their own finding, not the agent's stop order. The job is
+# bounded by timeout(1); nothing outlives it (ddprun stops its workers,
+# SIGKILL after --stop-grace).
+set -u
+
+mode=${1:?usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK}
+ddprun=${2:?}
+worker=${3:?}
+timeout_ms=3000
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in out err codes; do
+    echo "--- $f" >&2
+    cat "$tmp/$f" >&2 2>/dev/null
+  done
+  exit 1
+}
+
+case $mode in
+  kill) flag=--kill-rank ;;
+  hang) flag=--hang-rank ;;
+  *) echo "usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK" >&2; exit 2 ;;
+esac
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/peer_fault.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# $0 of the inner shell is the worker; its status goes to codes.
+wrapper='trap "" TERM; "$0" "$@"; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
+CODES=$tmp/codes timeout -k 5 60 "$ddprun" --standalone --nproc-per-node 3 \
+  --stop-grace 2 --log-level warn sh -c "$wrapper" "$worker" \
+  --timeout-ms $timeout_ms $flag 1 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -ne 0 ] || fail "ddprun exited 0"
+# ddprun's own last words; a job that timeout(1) had to end lacks them.
+grep -q "^ddprun: job failed with exit code $rc\$" "$tmp/err" ||
+  fail "ddprun did not end the job itself (exit $rc)"
+
+# Rank 1's own line: "coll_check: rank 1: SIGKILL itself at t=123us".
+t_fault=$(sed -n 's/.*coll_check: rank 1: SIG[A-Z]* itself at t=\([0-9]*\)us.*/\1/p' "$tmp/err" |
+  head -n 1)
+[ -n "$t_fault" ] || fail "rank 1 never reached its fault"
+
+for r in 0 2; do
+  grep -q "^rank $r exit 4\$" "$tmp/codes" ||
+    fail "rank $r did not exit 4 ($(grep "^rank $r " "$tmp/codes"))"
+  line=$(grep "coll_check: rank $r: allreduce failed" "$tmp/err" | head -n 1)
+  [ -n "$line" ] || fail "rank $r printed no failure"
+  case $line in
+    *"rank 1 "* | *"rank 1)"*) ;;
+    *) fail "rank $r's message does not name rank 1: $line" ;;
+  esac
+  t=$(echo "$line" | sed -n 's/.* failed at t=\([0-9]*\)us.*/\1/p')
+  dt=$((t - t_fault))
+  if [ "$mode" = kill ]; then
+    case $line in
+      *"[a peer went away]"*) ;;
+      *) fail "rank $r did not report a lost peer: $line" ;;
+    esac
+    # Death is seen through the ring's liveness checks, well under 1 s.
+    [ "$dt" -lt 1000000 ] || fail "rank $r took ${dt}us to see rank 1 die"
+  else
+    case $line in
+      *"[a peer did not arrive within the timeout]"*) ;;
+      *) fail "rank $r did not time out: $line" ;;
+    esac
+    # The collective started before rank 1 stopped, so it times out no
+    # later than the timeout after the stop (plus scheduling slack).
+    [ "$dt" -le $((timeout_ms * 1000 + 1500000)) ] ||
+      fail "rank $r timed out ${dt}us after rank 1 stopped"
+  fi
+  echo "rank $r: exit 4 after ${dt}us: $line"
+done
+echo "PASS: peer $mode; ddprun exited $rc"
+exit 0
