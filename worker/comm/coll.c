@@ -28,9 +28,6 @@
 #define CPU_RELAX() ((void)0)
 #endif
 
-/* How long the engine spins on shared memory before it sleeps: about
- * what the peer needs to copy or reduce one chunk. */
-#define SPIN_NS 30000u
 
 typedef struct {
   size_t send_off, send_len;
@@ -174,12 +171,12 @@ static int run_steps(dr_pg_t *pg, uint8_t *buf, const step_t *steps, int n,
       recv_wait = 1; /* cannot happen: a blocked send awaits the receive */
     int all_shm = (!send_wait || pg->send.kind == DR_LINK_SHM) &&
                   (!recv_wait || pg->recv.kind == DR_LINK_SHM);
-    if (all_shm) {
+    if (all_shm && pg->spin_ns > 0) {
       /* The peer is usually a few microseconds from its next commit;
        * a short spin saves the futex round trip. */
       uint64_t now = dr__now_ns();
       if (spin_until == 0)
-        spin_until = now + SPIN_NS;
+        spin_until = now + pg->spin_ns;
       if (now < spin_until) {
         for (int i = 0; i < 32; i++)
           CPU_RELAX();

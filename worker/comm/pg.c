@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "errors.h"
@@ -488,6 +489,9 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
   pg->local_world = cfg->local_world;
   pg->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   pg->chunk = cfg->chunk_bytes;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  pg->spin_ns = cpus > 0 && cfg->local_world <= (uint32_t)cpus ? DR_PG_SPIN_NS
+                                                                : 0;
   dr__link_init(&pg->send);
   dr__link_init(&pg->recv);
   pthread_mutex_init(&pg->mu, NULL);
