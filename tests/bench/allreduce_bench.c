@@ -4,11 +4,11 @@
  *   ddprun --standalone --nproc-per-node 2 build/allreduce_bench \
  *          --sizes-mib 1,4,16,64,256
  *
- * Rank 0 first measures memcpy (256 MiB buffers, best of several, the
- * other ranks idle in a barrier), then per size runs warm-up all-reduces
- * and timed ones. An iteration's time is the slowest rank's (each rank
- * times from a barrier to its completion), the figure is the median over
- * iterations. Buffers are refilled before each iteration, outside the
+ * Rank 0 first measures memcpy (256 MiB buffers, best of 6, the other
+ * ranks idle in a barrier) and prints it with the ring's links, then per
+ * size runs warm-up all-reduces and timed ones. An iteration's time is
+ * the slowest rank's (each rank times from a barrier to its completion),
+ * the figure is the median over iterations. Buffers are refilled before each iteration, outside the
  * timing, so every all-reduce starts from memory as a training step's
  * gradients would. Rank 0 prints one line per size:
  *
@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
   double mc = 0;
   if (rank == 0) {
     mc = memcpy_gibps((size_t)256 << 20, 6);
-    printf("allreduce_bench ranks=%u %s; memcpy_gibps=%.2f (256 MiB, best "
-           "of 6)\n", world, dr_pg_describe(pg), mc);
+    printf("allreduce_bench ranks=%u memcpy_gibps=%.2f memcpy_buffer_mib=256 "
+           "memcpy_runs=6 links=\"%s\"\n", world, mc, dr_pg_describe(pg));
   }
   if ((rc = dr_pg_barrier_sync(pg, err, sizeof(err))) != 0)
     return fail("barrier", err);
