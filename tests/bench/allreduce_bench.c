@@ -8,9 +8,10 @@
  * ranks idle in a barrier) and prints it with the ring's links, then per
  * size runs warm-up all-reduces and timed ones. An iteration's time is
  * the slowest rank's (each rank times from a barrier to its completion),
- * the figure is the median over iterations. Buffers are refilled before each iteration, outside the
- * timing, so every all-reduce starts from memory as a training step's
- * gradients would. Rank 0 prints one line per size:
+ * the figure is the median over iterations. Buffers are refilled before
+ * each iteration, outside the timing, so every all-reduce starts from
+ * memory as a training step's gradients would. Rank 0 prints one line
+ * per size:
  *
  *   allreduce_bench ranks=2 size_mib=64 iters=12 median_ms=.. algbw_gibps=..
  *     busbw_gibps=.. memcpy_gibps=.. frac_of_memcpy=..
@@ -81,7 +82,7 @@ int main(int argc, char **argv) {
       warmup = atoi(argv[++i]);
     } else {
       fprintf(stderr, "usage: allreduce_bench [--sizes-mib N,N,...] "
-              "[--iters N] [--warmup N]\n");
+                      "[--iters N] [--warmup N]\n");
       return 2;
     }
   }
@@ -117,15 +118,15 @@ int main(int argc, char **argv) {
   if (rank == 0) {
     mc = memcpy_gibps((size_t)256 << 20, 6);
     printf("allreduce_bench ranks=%u memcpy_gibps=%.2f memcpy_buffer_mib=256 "
-           "memcpy_runs=6 links=\"%s\"\n", world, mc, dr_pg_describe(pg));
+           "memcpy_runs=6 links=\"%s\"\n",
+           world, mc, dr_pg_describe(pg));
   }
   if ((rc = dr_pg_barrier_sync(pg, err, sizeof(err))) != 0)
     return fail("barrier", err);
 
   for (int k = 0; k < n_sizes; k++) {
     size_t n_bytes = sizes[k], n_elems = n_bytes / sizeof(float);
-    int iters = iters_arg > 0 ? iters_arg
-                              : (int)((size_t)(3u << 30) / n_bytes);
+    int iters = iters_arg > 0 ? iters_arg : (int)((size_t)(3u << 30) / n_bytes);
     if (iters_arg <= 0)
       iters = iters < 5 ? 5 : iters > 20 ? 20 : iters;
     float *x = malloc(n_bytes);
@@ -144,7 +145,7 @@ int main(int argc, char **argv) {
         return fail("allreduce", err);
       if (it >= 0)
         t[it] = now_s() - t0;
-      if (getenv("XDBG")) fprintf(stderr, "r%u it %d wall %.3f t0 %.3f\n", rank, it, (now_s()-t0)*1e3, t0*1e3);    }
+    }
     /* Spot check: element i summed over ranks. */
     float want = 0;
     for (uint32_t r = 0; r < world; r++)
@@ -162,8 +163,8 @@ int main(int argc, char **argv) {
         if (all[(size_t)r * iters + it] > t[it])
           t[it] = all[(size_t)r * iters + it];
     qsort(t, (size_t)iters, sizeof(double), cmp_double);
-    double med = iters % 2 ? t[iters / 2]
-                           : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+    double med =
+        iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
     double algbw = (double)n_bytes / med / (1024.0 * 1024.0 * 1024.0);
     double busbw = algbw * 2.0 * (world - 1) / world;
     if (rank == 0)

@@ -139,7 +139,8 @@ static int entry_parse(const uint8_t *v, size_t n, dr_boot_entry_t *e) {
   memset(e, 0, sizeof(*e));
   if (sscanf(buf, "DRPG1 %159s %45s %u %33s %d", e->host, e->ip, &port, tok,
              &e->pid) != 5 ||
-      port == 0 || port > 65535 || unhex(e->token, tok, DR_BOOT_TOKEN_BYTES) != 0)
+      port == 0 || port > 65535 ||
+      unhex(e->token, tok, DR_BOOT_TOKEN_BYTES) != 0)
     return -1;
   e->port = (uint16_t)port;
   return 0;
@@ -165,8 +166,8 @@ static size_t missing_ranks(dr_boot_t *b, const uint32_t *ranks, size_t n,
     int rc = dr_client_get(b->client, b->cfg->gen, key, 0, &v, &vn);
     free(v);
     if (rc == DR_ENOTFOUND && used < len) {
-      int k = snprintf(out + used, len - used, "%s%u", found ? ", " : "",
-                       ranks[i]);
+      int k =
+          snprintf(out + used, len - used, "%s%u", found ? ", " : "", ranks[i]);
       if (k > 0)
         used += (size_t)k;
       found++;
@@ -198,21 +199,25 @@ static int get_entries(dr_boot_t *b, const uint32_t *ranks, size_t n,
   if (rc == -ETIMEDOUT) {
     char miss[128];
     size_t k = missing_ranks(b, ranks, n, miss, sizeof(miss));
-    return dr__boot_fail(b, DR_PG_ETIMEOUT, "%s %s did not publish %s address within "
-                "%g s (not started, or stuck before joining the group)",
-                k == 1 ? "rank" : "ranks", miss, k == 1 ? "its" : "their",
-                b->cfg->timeout_ms / 1000.0);
+    return dr__boot_fail(
+        b, DR_PG_ETIMEOUT,
+        "%s %s did not publish %s address within "
+        "%g s (not started, or stuck before joining the group)",
+        k == 1 ? "rank" : "ranks", miss, k == 1 ? "its" : "their",
+        b->cfg->timeout_ms / 1000.0);
   }
   if (rc != 0)
-    return dr__boot_fail(b, rc, "reading the ranks' addresses from the store failed: "
-                "%s%s%s", dr_strerror(rc),
-                *dr_client_errmsg(b->client) ? ": " : "",
-                dr_client_errmsg(b->client));
+    return dr__boot_fail(b, rc,
+                         "reading the ranks' addresses from the store failed: "
+                         "%s%s%s",
+                         dr_strerror(rc),
+                         *dr_client_errmsg(b->client) ? ": " : "",
+                         dr_client_errmsg(b->client));
   for (size_t i = 0; i < n; i++)
     if (entry_parse(vals[i].p, vals[i].len, &out[i]) != 0) {
       free(vals);
       return dr__boot_fail(b, DR_EBADARG, "rank %u's store entry is malformed",
-                  ranks[i]);
+                           ranks[i]);
     }
   free(vals);
   return 0;
@@ -330,17 +335,17 @@ int dr__pg_bootstrap(dr_pg_t *pg, const dr_pg_config_t *cfg, char *err,
       .run_id = cfg->run_id,
       .secret = cfg->secret,
       .secret_len = cfg->secret_len,
-      .connect_timeout_ms = (int)(timeout_ms > INT32_MAX ? INT32_MAX
-                                                         : timeout_ms),
+      .connect_timeout_ms =
+          (int)(timeout_ms > INT32_MAX ? INT32_MAX : timeout_ms),
       .io_timeout_ms = 30000,
   };
   char cerr[256] = "";
   int rc = dr_client_open(&o, &b.client, cerr, sizeof(cerr));
   if (rc != 0) {
     rc = dr__boot_fail(&b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : rc,
-              "cannot reach the store at %s:%u: %s%s%s", cfg->store_host,
-              (unsigned)cfg->store_port, dr_strerror(rc), cerr[0] ? ": " : "",
-              cerr);
+                       "cannot reach the store at %s:%u: %s%s%s",
+                       cfg->store_host, (unsigned)cfg->store_port,
+                       dr_strerror(rc), cerr[0] ? ": " : "", cerr);
     goto out;
   }
   if ((rc = dr__boot_listen(&b)) != 0)
@@ -358,8 +363,8 @@ int dr__pg_bootstrap(dr_pg_t *pg, const dr_pg_config_t *cfg, char *err,
               : dr_client_set(b.client, cfg->gen, key, val, (size_t)vn);
   if (rc != 0) {
     rc = dr__boot_fail(&b, rc, "publishing this rank's address failed: %s%s%s",
-              dr_strerror(rc), *dr_client_errmsg(b.client) ? ": " : "",
-              dr_client_errmsg(b.client));
+                       dr_strerror(rc), *dr_client_errmsg(b.client) ? ": " : "",
+                       dr_client_errmsg(b.client));
     goto out;
   }
   if ((rc = build_ring(&b)) != 0)
@@ -374,8 +379,8 @@ int dr__pg_bootstrap(dr_pg_t *pg, const dr_pg_config_t *cfg, char *err,
                          (uint64_t)dr__boot_remaining_ms(&b));
   if (rc != 0) {
     rc = dr__boot_fail(&b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : rc,
-              "not every rank connected its links within %g s (%s)",
-              timeout_ms / 1000.0, dr_strerror(rc));
+                       "not every rank connected its links within %g s (%s)",
+                       timeout_ms / 1000.0, dr_strerror(rc));
     goto out;
   }
   describe(&b);

@@ -44,7 +44,7 @@ static const char hello_magic[8] = {'D', 'R', 'P', 'G', 'H', 'E', 'L', '1'};
 #define REPLY_MAGIC 0x50525244u /* "DRRP" */
 
 __attribute__((format(printf, 1, 2))) static void warn_line(const char *fmt,
-                                                           ...) {
+                                                            ...) {
   char line[512];
   va_list ap;
   va_start(ap, fmt);
@@ -122,8 +122,9 @@ int dr__boot_listen(dr_boot_t *b) {
   struct sockaddr_storage ss;
   socklen_t len = sizeof(ss);
   if (getsockname(dr_client_fd(b->client), (struct sockaddr *)&ss, &len) != 0)
-    return dr__boot_fail(b, -errno, "getsockname() on the store connection failed: %s",
-                strerror(errno));
+    return dr__boot_fail(b, -errno,
+                         "getsockname() on the store connection failed: %s",
+                         strerror(errno));
   void *addr;
   if (ss.ss_family == AF_INET) {
     ((struct sockaddr_in *)&ss)->sin_port = 0;
@@ -132,7 +133,8 @@ int dr__boot_listen(dr_boot_t *b) {
     ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
     addr = &((struct sockaddr_in6 *)&ss)->sin6_addr;
   } else {
-    return dr__boot_fail(b, -EAFNOSUPPORT, "the store connection is not TCP/IP");
+    return dr__boot_fail(b, -EAFNOSUPPORT,
+                         "the store connection is not TCP/IP");
   }
   inet_ntop(ss.ss_family, addr, b->me.ip, sizeof(b->me.ip));
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -144,14 +146,14 @@ int dr__boot_listen(dr_boot_t *b) {
   if (bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, 64) != 0) {
     int e = errno;
     close(fd);
-    return dr__boot_fail(b, -e, "bind()/listen() on %s port 0 failed: %s", b->me.ip,
-                strerror(e));
+    return dr__boot_fail(b, -e, "bind()/listen() on %s port 0 failed: %s",
+                         b->me.ip, strerror(e));
   }
   len = sizeof(ss);
   getsockname(fd, (struct sockaddr *)&ss, &len);
-  b->me.port = ntohs(ss.ss_family == AF_INET
-                         ? ((struct sockaddr_in *)&ss)->sin_port
-                         : ((struct sockaddr_in6 *)&ss)->sin6_port);
+  b->me.port =
+      ntohs(ss.ss_family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+                                    : ((struct sockaddr_in6 *)&ss)->sin6_port);
   b->lfd = fd;
   return 0;
 }
@@ -168,14 +170,14 @@ static void hello_encode(uint8_t h[HELLO_BYTES], uint32_t from, uint32_t kind,
   memcpy(h + 32, token, DR_BOOT_TOKEN_BYTES);
 }
 
-static int connect_peer(dr_boot_t *b, const dr_boot_entry_t *to, uint32_t to_rank,
-                        uint32_t kind, int *out) {
+static int connect_peer(dr_boot_t *b, const dr_boot_entry_t *to,
+                        uint32_t to_rank, uint32_t kind, int *out) {
   const char *what = kind == KIND_CTRL ? "control" : "data";
   struct sockaddr_storage ss;
   socklen_t len;
   if (to_sockaddr(to->ip, to->port, &ss, &len) != 0)
     return dr__boot_fail(b, DR_EBADARG, "rank %u published a bad address '%s'",
-                to_rank, to->ip);
+                         to_rank, to->ip);
   int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0)
     return dr__boot_fail(b, -errno, "socket() failed: %s", strerror(errno));
@@ -211,10 +213,11 @@ static int connect_peer(dr_boot_t *b, const dr_boot_entry_t *to, uint32_t to_ran
     close(fd);
     if (rc == -ETIMEDOUT)
       return dr__boot_fail(b, DR_PG_ETIMEOUT,
-                  "%s connection to rank %u at %s:%u timed out", what,
-                  to_rank, to->ip, (unsigned)to->port);
-    return dr__boot_fail(b, DR_PG_EPEER, "connect() to rank %u at %s:%u (%s) failed: %s",
-                to_rank, to->ip, (unsigned)to->port, what, strerror(-rc));
+                           "%s connection to rank %u at %s:%u timed out", what,
+                           to_rank, to->ip, (unsigned)to->port);
+    return dr__boot_fail(
+        b, DR_PG_EPEER, "connect() to rank %u at %s:%u (%s) failed: %s",
+        to_rank, to->ip, (unsigned)to->port, what, strerror(-rc));
   }
   *out = fd;
   return 0;
@@ -231,16 +234,17 @@ static int accept_peer(dr_boot_t *b, uint32_t from, uint32_t kind, int *out) {
       continue;
     if (pr <= 0)
       return dr__boot_fail(b, DR_PG_ETIMEOUT,
-                  "rank %u did not open its %s connection within %g s", from,
-                  kind == KIND_CTRL ? "control" : "data",
-                  b->cfg->timeout_ms / 1000.0);
+                           "rank %u did not open its %s connection within %g s",
+                           from, kind == KIND_CTRL ? "control" : "data",
+                           b->cfg->timeout_ms / 1000.0);
     int fd = accept4(b->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ||
           errno == ECONNABORTED)
         continue;
-      return dr__boot_fail(b, -errno, "accept() failed while waiting for rank %u: %s",
-                  from, strerror(errno));
+      return dr__boot_fail(b, -errno,
+                           "accept() failed while waiting for rank %u: %s",
+                           from, strerror(errno));
     }
     uint8_t h[HELLO_BYTES];
     uint64_t until = dr__now_ns() + (uint64_t)HELLO_WAIT_MS * 1000000u;
@@ -290,8 +294,8 @@ static int offer_send_link(dr_boot_t *b) {
              "/ddprun-%s-g%" PRIu64 "-i%" PRIu64 "-p%d-%uto%u", rid,
              b->cfg->gen, b->inst, (int)getpid(), pg->rank, l->peer);
     const char *what = NULL;
-    int rc = dr_shm_ring_create(b->shm_name, DR_PG_SHM_RING_BYTES, &l->ring,
-                                &what);
+    int rc =
+        dr_shm_ring_create(b->shm_name, DR_PG_SHM_RING_BYTES, &l->ring, &what);
     if (rc == 0) {
       via = VIA_SHM;
       b->shm_named = 1;
@@ -311,8 +315,8 @@ static int offer_send_link(dr_boot_t *b) {
   int rc = io_full(l->ctrl_fd, o, sizeof(o), 1, b->deadline);
   if (rc != 0)
     return dr__boot_fail(b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : DR_PG_EPEER,
-                "sending the link offer to rank %u failed: %s", l->peer,
-                strerror(-rc));
+                         "sending the link offer to rank %u failed: %s",
+                         l->peer, strerror(-rc));
   return 0;
 }
 
@@ -324,11 +328,11 @@ static int answer_recv_link(dr_boot_t *b) {
   int rc = io_full(l->ctrl_fd, o, sizeof(o), 0, b->deadline);
   if (rc != 0)
     return dr__boot_fail(b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : DR_PG_EPEER,
-                "no link offer from rank %u: %s", l->peer,
-                rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
+                         "no link offer from rank %u: %s", l->peer,
+                         rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
   if (dr__get32(o) != OFFER_MAGIC)
     return dr__boot_fail(b, DR_PG_EPEER, "rank %u sent a malformed link offer",
-                l->peer);
+                         l->peer);
   uint32_t via = dr__get32(o + 4);
   l->peer_pid = (int)dr__get32(o + 8);
   l->kind = DR_LINK_TCP;
@@ -354,8 +358,8 @@ static int answer_recv_link(dr_boot_t *b) {
   rc = io_full(l->ctrl_fd, r, sizeof(r), 1, b->deadline);
   if (rc != 0)
     return dr__boot_fail(b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : DR_PG_EPEER,
-                "answering rank %u's link offer failed: %s", l->peer,
-                strerror(-rc));
+                         "answering rank %u's link offer failed: %s", l->peer,
+                         strerror(-rc));
   return 0;
 }
 
@@ -366,11 +370,12 @@ static int finish_send_link(dr_boot_t *b) {
   int rc = io_full(l->ctrl_fd, r, sizeof(r), 0, b->deadline);
   if (rc != 0)
     return dr__boot_fail(b, rc == -ETIMEDOUT ? DR_PG_ETIMEOUT : DR_PG_EPEER,
-                "no answer to the link offer from rank %u: %s", l->peer,
-                rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
+                         "no answer to the link offer from rank %u: %s",
+                         l->peer,
+                         rc == -ETIMEDOUT ? "timed out" : strerror(-rc));
   if (dr__get32(r) != REPLY_MAGIC)
     return dr__boot_fail(b, DR_PG_EPEER, "rank %u sent a malformed link answer",
-                l->peer);
+                         l->peer);
   l->peer_pid = (int)dr__get32(r + 8);
   /* Both ends have it mapped (or never will): the name goes now. */
   dr__boot_unlink_shm(b);
@@ -385,8 +390,8 @@ static int finish_send_link(dr_boot_t *b) {
 
 int dr__boot_link_up(dr_boot_t *b) {
   dr_pg_t *pg = b->pg;
-  int rc = connect_peer(b, &b->right, pg->send.peer, KIND_CTRL,
-                        &pg->send.ctrl_fd);
+  int rc =
+      connect_peer(b, &b->right, pg->send.peer, KIND_CTRL, &pg->send.ctrl_fd);
   if (rc == 0)
     rc = offer_send_link(b);
   if (rc == 0)
