@@ -58,8 +58,8 @@ void dr__work_describe(const dr_work_t *w, char *out, size_t out_len) {
 static uint64_t now_us(void) { return dr__now_ns() / 1000u; }
 
 /* snprintf for messages that may be cut short. */
-__attribute__((format(printf, 3, 4))) static void
-msgf(char *out, size_t len, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static void msgf(char *out, size_t len,
+                                                       const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(out, len, fmt, ap);
@@ -97,8 +97,8 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out) {
   return 0;
 }
 
-__attribute__((format(printf, 3, 4))) static int
-bad(char *err, size_t err_len, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static int bad(char *err, size_t err_len,
+                                                     const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(err, err_len, fmt, ap);
@@ -184,10 +184,10 @@ int dr_pg_config_from_env(dr_pg_config_t *cfg, char *err, size_t err_len) {
   if (ep == NULL || *ep == '\0')
     return bad(err, err_len,
                "WORLD_SIZE is %s but DDPRUN_RDZV_ENDPOINT is not set "
-               "(launch with ddprun)", world);
+               "(launch with ddprun)",
+               world);
   if (parse_endpoint(ep, &cfg->store_host, &cfg->store_port) != 0)
-    return bad(err, err_len, "DDPRUN_RDZV_ENDPOINT='%s' is not HOST:PORT",
-               ep);
+    return bad(err, err_len, "DDPRUN_RDZV_ENDPOINT='%s' is not HOST:PORT", ep);
   const char *run_id = getenv("DDPRUN_RUN_ID");
   if (run_id != NULL && *run_id != '\0')
     cfg->run_id = run_id;
@@ -202,8 +202,7 @@ int dr_pg_config_from_env(dr_pg_config_t *cfg, char *err, size_t err_len) {
   int rc = dr_auth_secret_load(file, &secret, &secret_len);
   if (rc != 0) {
     snprintf(err, err_len, "cannot load the store secret from %s: %s",
-             file != NULL && *file ? file : "DDPRUN_SECRET",
-             dr_strerror(rc));
+             file != NULL && *file ? file : "DDPRUN_SECRET", dr_strerror(rc));
     return DR_EBADARG;
   }
   cfg->secret = secret;
@@ -226,8 +225,7 @@ static void work_unref(dr_work_t *w) {
     free(w);
 }
 
-static void work_complete(dr_pg_t *pg, dr_work_t *w, int rc,
-                          const char *msg) {
+static void work_complete(dr_pg_t *pg, dr_work_t *w, int rc, const char *msg) {
   w->rc = rc;
   msgf(w->err, sizeof(w->err), "%s", msg != NULL ? msg : "");
   atomic_store(&w->end_us, now_us());
@@ -244,7 +242,7 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
   dr__work_describe(w, desc, sizeof(desc));
   if (atomic_load(&pg->broken)) {
     msgf(msg, sizeof(msg), "%s: not run, the group is broken: %s", desc,
-             pg->broken_msg);
+         pg->broken_msg);
     work_complete(pg, w, DR_PG_EBROKEN, msg);
     return;
   }
@@ -260,11 +258,11 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
     if (f.origin == pg->rank)
       msgf(msg, sizeof(msg), "%s: %s", desc, f.text);
     else if (f.seq == w->seq)
-      msgf(msg, sizeof(msg), "%s: %s (reported by rank %u)", desc,
-               f.text, f.origin);
+      msgf(msg, sizeof(msg), "%s: %s (reported by rank %u)", desc, f.text,
+           f.origin);
     else
-      msgf(msg, sizeof(msg), "%s: %s (reported by rank %u in #%" PRIu64
-               ")", desc, f.text, f.origin, f.seq);
+      msgf(msg, sizeof(msg), "%s: %s (reported by rank %u in #%" PRIu64 ")",
+           desc, f.text, f.origin, f.seq);
     /* Pass it on, so the whole ring fails at once with the root cause
      * instead of each rank timing out on its neighbour. */
     dr__pg_abort(pg, &f);
@@ -274,7 +272,7 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
     f.blamed = f.origin = pg->rank;
     f.seq = w->seq;
     msgf(f.text, sizeof(f.text), "rank %u failed (%s)", pg->rank,
-             dr_strerror(rc));
+         dr_strerror(rc));
     dr__pg_abort(pg, &f);
     rc = DR_PG_EPEER;
   }
@@ -421,22 +419,22 @@ static int sync_wait(int rc, dr_work_t **w, char *err, size_t err_len) {
   return dr_work_wait(w, err, err_len);
 }
 
-int dr_pg_allreduce_sync(dr_pg_t *pg, float *buf, size_t n_elems,
-                         dr_pg_op_t op, char *err, size_t err_len) {
+int dr_pg_allreduce_sync(dr_pg_t *pg, float *buf, size_t n_elems, dr_pg_op_t op,
+                         char *err, size_t err_len) {
   dr_work_t *w = NULL;
   int rc = dr_pg_allreduce(pg, buf, n_elems, op, &w);
   return sync_wait(rc, &w, err, err_len);
 }
 
-int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n_bytes,
-                         uint32_t root, char *err, size_t err_len) {
+int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n_bytes, uint32_t root,
+                         char *err, size_t err_len) {
   dr_work_t *w = NULL;
   int rc = dr_pg_broadcast(pg, buf, n_bytes, root, &w);
   return sync_wait(rc, &w, err, err_len);
 }
 
-int dr_pg_allgather_sync(dr_pg_t *pg, const void *in, size_t n_bytes,
-                         void *out, char *err, size_t err_len) {
+int dr_pg_allgather_sync(dr_pg_t *pg, const void *in, size_t n_bytes, void *out,
+                         char *err, size_t err_len) {
   dr_work_t *w = NULL;
   int rc = dr_pg_allgather(pg, in, n_bytes, out, &w);
   return sync_wait(rc, &w, err, err_len);
@@ -474,8 +472,10 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
     return DR_EBADARG;
   }
   if (cfg->world > 1 && cfg->store_host == NULL) {
-    snprintf(err, err_len, "a world of %u needs the rendezvous store's "
-             "address", cfg->world);
+    snprintf(err, err_len,
+             "a world of %u needs the rendezvous store's "
+             "address",
+             cfg->world);
     return DR_EBADARG;
   }
   dr_pg_t *pg = calloc(1, sizeof(*pg));
@@ -490,8 +490,8 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
   pg->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   pg->chunk = cfg->chunk_bytes;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  pg->spin_ns = cpus > 0 && cfg->local_world <= (uint32_t)cpus ? DR_PG_SPIN_NS
-                                                                : 0;
+  pg->spin_ns =
+      cpus > 0 && cfg->local_world <= (uint32_t)cpus ? DR_PG_SPIN_NS : 0;
   dr__link_init(&pg->send);
   dr__link_init(&pg->recv);
   pthread_mutex_init(&pg->mu, NULL);
