@@ -365,8 +365,16 @@ static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank) {
     }
     rc = dr_work_wait(&w, err, sizeof(err));
     if (rc != 0) {
+      int code = comm_exit(rc, "allreduce", err);
+      /* The group is broken now: nothing more may be queued. */
+      int again = dr_pg_allreduce(pg, x, n, DR_PG_SUM, &w);
       free(x);
-      return comm_exit(rc, "allreduce", err);
+      if (again != DR_PG_EBROKEN || w != NULL) {
+        fprintf(stderr, "coll_check: rank %u: a collective after the failure "
+                "returned %d, not DR_PG_EBROKEN\n", g_rank, again);
+        return 1;
+      }
+      return code;
     }
   }
 }
