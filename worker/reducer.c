@@ -180,12 +180,12 @@ size_t dr_reducer_bucket_elems(const dr_reducer_t *r, size_t b) {
 const char *dr_reducer_describe(dr_reducer_t *r) {
   size_t o = (size_t)snprintf(r->desc, sizeof(r->desc), "%zu bucket%s:", r->nb,
                               r->nb == 1 ? "" : "s");
-  for (size_t i = 0; i < r->nb && o < sizeof(r->desc); i++)
-    o += (size_t)snprintf(r->desc + o, sizeof(r->desc) - o, "%s %.2f",
-                          i == 0 ? "" : ",",
-                          r->b[i].n_elems * sizeof(float) / 1048576.0);
-  if (o < sizeof(r->desc))
-    snprintf(r->desc + o, sizeof(r->desc) - o, " MiB");
+  for (size_t i = 0; i < r->nb && o < sizeof(r->desc); i++) {
+    double kib = r->b[i].n_elems * sizeof(float) / 1024.0;
+    o += (size_t)snprintf(r->desc + o, sizeof(r->desc) - o, "%s %.4g %s",
+                          i == 0 ? "" : ",", kib < 1024 ? kib : kib / 1024,
+                          kib < 1024 ? "KiB" : "MiB");
+  }
   return r->desc;
 }
 

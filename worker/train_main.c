@@ -1,15 +1,176 @@
-/* train: the data-parallel worker. The training loop is not part of this
- * version yet; the binary exists so that the layout and install are real. */
+/* train: data-parallel training of an MLP on the CPU. Reads its identity
+ * from the environment ddprun sets (or runs as a single process), builds
+ * the process group, model, data, optimizer and reducer, runs the loop,
+ * evaluates, and prints the final line. Only main turns codes into exit
+ * statuses. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "train.h"
+
+static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
+  dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
+}
+
+static int setup_data(dr_run_t *r, char *err, size_t n) {
+  const dr_train_config_t *c = &r->c;
+  int rc;
+  if (strncmp(c->data, "text:", 5) == 0)
+    rc = dr_data_text(c->data + 5, c->context, c->eval_frac, &r->data, err, n);
+  else
+    rc = dr_data_synthetic(c->seed, c->samples, c->eval_samples, c->input_dim,
+                           c->classes, &r->data);
+  if (rc != 0 && err[0] == '\0')
+    snprintf(err, n, "cannot load --data %s (%s)", c->data, dr_strerror(rc));
+  return rc;
+}
+
+static int setup(dr_run_t *r) {
+  const dr_train_config_t *c = &r->c;
+  char err[512] = "";
+  if (setup_data(r, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    return DR_TRAIN_ECONFIG;
+  }
+  dr_model_config_t mc;
+  memset(&mc, 0, sizeof(mc));
+  int text = dr_data_context(r->data) > 0;
+  mc.input_dim = text ? 0 : c->input_dim;
+  mc.width = c->width;
+  mc.layers = c->layers;
+  mc.classes = dr_data_classes(r->data);
+  mc.context = text ? c->context : 0;
+  mc.embed_dim = text ? c->embed_dim : 0;
+  mc.max_batch = c->batch;
+  mc.seed = c->seed;
+  if (dr_model_new(&mc, &r->model, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: %s\n", err[0] ? err : "cannot build the model");
+    return DR_TRAIN_ECONFIG;
+  }
+  uint64_t n = dr_data_len(r->data, DR_SPLIT_TRAIN);
+  r->shard_len = dr_sampler_shard_len(n, r->world);
+  r->steps_per_epoch = r->shard_len / ((uint64_t)c->batch * c->grad_accum);
+  if (r->steps_per_epoch == 0) {
+    fprintf(stderr, "train: %llu training samples over %u ranks are fewer "
+            "than one step of --batch %u x --grad-accum %u; use more data "
+            "or a smaller batch\n", (unsigned long long)n, r->world, c->batch,
+            c->grad_accum);
+    return DR_TRAIN_ECONFIG;
+  }
+  r->total_steps = c->steps > 0 ? c->steps : c->epochs * r->steps_per_epoch;
+  r->global_batch = (uint64_t)c->batch * r->world * c->grad_accum;
+  r->shard = malloc(r->shard_len * sizeof(uint64_t));
+  r->times = calloc(r->total_steps > 0 ? r->total_steps : 1, sizeof(*r->times));
+  if (r->shard == NULL || r->times == NULL ||
+      dr_batch_new(r->data, c->batch, &r->batch) != 0)
+    return DR_TRAIN_ECOMM;
+
+  dr_optim_config_t oc;
+  memset(&oc, 0, sizeof(oc));
+  oc.kind = strcmp(c->optimizer, "adamw") == 0 ? DR_OPT_ADAMW : DR_OPT_SGD;
+  oc.lr = (float)c->lr;
+  oc.momentum = (float)c->momentum;
+  oc.weight_decay = (float)c->weight_decay;
+  oc.beta1 = (float)c->beta1;
+  oc.beta2 = (float)c->beta2;
+  oc.eps = (float)c->eps;
+  oc.warmup_steps = c->warmup;
+  oc.total_steps = r->total_steps;
+  oc.min_lr_frac = (float)c->min_lr_frac;
+  if (dr_optim_new(&oc, r->model, &r->opt) != 0)
+    return DR_TRAIN_ECOMM;
+
+  dr_reducer_config_t rc;
+  memset(&rc, 0, sizeof(rc));
+  rc.cap_bytes = (size_t)(c->bucket_cap_mb * 1048576.0);
+  rc.first_cap_bytes = (size_t)(c->first_bucket_mb * 1048576.0);
+  rc.overlap = !c->no_overlap;
+  rc.rebuild = 1;
+  if (rc.cap_bytes < 4 || rc.first_cap_bytes < 4) {
+    fprintf(stderr, "train: bucket sizes must hold at least one float\n");
+    return DR_TRAIN_ECONFIG;
+  }
+  if (dr_reducer_new(&rc, r->model, r->pg, &r->red) != 0)
+    return DR_TRAIN_ECOMM;
+
+  if (c->trace != NULL) {
+    char used[4096];
+    int t = dr_trace_open(c->trace, r->rank, r->world, &r->trace, used,
+                          sizeof(used));
+    if (t != 0) {
+      fprintf(stderr, "train: cannot write the trace %s (%s)\n", used,
+              dr_strerror(t));
+      return DR_TRAIN_ECONFIG;
+    }
+    dr_model_set_span_hook(r->model, span_hook, r->trace);
+  }
+  return 0;
+}
+
+static void teardown(dr_run_t *r) {
+  dr_trace_close(&r->trace);
+  dr_reducer_free(&r->red);
+  dr_optim_free(&r->opt);
+  dr_model_free(&r->model);
+  dr_batch_free(&r->batch);
+  dr_data_free(&r->data);
+  dr_pg_destroy(&r->pg);
+  dr_pg_config_free(&r->pgc);
+  dr_train_config_free(&r->c);
+  free(r->shard);
+  free(r->times);
+}
 
 int main(int argc, char **argv) {
-  if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: train [options]\n"
-           "The data-parallel training loop is not built in this version.\n");
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  dr_run_t run;
+  memset(&run, 0, sizeof(run));
+  dr_run_t *r = &run;
+  char err[512] = "";
+  int code = dr_train_config_parse(argc, argv, &r->c, err, sizeof(err));
+  if (code == 1) {
+    dr_train_config_free(&r->c);
     return 0;
   }
-  fprintf(stderr, "train: the training loop is not built in this version; "
-                  "run ddprun-rdzv for the rendezvous server\n");
-  return 2;
+  if (code != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    dr_train_config_free(&r->c);
+    return DR_TRAIN_ECONFIG;
+  }
+  if (gethostname(r->host, sizeof(r->host)) != 0)
+    snprintf(r->host, sizeof(r->host), "localhost");
+  r->host[sizeof(r->host) - 1] = '\0';
+
+  if (dr_pg_config_from_env(&r->pgc, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    teardown(r);
+    return DR_TRAIN_ECONFIG;
+  }
+  r->pgc.timeout_ms = (uint32_t)(r->c.comm_timeout * 1000.0);
+  r->pgc.force_tcp |= r->c.force_tcp;
+  r->rank = r->pgc.rank;
+  r->world = r->pgc.world;
+  r->local_rank = r->pgc.local_rank;
+  if (dr_pg_init(&r->pgc, &r->pg, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: rank %u: cannot set up the process group: %s\n",
+            r->rank, err);
+    teardown(r);
+    return DR_TRAIN_ECOMM;
+  }
+  code = setup(r);
+  if (code == 0) {
+    dr_report_summary(r);
+    code = dr_train_loop(r);
+  }
+  if (code == 0) {
+    double acc = 0, eval_loss = 0;
+    code = dr_train_evaluate(r, &acc, &eval_loss);
+    if (code == 0)
+      code = dr_report_final(r, acc, eval_loss);
+  }
+  teardown(r);
+  return code;
 }

@@ -1,0 +1,69 @@
+/* Internals of `train`: the run's state shared by its setup (train_main.c),
+ * its step loop and evaluation (train_loop.c) and its reports
+ * (train_report.c). */
+#ifndef DR_TRAIN_H
+#define DR_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "data.h"
+#include "model.h"
+#include "optim.h"
+#include "pg.h"
+#include "reducer.h"
+#include "trace.h"
+#include "train_config.h"
+
+/* Exit codes of train (documented in --help and README). */
+enum {
+  DR_TRAIN_OK = 0,
+  DR_TRAIN_ECONFIG = 2,   /* bad configuration: never restarted */
+  DR_TRAIN_ECOMM = 3,     /* communication set-up failed: restartable */
+  DR_TRAIN_ETIMEOUT = 4,  /* a collective timed out or lost a peer */
+  DR_TRAIN_ENONFINITE = 5 /* the loss became NaN or infinite: not restarted */
+};
+
+typedef struct {
+  double data_ms, compute_ms, comm_ms, exposed_ms, step_ms;
+} dr_step_time_t;
+
+typedef struct {
+  dr_train_config_t c;
+  dr_pg_config_t pgc;
+  dr_pg_t *pg;
+  uint32_t rank, world, local_rank;
+  char host[256];
+  dr_dataset_t *data;
+  dr_model_t *model;
+  dr_optim_t *opt;
+  dr_reducer_t *red;
+  dr_trace_t *trace;
+  dr_batch_t batch;
+  uint64_t *shard;
+  uint64_t shard_len;
+  uint64_t steps_per_epoch, total_steps;
+  uint64_t global_batch;     /* samples per optimizer step, all ranks */
+  dr_step_time_t *times;     /* per step */
+  double last_loss;          /* the last logged loss, averaged over ranks */
+  uint64_t t0_us;            /* start of the loop */
+} dr_run_t;
+
+uint64_t dr_now_us(void);
+
+/* train_loop.c: runs every step, then evaluates. Returns an exit code. */
+int dr_train_loop(dr_run_t *r);
+/* Accuracy and mean loss on the held-out split, computed across ranks. */
+int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
+
+/* train_report.c */
+void dr_report_summary(dr_run_t *r);
+void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr);
+int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to);
+int dr_report_final(dr_run_t *r, double accuracy, double eval_loss);
+
+/* A collective failure: prints the message and returns exit code 4. */
+int dr_train_comm_failed(dr_run_t *r, const char *what, int rc,
+                         const char *msg);
+
+#endif /* DR_TRAIN_H */

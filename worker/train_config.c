@@ -1,0 +1,271 @@
+/* train's settings: one table row per key, read from the INI file and then
+ * the command line. */
+#include "train_config.h"
+
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+
+typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
+
+typedef struct {
+  const char *name;
+  kind_t kind;
+  size_t off;
+  const char *def;
+  double min, max;
+  const char *help;
+} row_t;
+
+#define OFF(f) offsetof(dr_train_config_t, f)
+
+static const row_t rows[] = {
+    {"config", K_STR, OFF(config), NULL, 0, 0, "INI file of settings"},
+    {"data", K_STR, OFF(data), "synthetic", 0, 0,
+     "synthetic (a teacher MLP labels random inputs) or text:PATH (predict "
+     "the next byte of a file)"},
+    {"samples", K_U64, OFF(samples), "65536", 1, 1e12,
+     "synthetic training samples"},
+    {"eval-samples", K_U64, OFF(eval_samples), "4096", 0, 1e12,
+     "synthetic held-out samples"},
+    {"eval-frac", K_F64, OFF(eval_frac), "0.1", 0, 0.9,
+     "text: held-out fraction at the end of the file"},
+    {"layers", K_U32, OFF(layers), "4", 1, 1000, "hidden layers"},
+    {"width", K_U32, OFF(width), "1024", 1, 1 << 20, "hidden units per layer"},
+    {"input-dim", K_U32, OFF(input_dim), "256", 1, 1 << 20,
+     "synthetic input size"},
+    {"classes", K_U32, OFF(classes), "256", 2, 1 << 20,
+     "synthetic classes (text: always 256)"},
+    {"context", K_U32, OFF(context), "32", 1, 4096, "text: bytes of context"},
+    {"embed-dim", K_U32, OFF(embed_dim), "16", 1, 4096,
+     "text: embedding size per byte"},
+    {"batch", K_U32, OFF(batch), "64", 1, 1 << 24,
+     "samples per rank per micro-batch"},
+    {"steps", K_U64, OFF(steps), "200", 0, 1e12,
+     "optimizer steps (0: run --epochs)"},
+    {"epochs", K_U32, OFF(epochs), "1", 1, 1e6, "epochs when --steps is 0"},
+    {"lr", K_F64, OFF(lr), "0.05", 0, 1e3,
+     "learning rate of the global batch (batch x world x grad-accum); not "
+     "rescaled with the world size"},
+    {"optimizer", K_STR, OFF(optimizer), "sgd", 0, 0, "sgd or adamw"},
+    {"momentum", K_F64, OFF(momentum), "0.9", 0, 1, "SGD momentum"},
+    {"weight-decay", K_F64, OFF(weight_decay), "0", 0, 10, "weight decay"},
+    {"beta1", K_F64, OFF(beta1), "0.9", 0, 1, "AdamW beta1"},
+    {"beta2", K_F64, OFF(beta2), "0.999", 0, 1, "AdamW beta2"},
+    {"eps", K_F64, OFF(eps), "1e-8", 0, 1, "AdamW epsilon"},
+    {"warmup", K_U64, OFF(warmup), "10", 0, 1e12,
+     "steps of linear warmup before the cosine decay"},
+    {"min-lr-frac", K_F64, OFF(min_lr_frac), "0.1", 0, 1,
+     "final learning rate as a fraction of --lr"},
+    {"seed", K_U64, OFF(seed), "1234", 0, 1.8e19,
+     "seed of data, initial weights and sampler"},
+    {"bucket-cap-mb", K_F64, OFF(bucket_cap_mb), "25", 0.0001, 65536,
+     "gradient bucket size, MiB"},
+    {"first-bucket-mb", K_F64, OFF(first_bucket_mb), "1", 0.0001, 65536,
+     "size of the first bucket, MiB"},
+    {"no-overlap", K_FLAG, OFF(no_overlap), "0", 0, 1,
+     "launch all buckets after the backward pass (for comparison)"},
+    {"grad-accum", K_U32, OFF(grad_accum), "1", 1, 1 << 20,
+     "micro-batches per step; communication only on the last (no_sync)"},
+    {"comm-timeout", K_F64, OFF(comm_timeout), "300", 0.01, 1e6,
+     "seconds a collective may wait for a peer before exit code 4"},
+    {"log-every", K_U32, OFF(log_every), "10", 1, 1 << 30,
+     "steps between rank 0's progress lines"},
+    {"trace", K_STR, OFF(trace), NULL, 0, 0,
+     "write a Chrome trace-event JSON per rank ({rank} in the path is "
+     "replaced; else .rankN is added when there are several)"},
+    {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
+     "use TCP even between ranks on one host"},
+    {"dump-weights", K_STR, OFF(dump_weights), NULL, 0, 0,
+     "rank 0 writes the final weights there: raw little-endian fp32, the "
+     "parameters in registration order"},
+};
+#define N_ROWS (sizeof(rows) / sizeof(rows[0]))
+
+static int fail(char *err, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t n, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, n, fmt, ap);
+  va_end(ap);
+  return DR_EBADARG;
+}
+
+static const row_t *find(const char *name) {
+  char norm[64];
+  size_t i = 0;
+  for (; name[i] != '\0' && i < sizeof(norm) - 1; i++)
+    norm[i] = name[i] == '_' ? '-' : name[i];
+  norm[i] = '\0';
+  for (size_t k = 0; k < N_ROWS; k++)
+    if (strcmp(rows[k].name, norm) == 0)
+      return &rows[k];
+  return NULL;
+}
+
+static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
+               size_t n) {
+  char *p = (char *)c + r->off;
+  if (r->kind == K_STR) {
+    char *copy = strdup(v);
+    if (copy == NULL)
+      return -ENOMEM;
+    free(*(char **)p);
+    *(char **)p = copy;
+    return 0;
+  }
+  if (r->kind == K_FLAG) {
+    int on = strcmp(v, "1") == 0 || strcmp(v, "true") == 0 ||
+             strcmp(v, "yes") == 0;
+    int off = strcmp(v, "0") == 0 || strcmp(v, "false") == 0 ||
+              strcmp(v, "no") == 0;
+    if (!on && !off)
+      return fail(err, n, "--%s '%s': expected 1/0, true/false or yes/no",
+                  r->name, v);
+    *(int *)p = on;
+    return 0;
+  }
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < r->min ||
+      d > r->max)
+    return fail(err, n, "--%s '%s': expected a number from %g to %g", r->name,
+                v, r->min, r->max);
+  if (r->kind != K_F64 && d != floor(d))
+    return fail(err, n, "--%s '%s': expected a whole number", r->name, v);
+  if (r->kind == K_U32)
+    *(uint32_t *)p = (uint32_t)d;
+  else if (r->kind == K_U64)
+    *(uint64_t *)p = strtoull(v, NULL, 10);
+  else
+    *(double *)p = d;
+  return 0;
+}
+
+typedef struct {
+  dr_train_config_t *c;
+  const char *path;
+  char *err;
+  size_t n;
+  int rc;
+} ini_ctx_t;
+
+static int on_ini(void *user, const char *section, const char *name,
+                  const char *value) {
+  ini_ctx_t *x = user;
+  if (x->rc != 0)
+    return 0;
+  if (section[0] != '\0' && strcmp(section, "train") != 0) {
+    x->rc = fail(x->err, x->n, "%s: unknown section [%s] (use [train] or "
+                 "none)", x->path, section);
+    return 0;
+  }
+  const row_t *r = find(name);
+  if (r == NULL || r->off == OFF(config)) {
+    x->rc = fail(x->err, x->n, "%s: unknown key '%s'; see train --help",
+                 x->path, name);
+    return 0;
+  }
+  x->rc = set(x->c, r, value, x->err, x->n);
+  return x->rc == 0;
+}
+
+static void usage(void) {
+  printf("usage: train [--key value ...]\n\n"
+         "Data-parallel training of an MLP; run it under ddprun, or alone\n"
+         "as a single process. Every key can also be set in an INI file\n"
+         "given with --config (`key = value`, top level or [train]);\n"
+         "flags override the file.\n\n");
+  for (size_t k = 0; k < N_ROWS; k++) {
+    char left[64];
+    snprintf(left, sizeof(left), "--%s%s", rows[k].name,
+             rows[k].kind == K_FLAG ? "" : " V");
+    printf("  %-22s %s", left, rows[k].help);
+    if (rows[k].def != NULL && rows[k].kind != K_FLAG)
+      printf(" (default: %s)", rows[k].def);
+    printf("\n");
+  }
+  printf("\nExit codes: 0 done; 2 bad configuration; 3 communication "
+         "failure; 4 a collective\ntimed out or lost a peer; 5 the loss "
+         "became non-finite (not restarted).\n");
+}
+
+int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
+                          char *err, size_t n) {
+  memset(c, 0, sizeof(*c));
+  for (size_t k = 0; k < N_ROWS; k++)
+    if (rows[k].def != NULL && set(c, &rows[k], rows[k].def, err, n) != 0)
+      return DR_EBADARG;
+  /* The file first, so that flags override it. */
+  const char *file = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage();
+      return 1;
+    }
+    if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+      file = argv[i + 1];
+  }
+  if (file != NULL) {
+    ini_ctx_t x = {c, file, err, n, 0};
+    int rc = ini_parse(file, on_ini, &x);
+    if (x.rc != 0)
+      return x.rc;
+    if (rc < 0)
+      return fail(err, n, "--config '%s': cannot read the file", file);
+    if (rc > 0)
+      return fail(err, n, "%s:%d: not a `key = value` line", file, rc);
+  }
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strncmp(a, "--", 2) != 0)
+      return fail(err, n, "unexpected argument '%s'; see train --help", a);
+    char name[64];
+    const char *eq = strchr(a + 2, '=');
+    size_t len = eq != NULL ? (size_t)(eq - a - 2) : strlen(a + 2);
+    if (len >= sizeof(name))
+      return fail(err, n, "unknown option '%s'; see train --help", a);
+    memcpy(name, a + 2, len);
+    name[len] = '\0';
+    const row_t *r = find(name);
+    if (r == NULL)
+      return fail(err, n, "unknown option '--%s'; see train --help", name);
+    const char *v;
+    if (eq != NULL)
+      v = eq + 1;
+    else if (r->kind == K_FLAG)
+      v = "1";
+    else if (i + 1 < argc)
+      v = argv[++i];
+    else
+      return fail(err, n, "--%s needs a value", r->name);
+    int rc = set(c, r, v, err, n);
+    if (rc != 0)
+      return rc;
+  }
+  if (strcmp(c->optimizer, "sgd") != 0 && strcmp(c->optimizer, "adamw") != 0)
+    return fail(err, n, "--optimizer '%s': expected sgd or adamw",
+                c->optimizer);
+  if (strcmp(c->data, "synthetic") != 0 && strncmp(c->data, "text:", 5) != 0)
+    return fail(err, n, "--data '%s': expected synthetic or text:PATH",
+                c->data);
+  return 0;
+}
+
+void dr_train_config_free(dr_train_config_t *c) {
+  for (size_t k = 0; k < N_ROWS; k++)
+    if (rows[k].kind == K_STR) {
+      char **p = (char **)((char *)c + rows[k].off);
+      free(*p);
+      *p = NULL;
+    }
+}

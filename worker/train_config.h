@@ -1,0 +1,41 @@
+/* The settings of `train`: --key value flags and an INI file
+ * (--config FILE, `key = value` at top level or in [train]), flags over
+ * file over defaults. --help lists every key with its default. */
+#ifndef DR_TRAIN_CONFIG_H
+#define DR_TRAIN_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+  char *config;
+  char *data;           /* "synthetic" or "text:PATH" */
+  uint64_t samples;     /* synthetic training samples */
+  uint64_t eval_samples;
+  double eval_frac;     /* text: held-out fraction */
+  uint32_t layers, width, input_dim, classes, context, embed_dim;
+  uint32_t batch;       /* per rank, per micro-batch */
+  uint64_t steps;       /* optimizer steps; 0 = from epochs */
+  uint32_t epochs;
+  double lr;
+  char *optimizer;      /* sgd | adamw */
+  double momentum, weight_decay, beta1, beta2, eps;
+  uint64_t warmup;
+  double min_lr_frac;
+  uint64_t seed;
+  double bucket_cap_mb, first_bucket_mb;
+  int no_overlap;
+  uint32_t grad_accum;
+  double comm_timeout;  /* seconds */
+  uint32_t log_every;
+  char *trace;          /* Chrome trace path; {rank} is replaced */
+  int force_tcp;
+  char *dump_weights;   /* rank 0 writes the final fp32 weights here */
+} dr_train_config_t;
+
+/* 0; 1 after --help (printed); DR_EBADARG with a one-line message. */
+int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
+                          char *err, size_t err_len);
+void dr_train_config_free(dr_train_config_t *c);
+
+#endif /* DR_TRAIN_CONFIG_H */

@@ -1,0 +1,174 @@
+/* What train prints: the per-rank environment summary, rank 0's progress
+ * lines, straggler reports and the final line. */
+#include "train.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void dr_report_summary(dr_run_t *r) {
+  const dr_train_config_t *c = &r->c;
+  char buckets[512];
+  snprintf(buckets, sizeof(buckets), "%s", dr_reducer_describe(r->red));
+  fprintf(stderr,
+          "train: rank %u: local rank %u, world %u, host %s, device cpu, "
+          "backend cpu (%s), BLAS %s (%d threads), model %zu parameters, "
+          "%s, data %s, batch %u x %u ranks x %u accum = %llu, %llu steps\n",
+          r->rank, r->local_rank, r->world, r->host, dr_pg_describe(r->pg),
+          openblas_get_config(), openblas_get_num_threads(),
+          dr_model_n_elems(r->model), buckets, c->data, c->batch, r->world,
+          c->grad_accum, (unsigned long long)r->global_batch,
+          (unsigned long long)r->total_steps);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median_step_ms(const dr_run_t *r, uint64_t from, uint64_t to) {
+  if (to <= from)
+    return 0;
+  double *v = malloc((to - from) * sizeof(double));
+  if (v == NULL)
+    return 0;
+  for (uint64_t i = from; i < to; i++)
+    v[i - from] = r->times[i].step_ms;
+  qsort(v, to - from, sizeof(double), cmp_double);
+  double m = v[(to - from) / 2];
+  free(v);
+  return m;
+}
+
+void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
+  if (r->rank != 0)
+    return;
+  uint64_t from = step + 1 >= r->c.log_every ? step + 1 - r->c.log_every : 0;
+  dr_step_time_t avg = {0, 0, 0, 0, 0};
+  for (uint64_t i = from; i <= step; i++) {
+    avg.compute_ms += r->times[i].compute_ms;
+    avg.comm_ms += r->times[i].comm_ms;
+    avg.exposed_ms += r->times[i].exposed_ms;
+    avg.step_ms += r->times[i].step_ms;
+  }
+  double n = (double)(step + 1 - from);
+  double elapsed_s = (dr_now_us() - r->t0_us) / 1e6;
+  double per_step = elapsed_s / (double)(step + 1);
+  double eta = per_step * (double)(r->total_steps - step - 1);
+  fprintf(stdout,
+          "step %llu/%llu loss %.4f lr %.3g samples/s %.0f step %.2f ms "
+          "(compute %.2f, comm %.2f, exposed comm %.2f) eta %.0fs\n",
+          (unsigned long long)step + 1, (unsigned long long)r->total_steps,
+          loss, lr, r->global_batch / (avg.step_ms / n / 1e3), avg.step_ms / n,
+          avg.compute_ms / n, avg.comm_ms / n, avg.exposed_ms / n, eta);
+}
+
+/* Gathers every rank's mean data and compute time over [from, to) and
+ * names a rank more than 20% slower than the median. */
+int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to) {
+  if (to <= from)
+    return 0;
+  float mine[2] = {0, 0};
+  for (uint64_t i = from; i < to; i++) {
+    mine[0] += (float)r->times[i].data_ms;
+    mine[1] += (float)r->times[i].compute_ms;
+  }
+  mine[0] /= (float)(to - from);
+  mine[1] /= (float)(to - from);
+  float *all = calloc(2 * (size_t)r->world, sizeof(float));
+  if (all == NULL)
+    return DR_TRAIN_ECOMM;
+  char err[256] = "";
+  int rc = dr_pg_allgather_sync(r->pg, mine, sizeof(mine), all, err, sizeof(err));
+  if (rc != 0) {
+    free(all);
+    return dr_train_comm_failed(r, "straggler all-gather", rc, err);
+  }
+  if (r->rank == 0 && r->world > 1) {
+    double *tot = malloc(r->world * sizeof(double));
+    double *sorted = malloc(r->world * sizeof(double));
+    if (tot != NULL && sorted != NULL) {
+      for (uint32_t k = 0; k < r->world; k++)
+        sorted[k] = tot[k] = all[2 * k] + all[2 * k + 1];
+      qsort(sorted, r->world, sizeof(double), cmp_double);
+      double med = sorted[r->world / 2];
+      fprintf(stdout, "ranks, steps %llu-%llu, mean ms data/compute:",
+              (unsigned long long)from + 1, (unsigned long long)to);
+      for (uint32_t k = 0; k < r->world; k++)
+        fprintf(stdout, " %u:%.2f/%.2f", k, all[2 * k], all[2 * k + 1]);
+      fprintf(stdout, "\n");
+      for (uint32_t k = 0; k < r->world; k++)
+        if (med > 0 && tot[k] > 1.2 * med)
+          fprintf(stdout, "straggler: rank %u takes %.2f ms per step for "
+                  "data and compute, %.0f%% over the median %.2f ms\n",
+                  k, tot[k], (tot[k] / med - 1) * 100, med);
+    }
+    free(tot);
+    free(sorted);
+  }
+  free(all);
+  return 0;
+}
+
+int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
+  uint32_t crc = dr_model_crc32(r->model);
+  uint32_t *crcs = calloc(r->world, sizeof(uint32_t));
+  if (crcs == NULL)
+    return DR_TRAIN_ECOMM;
+  char err[256] = "";
+  int rc = dr_pg_allgather_sync(r->pg, &crc, sizeof(crc), crcs, err, sizeof(err));
+  if (rc != 0) {
+    free(crcs);
+    return dr_train_comm_failed(r, "checksum all-gather", rc, err);
+  }
+  int same = 1;
+  for (uint32_t k = 0; k < r->world; k++)
+    same &= crcs[k] == crc;
+  free(crcs);
+  if (!same) {
+    fprintf(stderr, "train: rank %u: the final weights differ between ranks "
+            "(this rank: 0x%08x)\n", r->rank, crc);
+    return 1;
+  }
+  if (r->rank != 0)
+    return 0;
+  if (r->c.dump_weights != NULL) {
+    FILE *f = fopen(r->c.dump_weights, "wb");
+    int ok = f != NULL;
+    for (size_t i = 0; ok && i < dr_model_n_params(r->model); i++) {
+      dr_param_t *p = dr_model_param(r->model, i);
+      ok = fwrite(p->w, sizeof(float), p->n_elems, f) == p->n_elems;
+    }
+    if (f != NULL && fclose(f) != 0)
+      ok = 0;
+    if (!ok) {
+      fprintf(stderr, "train: cannot write --dump-weights %s\n",
+              r->c.dump_weights);
+      return DR_TRAIN_ECONFIG;
+    }
+  }
+  double total_s = (dr_now_us() - r->t0_us) / 1e6;
+  double comm = 0, exposed = 0;
+  for (uint64_t i = 0; i < r->total_steps; i++) {
+    comm += r->times[i].comm_ms;
+    exposed += r->times[i].exposed_ms;
+  }
+  double med = median_step_ms(r, 0, r->total_steps);
+  fprintf(stdout,
+          "done: %llu steps in %.2f s, final loss %.4f, eval loss %.4f, eval "
+          "accuracy %.4f\n",
+          (unsigned long long)r->total_steps, total_s, r->last_loss, eval_loss,
+          accuracy);
+  fprintf(stdout,
+          "final loss=%.6f accuracy=%.6f eval_loss=%.6f steps=%llu "
+          "median_step_ms=%.3f samples_per_s=%.1f comm_ms=%.3f "
+          "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x\n",
+          r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
+          med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
+          comm / (double)(r->total_steps ? r->total_steps : 1),
+          exposed / (double)(r->total_steps ? r->total_steps : 1),
+          comm > 0 && exposed < comm ? 1.0 - exposed / comm : 0.0, r->world,
+          crc);
+  return 0;
+}
