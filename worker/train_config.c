@@ -186,12 +186,26 @@ static void usage(void) {
          "given with --config (`key = value`, top level or [train]);\n"
          "flags override the file.\n\n");
   for (size_t k = 0; k < N_ROWS; k++) {
-    char left[64];
+    char left[64], text[512];
     snprintf(left, sizeof(left), "--%s%s", rows[k].name,
              rows[k].kind == K_FLAG ? "" : " V");
-    printf("  %-22s %s", left, rows[k].help);
     if (rows[k].def != NULL && rows[k].kind != K_FLAG)
-      printf(" (default: %s)", rows[k].def);
+      snprintf(text, sizeof(text), "%s (default: %s)", rows[k].help,
+               rows[k].def);
+    else
+      snprintf(text, sizeof(text), "%s", rows[k].help);
+    /* Wrap the help at 79 columns, indented under its column. */
+    printf("  %-22s", left);
+    size_t col = 24;
+    for (char *save = NULL, *w = strtok_r(text, " ", &save); w != NULL;
+         w = strtok_r(NULL, " ", &save)) {
+      if (col + 1 + strlen(w) > 79) {
+        printf("\n%24s", "");
+        col = 24;
+      }
+      printf(" %s", w);
+      col += 1 + strlen(w);
+    }
     printf("\n");
   }
   printf("\nExit codes: 0 done; 2 bad configuration; 3 communication "
