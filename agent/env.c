@@ -15,15 +15,14 @@ static const char *const owned[] = {
     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
     "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RESTART_COUNT",
     "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE", NULL};
+    "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+    "DDPRUN_RDZV_ENDPOINT", "DDPRUN_RUN_ID", "DDPRUN_GENERATION",
+    "DDPRUN_NODE_RANK", "DDPRUN_NNODES", "DDPRUN_ERROR_FILE",
+    "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
   size_t n = eq != NULL ? (size_t)(eq - kv) : strlen(kv);
-  /* DDPRUN_* are all ours, except the secret, which a worker may need. */
-  if (n > 7 && strncmp(kv, "DDPRUN_", 7) == 0 &&
-      !(n == 13 && strncmp(kv, "DDPRUN_SECRET", 13) == 0))
-    return 1;
   for (int i = 0; owned[i] != NULL; i++)
     if (strlen(owned[i]) == n && strncmp(kv, owned[i], n) == 0)
       return 1;

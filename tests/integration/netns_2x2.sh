@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # A 2x2 job across two network namespaces joined by a veth pair: the
 # rendezvous server and node A live in one namespace, node B in the other,
 # each with its own address, so MASTER_ADDR must be a real address of the
@@ -90,28 +90,32 @@ for ns in $ns_a $ns_b; do
   ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
 done
 
-# The server in A, on A's address, on a port the kernel picks.
+# The server in A, on A's address, on a port the kernel picks. Its log
+# goes through a FIFO: the first "listening on" line gives the port, so
+# nothing polls.
+mkfifo "$tmp/rdzv.fifo" || fail "mkfifo failed"
 timeout -k 2 40 ip netns exec "$ns_a" "$rdzv" --host "$addr_a" --port 0 \
-  --port-file "$tmp/port" --nnodes 2 --rdzv-id netns2x2 --log-level warn \
-  >"$tmp/rdzv.out" 2>"$tmp/rdzv.err" &
+  --nnodes 2 --rdzv-id netns2x2 >"$tmp/rdzv.out" 2>"$tmp/rdzv.fifo" &
 rdzv_pid=$!
 pids="$pids $rdzv_pid"
-
-# Readiness is the port file, which the server writes atomically once it
-# listens; the loop only waits for it, bounded to 10 s.
-i=0
-while [ ! -s "$tmp/port" ]; do
-  if ! kill -0 "$rdzv_pid" 2>/dev/null; then
-    cat "$tmp/rdzv.err" >&2
-    fail "ddprun-rdzv exited before writing its port file"
-  fi
-  i=$((i + 1))
-  [ "$i" -le 500 ] || fail "ddprun-rdzv wrote no port file within 10 s"
-  sleep 0.02
+exec 3<"$tmp/rdzv.fifo"
+port=
+while IFS= read -r -t 10 line <&3; do
+  echo "$line" >>"$tmp/rdzv.err"
+  case $line in
+    *"listening on $addr_a:"*)
+      port=${line##*"listening on $addr_a:"}
+      port=${port%% *}
+      break
+      ;;
+  esac
 done
-port=$(cat "$tmp/port")
+[ -n "$port" ] || { cat "$tmp/rdzv.err" >&2; fail "ddprun-rdzv did not report listening within 10 s"; }
+cat <&3 >>"$tmp/rdzv.err" &
+pids="$pids $!"
+exec 3<&-
 case $port in
-  '' | *[!0-9]*) fail "port file holds '$port'" ;;
+  '' | *[!0-9]*) fail "the server reported port '$port'" ;;
 esac
 
 worker='echo ENV rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT'
