@@ -16,10 +16,12 @@
 
 #include "errors.h"
 #include "log.h"
+#include "progress.h"
 #include "watchdog.h"
 
 static void finish(dr_agent_t *ag, int code);
 static void send_join(dr_agent_t *ag);
+static void reconnect(dr_agent_t *ag);
 static void on_join_timeout(uv_timer_t *t);
 
 static double wall_now(void) {
@@ -70,6 +72,9 @@ static void stop_done(dr_agent_t *ag) {
   dr__workers_close(ag);
   if (ag->next == DR_NEXT_EXIT) {
     finish(ag, ag->exit_code);
+  } else if (ag->next == DR_NEXT_RECONNECT) {
+    ag->next = DR_NEXT_WAIT;
+    reconnect(ag);
   } else if (ag->next == DR_NEXT_REJOIN) {
     ag->next = DR_NEXT_WAIT;
     send_join(ag);
@@ -117,6 +122,8 @@ static void stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
   }
   ag->state = DR_AG_STOPPING;
   dr__workers_signal(ag, sig);
+  /* A stopped process (SIGSTOP, a debugger) takes the signal once it runs. */
+  dr__workers_signal(ag, SIGCONT);
   uv_timer_start(&ag->kill_timer, on_kill_timer, ag->o->stop_grace_ms, 0);
 }
 
@@ -289,6 +296,16 @@ static void on_lost(void *arg, int code, const char *why) {
   int config = code == DR_ERUNID || code == DR_ENOAUTH || code == DR_EAUTH ||
                code == DR_EVERSION || code == DR_EDUPRANK ||
                code == DR_EBADRANK || code == DR_ENPROC || code == DR_EFULL;
+  if (!config && !ag->cfg->server_in_process && ag->have_asg &&
+      !ag->reconnecting) {
+    /* A restarted server takes the job back: stop, reconnect, rejoin;
+     * the workers resume from their last checkpoint. */
+    fprintf(stderr, "ddprun: reconnecting to %s:%u for up to %.0f s "
+            "(join_timeout)\n", ag->cfg->server_host, ag->cfg->server_port,
+            ag->o->join_timeout_ms / 1000.0);
+    stop_local(ag, SIGTERM, DR_NEXT_RECONNECT);
+    return;
+  }
   ag->exit_code = config ? 2 : 3;
   stop_local(ag, SIGTERM, DR_NEXT_EXIT);
 }
@@ -337,7 +354,82 @@ static void on_join_timeout(uv_timer_t *t) {
 
 static void on_ready(void *arg) {
   dr_agent_t *ag = arg;
+  ag->reconnecting = 0;
   send_join(ag);
+}
+
+static int start_arz(dr_agent_t *ag) {
+  dr_arz_opts_t ao;
+  memset(&ao, 0, sizeof(ao));
+  ao.host = ag->cfg->server_host;
+  ao.port = ag->cfg->server_port;
+  ao.run_id = ag->o->rdzv_id;
+  ao.client_host = ag->cfg->hostname;
+  ao.secret = ag->cfg->secret;
+  ao.secret_len = ag->cfg->secret_len;
+  ao.connect_timeout_ms = ag->o->join_timeout_ms;
+  ao.limits = dr_limits_default();
+  dr_arz_cb_t cb = {on_ready, on_msg, on_lost, ag};
+  int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
+  if (rc != 0)
+    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' (%s)\n",
+            ag->cfg->server_host, dr_strerror(rc));
+  else
+    uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
+  return rc;
+}
+
+static void reconnect(dr_agent_t *ag) {
+  dr_arz_close(&ag->arz);
+  ag->reconnecting = 1;
+  ag->state = DR_AG_JOINING;
+  if (start_arz(ag) != 0)
+    finish(ag, 3);
+}
+
+/* A worker that reported progress and then stopped reporting for
+ * --hang-timeout is treated as failed (exit code 4). */
+static void on_hang_timer(uv_timer_t *t) {
+  dr_agent_t *ag = t->data;
+  if (ag->state != DR_AG_RUNNING || ag->w == NULL)
+    return;
+  uint64_t now = uv_now(&ag->loop);
+  for (uint32_t i = 0; i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    if (!w->alive)
+      continue;
+    dr_progress_sample_t smp = dr_progress_read(ag->progress, i);
+    if (smp.seq != w->progress_seq) {
+      w->progress_seq = smp.seq;
+      w->progress_step = smp.step;
+      w->progress_ms = now;
+      continue;
+    }
+    if (w->progress_seq == 0 || now - w->progress_ms <= ag->o->hang_timeout_ms)
+      continue;
+    double idle = (now - w->progress_ms) / 1000.0;
+    fprintf(stderr, "ddprun: rank %u (local rank %u, pid %d) made no progress "
+            "for %.1f s after step %llu; treating it as hung\n", w->rank,
+            w->local_rank, (int)w->pid, idle,
+            (unsigned long long)w->progress_step);
+    if (ag->n_fails < sizeof(ag->fails) / sizeof(ag->fails[0])) {
+      dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
+      memset(f, 0, sizeof(*f));
+      f->time = wall_now();
+      f->node_rank = ag->asg.node_rank;
+      f->rank = w->rank;
+      f->local_rank = w->local_rank;
+      f->pid = w->pid;
+      f->exit_code = 4;
+      snprintf(f->message, sizeof(f->message), "hung: no progress for %.1f s "
+               "after step %llu (--hang-timeout %.1f s)", idle,
+               (unsigned long long)w->progress_step,
+               ag->o->hang_timeout_ms / 1000.0);
+      report_failure(ag, f);
+    }
+    stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+    return;
+  }
 }
 
 static void on_heartbeat(uv_timer_t *t) {
@@ -403,6 +495,7 @@ static void finish(dr_agent_t *ag, int code) {
   uv_close((uv_handle_t *)&ag->kill_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hb_timer, close_cb);
   uv_close((uv_handle_t *)&ag->join_timer, close_cb);
+  uv_close((uv_handle_t *)&ag->hang_timer, close_cb);
   uv_close((uv_handle_t *)&ag->sigchld, close_cb);
   for (int i = 0; i < ag->n_sigs; i++)
     uv_close((uv_handle_t *)&ag->sigs[i], close_cb);
@@ -458,11 +551,12 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     free(ag);
     return 2;
   }
-  /* Error files live here when there is no --log-dir; removed at exit. */
+  /* The progress slots, and error files when there is no --log-dir, live
+   * here; removed at exit (by the watchdog if the agent is killed). */
   const char *tmpdir = getenv("TMPDIR");
   snprintf(ag->tmp_root, sizeof(ag->tmp_root), "%s/ddprun-XXXXXX",
            tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir : "/tmp");
-  if (ag->o->log_dir == NULL && mkdtemp(ag->tmp_root) == NULL) {
+  if (mkdtemp(ag->tmp_root) == NULL) {
     fprintf(stderr, "ddprun: cannot create a directory in %s (%s); set "
             "TMPDIR or --log-dir\n", tmpdir != NULL ? tmpdir : "/tmp",
             strerror(errno));
@@ -470,13 +564,19 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     free(ag);
     return 2;
   }
-  if (ag->o->log_dir == NULL)
-    dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
+  dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
+  char progress_path[300];
+  snprintf(progress_path, sizeof(progress_path), "%s/progress", ag->tmp_root);
+  if (dr_progress_create(progress_path, cfg->nproc, &ag->progress) == 0)
+    snprintf(ag->progress_path, sizeof(ag->progress_path), "%s",
+             progress_path);
   uv_loop_init(&ag->loop);
   uv_timer_init(&ag->loop, &ag->kill_timer);
   uv_timer_init(&ag->loop, &ag->hb_timer);
   uv_timer_init(&ag->loop, &ag->join_timer);
+  uv_timer_init(&ag->loop, &ag->hang_timer);
   ag->kill_timer.data = ag->hb_timer.data = ag->join_timer.data = ag;
+  ag->hang_timer.data = ag;
   uv_signal_init(&ag->loop, &ag->sigchld);
   ag->sigchld.data = ag;
   uv_signal_start(&ag->sigchld, on_sigchld, SIGCHLD);
@@ -498,31 +598,21 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   ag->n_sigs = n;
   signal(SIGPIPE, SIG_IGN);
 
-  dr_arz_opts_t ao;
-  memset(&ao, 0, sizeof(ao));
-  ao.host = cfg->server_host;
-  ao.port = cfg->server_port;
-  ao.run_id = ag->o->rdzv_id;
-  ao.client_host = cfg->hostname;
-  ao.secret = cfg->secret;
-  ao.secret_len = cfg->secret_len;
-  ao.connect_timeout_ms = ag->o->join_timeout_ms;
-  ao.limits = dr_limits_default();
-  dr_arz_cb_t cb = {on_ready, on_msg, on_lost, ag};
-  int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
-  if (rc != 0) {
-    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' (%s)\n",
-            cfg->server_host, dr_strerror(rc));
+  if (ag->o->hang_timeout_ms > 0) {
+    uint64_t every = ag->o->hang_timeout_ms / 4;
+    every = every < 50 ? 50 : every > 1000 ? 1000 : every;
+    uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
+  }
+  if (start_arz(ag) != 0) {
     finish(ag, 2);
   } else {
-    uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
     uint64_t hb = ag->o->heartbeat_timeout_ms / 3;
     uv_timer_start(&ag->hb_timer, on_heartbeat, hb > 0 ? hb : 1, hb > 0 ? hb : 1);
   }
   uv_run(&ag->loop, UV_RUN_DEFAULT);
   int code = ag->exit_code;
-  if (ag->o->log_dir == NULL)
-    nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  dr_progress_close(&ag->progress);
+  nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   dr_watchdog_stop(&ag->watchdog_fd, cfg->watchdog_pid);
   uv_loop_close(&ag->loop);
   dr_assignment_free(&ag->asg);

@@ -25,6 +25,7 @@ typedef struct {
   const char *hostname;      /* this node's name */
   int watchdog_fd;           /* dr_watchdog_start()'s pipe, or -1 */
   pid_t watchdog_pid;
+  int server_in_process;     /* this ddprun hosts the server: no reconnect */
 } dr_agent_config_t;
 
 /* Runs the agent until the job ends or a signal stops it. Returns the exit

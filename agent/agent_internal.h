@@ -92,6 +92,7 @@ typedef struct {
   const uint8_t *bootstrap;
   size_t bootstrap_len;
   const char *error_file;
+  const char *progress_file;
   const dr_binding_t *bind;
 } dr_env_t;
 
@@ -142,6 +143,9 @@ typedef struct {
   dr_logfwd_t *fwd[2];
   int file_fd[2];     /* --log-dir files, or -1 */
   char error_file[1024];
+  uint64_t progress_seq;   /* last progress report seen, 0 = none yet */
+  uint64_t progress_step;
+  uint64_t progress_ms;    /* loop time when it last changed */
 } dr_worker_t;
 
 typedef enum {
@@ -152,7 +156,12 @@ typedef enum {
   DR_AG_EXITING
 } dr_ag_state_t;
 
-typedef enum { DR_NEXT_WAIT = 0, DR_NEXT_REJOIN = 1, DR_NEXT_EXIT = 2 } dr_ag_next_t;
+typedef enum {
+  DR_NEXT_WAIT = 0,      /* wait for the server's order */
+  DR_NEXT_REJOIN = 1,    /* join the next round */
+  DR_NEXT_RECONNECT = 2, /* the server was lost: connect again, then join */
+  DR_NEXT_EXIT = 3
+} dr_ag_next_t;
 
 struct dr_agent {
   uv_loop_t loop;
@@ -183,6 +192,10 @@ struct dr_agent {
   int watchdog_fd;
   int killed;                /* SIGKILL sent to the groups while stopping */
   int spawn_failed;          /* local rank whose start failed, or -1 */
+  struct dr_progress *progress;
+  char progress_path[300];
+  uv_timer_t hang_timer;
+  int reconnecting;          /* connecting again after losing the server */
 };
 
 /* agent_workers.c */

@@ -14,6 +14,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "progress.h"
 #include "watchdog.h"
 
 static int mkdirs(const char *path) {
@@ -187,6 +188,8 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   e.bootstrap = a->bootstrap;
   e.bootstrap_len = a->bootstrap_len;
   e.error_file = w->error_file;
+  e.progress_file = ag->progress_path;
+  dr_progress_reset(ag->progress, w->local_rank);
   e.bind = &ag->bind[w->local_rank];
   char **env = dr_env_build(&e);
   if (env == NULL)

@@ -18,7 +18,8 @@ static const char *const owned[] = {
     "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
     "DDPRUN_RDZV_ENDPOINT", "DDPRUN_RUN_ID", "DDPRUN_GENERATION",
     "DDPRUN_NODE_RANK", "DDPRUN_NNODES", "DDPRUN_ERROR_FILE",
-    "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP", NULL};
+    "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
+    "DDPRUN_PROGRESS_FILE", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -94,6 +95,8 @@ char **dr_env_build(const dr_env_t *e) {
   put(x, "DDPRUN_GENERATION", "%llu", (unsigned long long)e->gen);
   put(x, "DDPRUN_NODE_RANK", "%u", e->node_rank);
   put(x, "DDPRUN_NNODES", "%u", e->nnodes);
+  if (e->progress_file != NULL && e->progress_file[0] != '\0')
+    put(x, "DDPRUN_PROGRESS_FILE", "%s", e->progress_file);
   if (e->o->secret_file != NULL)
     put(x, "DDPRUN_SECRET_FILE", "%s", e->o->secret_file);
   if (e->bind != NULL && e->bind->have_cpus) {

@@ -290,6 +290,7 @@ int main(int argc, char **argv) {
   ac.hostname = hostname;
   ac.watchdog_fd = watchdog_fd;
   ac.watchdog_pid = watchdog_pid;
+  ac.server_in_process = hosted != NULL;
   watchdog_fd = -1; /* the agent stops it */
   code = dr_agent_run(&ac);
 

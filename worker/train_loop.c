@@ -2,6 +2,8 @@
  * all-reduce, optimizer; then the evaluation across ranks. */
 #include "train.h"
 
+#include "progress.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +113,7 @@ int dr_train_loop(dr_run_t *r) {
     int rc = one_step(r, step, &loss, &r->times[step]);
     if (rc != 0)
       return rc;
+    dr_progress_report(r->progress, step + 1);
     window_loss += loss;
     window_n++;
     int last = step + 1 == r->total_steps;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "progress.h"
 #include "train.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
@@ -111,6 +112,7 @@ static int setup(dr_run_t *r) {
 }
 
 static void teardown(dr_run_t *r) {
+  dr_progress_close(&r->progress);
   dr_trace_close(&r->trace);
   dr_reducer_free(&r->red);
   dr_optim_free(&r->opt);
@@ -160,6 +162,7 @@ int main(int argc, char **argv) {
     teardown(r);
     return DR_TRAIN_ECOMM;
   }
+  r->progress = dr_progress_attach_env();
   code = setup(r);
   if (code == 0) {
     dr_report_summary(r);
