@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "events.h"
 #include "log.h"
 #include "progress.h"
 #include "watchdog.h"
@@ -166,9 +167,22 @@ static void report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   }
   dr_enc_failure(&b, 0, &x);
   send_buf(ag, &b);
+  char esc[2100];
+  dr_events_emit(ag->events, "failure",
+                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
+                 "\"exit_code\":%d,\"signal\":%d,\"message\":\"%s\"",
+                 (unsigned long long)ag->asg.gen, f->rank, f->local_rank,
+                 (int)f->pid, f->exit_code, f->signal,
+                 dr_json_escape(f->message, esc, sizeof(esc)));
 }
 
 void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
+  dr_events_emit(ag->events, "exit",
+                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
+                 "\"exit_code\":%d,\"signal\":%d,\"expected\":%s",
+                 (unsigned long long)ag->asg.gen, w->rank, w->local_rank,
+                 (int)w->pid, w->exit_code, w->signal,
+                 ag->state == DR_AG_RUNNING ? "false" : "true");
   if (ag->state == DR_AG_RUNNING) {
     if (w->exit_code != 0 || w->signal != 0) {
       record_failure(ag, w);
@@ -225,6 +239,11 @@ static void on_assign(dr_agent_t *ag, const dr_msg_t *m) {
   ag->asg.restart_count = a.restart_count;
   ag->asg.max_restarts = a.max_restarts;
   ag->have_asg = 1;
+  dr_events_emit(ag->events, "assign",
+                 ",\"gen\":%llu,\"node_rank\":%u,\"nnodes\":%u,"
+                 "\"world_size\":%u,\"first_rank\":%u,\"restart_count\":%u",
+                 (unsigned long long)a.gen, a.node_rank, a.nnodes, a.world_size,
+                 a.first_rank, a.restart_count);
   free(ag->w);
   ag->w = NULL;
   ag->n_fails = 0;
@@ -264,6 +283,14 @@ static void on_msg(void *arg, const dr_msg_t *m) {
             (int)m->f[2].b.len, (const char *)m->f[2].b.p);
     snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
              (int)m->f[2].b.len, (const char *)m->f[2].b.p);
+    {
+      char esc[2500];
+      dr_events_emit(ag->events, "restart",
+                     ",\"gen\":%llu,\"restart_count\":%llu,\"reason\":\"%s\"",
+                     (unsigned long long)m->f[0].u,
+                     (unsigned long long)m->f[1].u,
+                     dr_json_escape(ag->server_reason, esc, sizeof(esc)));
+    }
     stop_local(ag, SIGTERM, DR_NEXT_REJOIN);
     break;
   case DR_MSG_STOP:
@@ -271,6 +298,12 @@ static void on_msg(void *arg, const dr_msg_t *m) {
       ag->exit_code = (int)m->f[0].u;
     snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
              (int)m->f[1].b.len, (const char *)m->f[1].b.p);
+    {
+      char esc[2500];
+      dr_events_emit(ag->events, "stop", ",\"exit_code\":%d,\"reason\":\"%s\"",
+                     (int)m->f[0].u,
+                     dr_json_escape(ag->server_reason, esc, sizeof(esc)));
+    }
     stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     break;
   case DR_MSG_ERROR: {
@@ -293,6 +326,9 @@ static void on_lost(void *arg, int code, const char *why) {
   if (ag->next == DR_NEXT_EXIT || ag->state == DR_AG_EXITING)
     return; /* a STOP came first; the server then closed */
   fprintf(stderr, "ddprun: %s\n", why);
+  char esc[1100];
+  dr_events_emit(ag->events, "server_lost", ",\"reason\":\"%s\"",
+                 dr_json_escape(why, esc, sizeof(esc)));
   int config = code == DR_ERUNID || code == DR_ENOAUTH || code == DR_EAUTH ||
                code == DR_EVERSION || code == DR_EDUPRANK ||
                code == DR_EBADRANK || code == DR_ENPROC || code == DR_EFULL;
@@ -330,6 +366,7 @@ static void send_join(dr_agent_t *ag) {
   dr_buf_init(&b);
   dr_enc_join(&b, 1, &j);
   send_buf(ag, &b);
+  dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
   uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
 }
 
@@ -565,6 +602,11 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     return 2;
   }
   dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
+  int erc = dr_events_open(ag->o->log_dir, ag->o->rdzv_id, "agent",
+                           cfg->hostname, &ag->events);
+  if (erc != 0)
+    fprintf(stderr, "ddprun: cannot write events under %s (%s)\n",
+            ag->o->log_dir, dr_strerror(erc));
   char progress_path[300];
   snprintf(progress_path, sizeof(progress_path), "%s/progress", ag->tmp_root);
   if (dr_progress_create(progress_path, cfg->nproc, &ag->progress) == 0)
@@ -611,6 +653,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   }
   uv_run(&ag->loop, UV_RUN_DEFAULT);
   int code = ag->exit_code;
+  dr_events_emit(ag->events, "exit_agent", ",\"exit_code\":%d", code);
+  dr_events_close(&ag->events);
   dr_progress_close(&ag->progress);
   nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   dr_watchdog_stop(&ag->watchdog_fd, cfg->watchdog_pid);

@@ -196,6 +196,7 @@ struct dr_agent {
   char progress_path[300];
   uv_timer_t hang_timer;
   int reconnecting;          /* connecting again after losing the server */
+  struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
 };
 
 /* agent_workers.c */

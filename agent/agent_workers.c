@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "events.h"
 #include "log.h"
 #include "progress.h"
 #include "watchdog.h"
@@ -254,6 +255,9 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
     uv_read_start((uv_stream_t *)w->pipe[i], on_alloc, on_pipe_read);
   }
   print_summary(ag, w);
+  dr_events_emit(ag->events, "spawn",
+                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d",
+                 (unsigned long long)a->gen, w->rank, w->local_rank, (int)w->pid);
   return 0;
 }
 

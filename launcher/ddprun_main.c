@@ -259,6 +259,7 @@ int main(int argc, char **argv) {
     c->last_call_timeout_ms = o.last_call_timeout_ms;
     c->secret = secret;
     c->secret_len = secret_len;
+    c->log_dir = o.log_dir;
     rc = host_start(hosted);
     if (rc == UV_EADDRINUSE && !o.standalone && o.is_host != 1) {
       /* Another ddprun on this host serves the endpoint: join it. */

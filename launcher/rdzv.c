@@ -10,6 +10,7 @@
 
 #include "auth.h"
 #include "errors.h"
+#include "events.h"
 #include "log.h"
 
 static void on_rdzv_handle_closed(uv_handle_t *h) {
@@ -96,6 +97,9 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
   r->exit_code = code;
   snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
   uv_timer_stop(&r->last_call);
+  char esc[1100];
+  dr_events_emit(s->events, "stop", ",\"exit_code\":%d,\"reason\":\"%s\"",
+                 code, dr_json_escape(reason, esc, sizeof(esc)));
   if (code == 0)
     DR_INFO("job '%s': %s", s->run_id, reason);
   else
@@ -201,6 +205,9 @@ static void try_complete(dr_server_t *s) {
     if (dr_enc_assign(&s->out, req, &a) == 0)
       dr__conn_send(x->conn);
   }
+  dr_events_emit(s->events, "round_complete",
+                 ",\"gen\":%" PRIu64 ",\"nnodes\":%zu,\"world_size\":%u", r->gen,
+                 n, world);
   DR_INFO("round %" PRIu64 " complete: %zu nodes, world size %u, master "
           "%s:%u, restarts used %u of %u",
           r->gen, n, world, master->addr, master->port_offer,
@@ -238,6 +245,10 @@ static void open_generation(dr_server_t *s, const char *reason) {
   new_bootstrap(r);
   DR_WARN("opening generation %" PRIu64 " (restarts used %u of %u): %s",
           r->gen, r->restarts_used, s->cfg.max_restarts, reason);
+  char esc[1100];
+  dr_events_emit(s->events, "restart",
+                 ",\"gen\":%" PRIu64 ",\"restart_count\":%u,\"reason\":\"%s\"",
+                 r->gen, r->restarts_used, dr_json_escape(reason, esc, sizeof(esc)));
   for (size_t i = 0; i < r->n_round; i++) {
     dr_node_t *n = r->round[i];
     if (n->conn != NULL &&
@@ -382,6 +393,13 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
   c->node = n;
   if (r->job_nproc == 0)
     r->job_nproc = j.nproc;
+  char ehost[300];
+  dr_events_emit(s->events,
+                 r->state == DR_JOB_FORMING ? "join" : "node_joined",
+                 ",\"gen\":%" PRIu64 ",\"node_host\":\"%s\",\"peer\":\"%s\","
+                 "\"nproc\":%u",
+                 r->gen, dr_json_escape(n->host, ehost, sizeof(ehost)), c->peer,
+                 n->nproc);
   if (r->state == DR_JOB_FORMING) {
     if (n->req_rank != DR_NONE)
       r->rank_holder[n->req_rank] = n;
@@ -426,8 +444,13 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
              f.gen, c->peer, r->gen);
     return;
   }
-  char what[1024], reason[1200];
+  char what[1024], reason[1200], esc[1100];
   describe_failure(c->node, &f, what, sizeof(what));
+  dr_events_emit(s->events, "failure",
+                 ",\"gen\":%" PRIu64 ",\"rank\":%u,\"exit_code\":%d,\"signal\":%d,"
+                 "\"what\":\"%s\"",
+                 f.gen, f.rank, f.exit_code, f.signal,
+                 dr_json_escape(what, esc, sizeof(esc)));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
   if (f.signal == 0 && (f.exit_code == 2 || f.exit_code == 5)) {
     snprintf(reason, sizeof(reason), "%s, not restarted: %s",
@@ -498,8 +521,13 @@ void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
     try_complete(s);
     return;
   }
-  char reason[600];
+  char reason[600], ehost[300], ewhy[300];
   size_t alive = r->n_round + r->n_waiting;
+  dr_events_emit(s->events, "node_lost",
+                 ",\"gen\":%" PRIu64 ",\"node_rank\":%u,\"node_host\":\"%s\","
+                 "\"reason\":\"%s\"",
+                 r->gen, n->node_rank, dr_json_escape(n->host, ehost, sizeof(ehost)),
+                 dr_json_escape(why, ewhy, sizeof(ewhy)));
   if (alive >= s->cfg.min_nodes) {
     snprintf(reason, sizeof(reason), "node %u ('%s') lost: %s", n->node_rank,
              n->host, why);

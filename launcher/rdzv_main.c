@@ -37,6 +37,8 @@ static const char usage[] =
     "  --handshake-timeout S     drop connections that do not say HELLO within\n"
     "                            S seconds (default 5)\n"
     "  --allow-mixed-nproc       accept nodes with different nproc-per-node\n"
+    "  --log-dir DIR             append the job's events to\n"
+    "                            DIR/<rdzv-id>/events.jsonl\n"
     "  --log-level LEVEL         error, warn, info or debug (default info)\n"
     "  -h, --help                show this help\n";
 
@@ -52,7 +54,8 @@ enum {
   OPT_LAST_CALL,
   OPT_HANDSHAKE,
   OPT_MIXED,
-  OPT_LOG_LEVEL
+  OPT_LOG_LEVEL,
+  OPT_LOG_DIR
 };
 
 static const struct option options[] = {
@@ -68,6 +71,7 @@ static const struct option options[] = {
     {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
     {"allow-mixed-nproc", no_argument, NULL, OPT_MIXED},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+    {"log-dir", required_argument, NULL, OPT_LOG_DIR},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -159,6 +163,9 @@ int main(int argc, char **argv) {
       break;
     case OPT_MIXED:
       cfg.allow_mixed_nproc = 1;
+      break;
+    case OPT_LOG_DIR:
+      cfg.log_dir = optarg;
       break;
     case OPT_LOG_LEVEL:
       level = dr_log_parse_level(optarg);

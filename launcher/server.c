@@ -7,9 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "errors.h"
+#include "events.h"
 #include "log.h"
 
 void dr_server_config_default(dr_server_config_t *cfg) {
@@ -75,6 +77,7 @@ static void free_server(dr_server_t *s) {
   dr__rdzv_free(s);
   dr__store_free(&s->store);
   dr_buf_free(&s->out);
+  dr_events_close(&s->events);
   if (s->secret != NULL)
     dr_auth_secret_free(&s->secret, s->cfg.secret_len);
   free(s->run_id);
@@ -128,6 +131,18 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->run_id = strdup(cfg->run_id);
   s->cfg.run_id = s->run_id;
   s->cfg.host = NULL; /* borrowed from the caller; not kept */
+  s->cfg.log_dir = NULL;
+  if (cfg->log_dir != NULL) {
+    char host[256];
+    if (gethostname(host, sizeof(host)) != 0)
+      snprintf(host, sizeof(host), "?");
+    host[sizeof(host) - 1] = '\0';
+    int erc = dr_events_open(cfg->log_dir, cfg->run_id, "server", host,
+                             &s->events);
+    if (erc != 0)
+      DR_WARN("cannot write events under %s (%s)", cfg->log_dir,
+              dr_strerror(erc));
+  }
   if (cfg->secret != NULL && cfg->secret_len > 0) {
     s->secret = malloc(cfg->secret_len);
     if (s->secret != NULL)

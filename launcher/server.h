@@ -31,6 +31,7 @@ typedef struct {
   const uint8_t *secret;   /* NULL = no secret; copied by dr_server_start */
   size_t secret_len;
   dr_limits_t limits;
+  const char *log_dir;     /* events to <log_dir>/<run_id>/events.jsonl */
   /* Called once when the job ends, with its exit code. */
   void (*on_done)(void *arg, int exit_code);
   /* Called when the server has closed every handle and freed itself. */

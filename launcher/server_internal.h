@@ -104,6 +104,7 @@ struct dr_server {
   dr_rdzv_t rdzv;
   dr_store_t *store;
   dr_buf_t out;            /* scratch for encoding replies */
+  struct dr_events *events;
   uint8_t rbuf[64 * 1024]; /* shared read buffer, see on_alloc() */
   int closing;
   int done_flushing;
