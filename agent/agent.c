@@ -130,16 +130,25 @@ static void stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
 
 /* ---- worker exits ------------------------------------------------------ */
 
-static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
+/* A new failure record for local rank lr (pid 0 when it never ran), or
+ * NULL when the list is full. */
+static dr_failure_rec_t *new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid) {
   if (ag->n_fails >= sizeof(ag->fails) / sizeof(ag->fails[0]))
-    return;
+    return NULL;
   dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
   memset(f, 0, sizeof(*f));
   f->time = wall_now();
   f->node_rank = ag->asg.node_rank;
-  f->rank = w->rank;
-  f->local_rank = w->local_rank;
-  f->pid = w->pid;
+  f->rank = ag->asg.first_rank + lr;
+  f->local_rank = lr;
+  f->pid = pid;
+  return f;
+}
+
+static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
+  dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
+  if (f == NULL)
+    return;
   f->exit_code = w->exit_code;
   f->signal = w->signal;
   f->core_dumped = w->core_dumped;
@@ -254,16 +263,14 @@ static void on_assign(dr_agent_t *ag, const dr_msg_t *m) {
   release_port(ag);
   int rc = dr__workers_start(ag);
   if (rc != 0) {
-    dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
-    memset(f, 0, sizeof(*f));
-    f->time = wall_now();
-    f->node_rank = a.node_rank;
-    f->local_rank = ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0;
-    f->rank = a.first_rank + f->local_rank;
-    f->exit_code = 2;
-    snprintf(f->message, sizeof(f->message), "cannot start '%s': %s",
-             ag->cfg->prog_argv[0], dr_strerror(rc));
-    report_failure(ag, f);
+    dr_failure_rec_t *f = new_failure(
+        ag, ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0, 0);
+    if (f != NULL) {
+      f->exit_code = 2;
+      snprintf(f->message, sizeof(f->message), "cannot start '%s': %s",
+               ag->cfg->prog_argv[0], dr_strerror(rc));
+      report_failure(ag, f);
+    }
     ag->exit_code = 2;
     stop_local(ag, SIGTERM, DR_NEXT_WAIT);
   }
@@ -449,14 +456,8 @@ static void on_hang_timer(uv_timer_t *t) {
             "for %.1f s after step %llu; treating it as hung\n", w->rank,
             w->local_rank, (int)w->pid, idle,
             (unsigned long long)w->progress_step);
-    if (ag->n_fails < sizeof(ag->fails) / sizeof(ag->fails[0])) {
-      dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
-      memset(f, 0, sizeof(*f));
-      f->time = wall_now();
-      f->node_rank = ag->asg.node_rank;
-      f->rank = w->rank;
-      f->local_rank = w->local_rank;
-      f->pid = w->pid;
+    dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
+    if (f != NULL) {
       f->exit_code = 4;
       snprintf(f->message, sizeof(f->message), "hung: no progress for %.1f s "
                "after step %llu (--hang-timeout %.1f s)", idle,

@@ -12,28 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_util.h"
 #include "errors.h"
 #include "events.h"
 #include "log.h"
 #include "progress.h"
 #include "watchdog.h"
-
-static int mkdirs(const char *path) {
-  char buf[1024];
-  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-    return -ENAMETOOLONG;
-  for (char *p = buf + 1; *p != '\0'; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return -errno;
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
 
 static int spec_used(const dr_std_spec_t *s) {
   if (s->default_mask != DR_STD_NONE)
@@ -71,7 +55,7 @@ static int rank_dir(dr_agent_t *ag, uint32_t rank, char *out, size_t n) {
   if (snprintf(out, n, "%s/%s/attempt_%u/%u", root, ag->o->rdzv_id,
                ag->asg.restart_count, rank) >= (int)n)
     return -ENAMETOOLONG;
-  return mkdirs(out);
+  return dr_mkdirs(out);
 }
 
 static void on_pipe_closed(uv_handle_t *h) { free(h); }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -56,6 +57,23 @@ int dr_parse_seconds_ms(const char *s, uint32_t min_ms, uint32_t *out_ms) {
   if (ms < min_ms)
     return DR_EBADARG;
   *out_ms = (uint32_t)ms;
+  return 0;
+}
+
+int dr_mkdirs(const char *path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
+    return -ENAMETOOLONG;
+  for (char *p = buf + 1; *p != '\0'; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    return -errno;
   return 0;
 }
 

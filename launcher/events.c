@@ -1,5 +1,7 @@
 #include "events.h"
 
+#include "cli_util.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -16,21 +18,6 @@ struct dr_events {
   char host[256];
 };
 
-static int mkdirs(char *path) {
-  for (char *p = path + 1; *p != '\0'; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    int rc = mkdir(path, 0755);
-    *p = '/';
-    if (rc != 0 && errno != EEXIST)
-      return -errno;
-  }
-  if (mkdir(path, 0755) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
-
 int dr_events_open(const char *log_dir, const char *run_id, const char *source,
                    const char *host, dr_events_t **out) {
   *out = NULL;
@@ -40,7 +27,7 @@ int dr_events_open(const char *log_dir, const char *run_id, const char *source,
   if (snprintf(path, sizeof(path), "%s/%s", log_dir, run_id) >=
       (int)sizeof(path) - 16)
     return -ENAMETOOLONG;
-  int rc = mkdirs(path);
+  int rc = dr_mkdirs(path);
   if (rc != 0)
     return rc;
   strcat(path, "/events.jsonl");
