@@ -52,8 +52,9 @@ typedef struct {
 
 uint64_t dr_now_us(void);
 
-/* train_loop.c: runs every step, then evaluates. Returns an exit code. */
-int dr_train_loop(dr_run_t *r);
+/* train_loop.c: runs steps start .. total_steps - 1. Returns an exit
+ * code. */
+int dr_train_loop(dr_run_t *r, uint64_t start);
 /* Accuracy and mean loss on the held-out split, computed across ranks. */
 int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
 
@@ -62,6 +63,15 @@ void dr_report_summary(dr_run_t *r);
 void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr);
 int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to);
 int dr_report_final(dr_run_t *r, double accuracy, double eval_loss);
+
+/* train_ckpt.c. With --ckpt-dir: rank 0 picks the newest checkpoint that
+ * verifies and fits this run, loads it and broadcasts it; *start is its
+ * step (0 without one). Returns an exit code. */
+int dr_train_resume(dr_run_t *r, uint64_t *start);
+/* After each step (done = steps completed): the checkpoint when
+ * --ckpt-every divides done, written by rank 0 while the others wait.
+ * Returns an exit code. */
+int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done);
 
 /* A collective failure: prints the message and returns exit code 4. */
 int dr_train_comm_failed(dr_run_t *r, const char *what, int rc,

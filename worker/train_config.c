@@ -86,6 +86,13 @@ static const row_t rows[] = {
     {"dump-weights", K_STR, OFF(dump_weights), NULL, 0, 0,
      "rank 0 writes the final weights there: raw little-endian fp32, the "
      "parameters in registration order"},
+    {"ckpt-dir", K_STR, OFF(ckpt_dir), NULL, 0, 0,
+     "checkpoint directory: rank 0 resumes from the newest valid checkpoint "
+     "there, and writes new ones when --ckpt-every is set"},
+    {"ckpt-every", K_U64, OFF(ckpt_every), "0", 0, 1e12,
+     "steps between checkpoints; 0: none"},
+    {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
+     "newest checkpoints kept; older ones are deleted"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -208,9 +215,11 @@ static void usage(void) {
     }
     printf("\n");
   }
-  printf("\nExit codes: 0 done; 2 bad configuration; 3 communication "
-         "failure; 4 a collective\ntimed out or lost a peer; 5 the loss "
-         "became non-finite (not restarted).\n");
+  printf("\nExit codes: 0 done; 2 bad configuration (also a checkpoint "
+         "that does not fit\nthe run); 3 communication failure, or a "
+         "checkpoint that cannot be written or\nread; 4 a collective timed "
+         "out or lost a peer; 5 the loss became non-finite\n(not "
+         "restarted).\n");
 }
 
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
@@ -272,6 +281,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   if (strcmp(c->data, "synthetic") != 0 && strncmp(c->data, "text:", 5) != 0)
     return fail(err, n, "--data '%s': expected synthetic or text:PATH",
                 c->data);
+  if (c->ckpt_every > 0 && c->ckpt_dir == NULL)
+    return fail(err, n, "--ckpt-every %llu needs --ckpt-dir",
+                (unsigned long long)c->ckpt_every);
+  if (c->ckpt_dir != NULL && c->ckpt_dir[0] == '\0')
+    return fail(err, n, "--ckpt-dir is empty");
   return 0;
 }
 

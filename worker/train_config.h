@@ -31,6 +31,9 @@ typedef struct {
   char *trace;          /* Chrome trace path; {rank} is replaced */
   int force_tcp;
   char *dump_weights;   /* rank 0 writes the final fp32 weights here */
+  char *ckpt_dir;       /* NULL: no checkpoints */
+  uint64_t ckpt_every;  /* steps between checkpoints; 0 = never write */
+  uint32_t ckpt_keep;   /* checkpoints kept */
 } dr_train_config_t;
 
 /* 0; 1 after --help (printed); DR_EBADARG with a one-line message. */

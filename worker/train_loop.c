@@ -103,12 +103,17 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   return 0;
 }
 
-int dr_train_loop(dr_run_t *r) {
+int dr_train_loop(dr_run_t *r, uint64_t start) {
   const dr_train_config_t *c = &r->c;
   double window_loss = 0;
-  uint64_t window_n = 0, straggler_from = 0;
+  uint64_t window_n = 0, straggler_from = start;
   r->t0_us = dr_now_us();
-  for (uint64_t step = 0; step < r->total_steps; step++) {
+  /* A run resumed mid-epoch continues that epoch's sample order. */
+  if (start < r->total_steps && start % r->steps_per_epoch != 0)
+    dr_sampler_shard(c->seed, start / r->steps_per_epoch,
+                     dr_data_len(r->data, DR_SPLIT_TRAIN), r->rank, r->world,
+                     r->shard);
+  for (uint64_t step = start; step < r->total_steps; step++) {
     double loss;
     int rc = one_step(r, step, &loss, &r->times[step]);
     if (rc != 0)
@@ -133,6 +138,9 @@ int dr_train_loop(dr_run_t *r) {
         return rc;
       straggler_from = step + 1;
     }
+    rc = dr_train_ckpt_after_step(r, step + 1);
+    if (rc != 0)
+      return rc;
   }
   return 0;
 }

@@ -164,10 +164,13 @@ int main(int argc, char **argv) {
   }
   r->progress = dr_progress_attach_env();
   code = setup(r);
+  uint64_t start = 0;
   if (code == 0) {
     dr_report_summary(r);
-    code = dr_train_loop(r);
+    code = dr_train_resume(r, &start);
   }
+  if (code == 0)
+    code = dr_train_loop(r, start);
   if (code == 0) {
     double acc = 0, eval_loss = 0;
     code = dr_train_evaluate(r, &acc, &eval_loss);

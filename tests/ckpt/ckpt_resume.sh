@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# Checkpoints of train end to end.
+#
+#   single  one process: a run killed after step 12 (checkpoints every 5)
+#           resumes from step 10, mid-epoch, and ends with the weights of a
+#           run that never stopped (AdamW and SGD with momentum); a corrupt
+#           or truncated newest checkpoint is reported and the previous one
+#           used, with the same result; a resume with another --steps or
+#           --width is refused (exit 2).
+#   ranks   the same on 2 ranks under ddprun, rank 1 alone killed; then
+#           with --max-restarts 1, where ddprun's group restart resumes.
+#   kill    the writer SIGKILLed between its fsync and its rename: the
+#           previous checkpoint stays valid, no new one appears, the
+#           temporary file is removed at the next start, and the run still
+#           ends with the uninterrupted weights.
+#
+# Usage: ckpt_resume.sh MODE TRAIN DDPRUN CKPT_INSPECT
+set -u
+mode=${1:?usage: ckpt_resume.sh single|ranks|kill TRAIN DDPRUN CKPT_INSPECT}
+train=${2:?} ddprun=${3:?} inspect=${4:?}
+name=ckpt_$mode
+
+fail() {
+  echo "FAIL: $name: $*" >&2
+  exit 1
+}
+command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout"; exit 77; }
+
+tmp=
+pids=
+cleanup() {
+  trap - EXIT INT TERM HUP
+  for p in $pids; do
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  [ -n "$tmp" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || fail "mktemp -d failed"
+
+# run SECS TAG CMD...: stdout and stderr to $tmp/TAG.{out,err}, status in
+# $rc; a run past SECS fails the test.
+run() {
+  local secs=$1 tag=$2
+  shift 2
+  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
+  local pid=$!
+  pids="$pids $pid"
+  rc=0
+  wait "$pid" || rc=$?
+  pids=${pids% "$pid"}
+  if [ "$rc" -eq 124 ]; then
+    show "$tag"
+    fail "$tag: still running after $secs s: $*"
+  fi
+}
+show() {
+  echo "--- $1: stdout" >&2
+  tail -n 30 "$tmp/$1.out" >&2
+  echo "--- $1: stderr" >&2
+  tail -n 30 "$tmp/$1.err" >&2
+}
+# die TAG MSG: shows TAG's output, then fails with MSG.
+die() {
+  show "$1"
+  fail "$2"
+}
+# The weights' CRC on the final line of rank 0 (or of a lone process).
+crc() {
+  local re='^\(\[rank0\]:\)\{0,1\}final .*weights_crc32=\(0x[0-9a-f]*\).*$'
+  sed -n "s/$re/\\2/p" "$tmp/$1.out" | tail -n 1
+}
+# expect_ok TAG: exit 0 and a final CRC.
+expect_ok() {
+  [ "$rc" -eq 0 ] || die "$1" "$1 exited $rc"
+  [ -n "$(crc "$1")" ] || die "$1" "$1 printed no final line"
+}
+ckpt() { printf '%s/ckpt-%010d.bin' "$1" "$2"; }
+
+# 512 samples in batches of 32 per step: 16 steps per epoch, so step 10 is
+# mid-epoch and the resumed run crosses into epoch 1.
+common="--layers 2 --width 32 --input-dim 16 --classes 4 --samples 512
+        --eval-samples 128 --steps 20 --warmup 5 --lr 0.01 --seed 77
+        --log-every 1"
+
+# stop_and_resume TAG LAUNCH... -- ARGS...: reference run to step 20,
+# killed run (after step 12), resume; the CRCs must agree.
+stop_and_resume() {
+  local tag=$1
+  shift
+  local launch=() args
+  while [ "$1" != "--" ]; do
+    launch+=("$1")
+    shift
+  done
+  shift
+  args=("$@")
+  local d=$tmp/$tag.ckpt
+  run 60 "$tag.plain" "${launch[@]}" "${args[@]}"
+  expect_ok "$tag.plain"
+  run 60 "$tag.ref" "${launch[@]}" "${args[@]}" \
+    --ckpt-dir "$tmp/$tag.ref.ckpt" --ckpt-every 5
+  expect_ok "$tag.ref"
+  [ "$(crc "$tag.ref")" = "$(crc "$tag.plain")" ] ||
+    fail "$tag: writing checkpoints changed the weights"
+  for s in 10 15 20; do
+    "$inspect" "$(ckpt "$tmp/$tag.ref.ckpt" $s)" >/dev/null ||
+      fail "$tag: checkpoint $s missing or invalid"
+  done
+  [ -e "$(ckpt "$tmp/$tag.ref.ckpt" 5)" ] &&
+    fail "$tag: --ckpt-keep 3 kept the checkpoint of step 5"
+
+  run 60 "$tag.killed" env DDPRUN_CKPT_TEST_KILL_AT="${kill_at:-12}" \
+    "${launch[@]}" "${args[@]}" --ckpt-dir "$d" --ckpt-every 5
+  [ "$rc" -ne 0 ] || die "$tag.killed" "$tag: the kill hook did not fire"
+  grep -q "killing this worker after step 12" "$tmp/$tag.killed.err" ||
+    die "$tag.killed" "$tag: not killed after step 12"
+  "$inspect" "$(ckpt "$d" 10)" >"$tmp/$tag.inspect" ||
+    fail "$tag: the checkpoint of step 10 does not verify"
+  grep -q " step=10 total_steps=20 epoch=0 position=10 steps_per_epoch=16 " \
+    "$tmp/$tag.inspect" || fail "$tag: header: $(cat "$tmp/$tag.inspect")"
+  [ -e "$(ckpt "$d" 15)" ] && fail "$tag: a checkpoint of step 15 exists"
+  cp -r "$d" "$d.corrupt"
+  cp -r "$d" "$d.short"
+
+  run 60 "$tag.resumed" "${launch[@]}" "${args[@]}" --ckpt-dir "$d" \
+    --ckpt-every 5
+  expect_ok "$tag.resumed"
+  grep -q "resuming at step 10 of 20 (epoch 0, position 10 of 16)" \
+    "$tmp/$tag.resumed.err" || die "$tag.resumed" "$tag: no resume at step 10"
+  grep -q "^\(\[rank0\]:\)\{0,1\}step 11/20 " "$tmp/$tag.resumed.out" ||
+    die "$tag.resumed" "$tag: the first step after resuming is not 11"
+  grep -q "^\(\[rank0\]:\)\{0,1\}step \([1-9]\|10\)/20 " \
+    "$tmp/$tag.resumed.out" && die "$tag.resumed" "$tag: steps 1-10 ran again"
+  [ "$(crc "$tag.resumed")" = "$(crc "$tag.ref")" ] ||
+    fail "$tag: resumed weights $(crc "$tag.resumed") differ from the" \
+      "uninterrupted $(crc "$tag.ref")"
+  echo "$tag: uninterrupted and resumed at step 10: $(crc "$tag.ref")"
+
+  # The newest checkpoint damaged: one flipped byte, then a truncation.
+  local f
+  f=$(ckpt "$d.corrupt" 10)
+  printf '\x5a' | dd of="$f" bs=1 seek=1000 conv=notrunc status=none
+  f=$(ckpt "$d.short" 10)
+  truncate -s -7 "$f"
+  for v in corrupt short; do
+    run 60 "$tag.$v" "${launch[@]}" "${args[@]}" --ckpt-dir "$d.$v" \
+      --ckpt-every 5
+    expect_ok "$tag.$v"
+    grep -q "skipping the checkpoint $(ckpt "$d.$v" 10)" "$tmp/$tag.$v.err" ||
+      die "$tag.$v" "$tag: the $v newest checkpoint was not reported"
+    grep -q "resuming at step 5 of 20" "$tmp/$tag.$v.err" ||
+      die "$tag.$v" "$tag: did not fall back to step 5 ($v)"
+    [ "$(crc "$tag.$v")" = "$(crc "$tag.ref")" ] ||
+      fail "$tag: resumed from step 5 ($v newest): weights" \
+        "$(crc "$tag.$v") differ from $(crc "$tag.ref")"
+    "$inspect" "$(ckpt "$d.$v" 10)" >/dev/null ||
+      fail "$tag: the damaged checkpoint of step 10 was not rewritten"
+  done
+  echo "$tag: a corrupt and a truncated newest checkpoint skipped"
+}
+
+case $mode in
+single)
+  for opt in "adamw" "sgd --momentum 0.9"; do
+    # shellcheck disable=SC2086
+    stop_and_resume "single-${opt%% *}" env \
+      OMP_NUM_THREADS=1 "$train" -- $common --batch 32 --optimizer $opt
+  done
+  d=$tmp/single-adamw.ckpt
+  # shellcheck disable=SC2086
+  run 30 steps "$train" $common --batch 32 --optimizer adamw --steps 30 \
+    --ckpt-dir "$d"
+  [ "$rc" -eq 2 ] || die steps "a resume with another --steps exited $rc"
+  grep -q -- "--steps (the learning-rate schedule's length) is 20 there" \
+    "$tmp/steps.err" || die steps "no clear message for another --steps"
+  # shellcheck disable=SC2086
+  run 30 width "$train" $common --batch 32 --optimizer adamw --width 48 \
+    --ckpt-dir "$d"
+  [ "$rc" -eq 2 ] || die width "a resume with another --width exited $rc"
+  grep -q -- "--width is 32 there and 48 here" "$tmp/width.err" ||
+    die width "no clear message for another --width"
+  # shellcheck disable=SC2086
+  run 30 noreq "$train" $common --ckpt-every 5
+  [ "$rc" -eq 2 ] || fail "--ckpt-every without --ckpt-dir exited $rc, not 2"
+  ;;
+ranks)
+  # shellcheck disable=SC2086
+  kill_at=12:1 stop_and_resume ranks env OMP_NUM_THREADS=1 "$ddprun" \
+    --standalone --nproc-per-node 2 "$train" -- $common --batch 16 \
+    --optimizer adamw
+  # The same kill with a restart budget: ddprun restarts the group, which
+  # resumes at step 10 by itself (the hook fires on the first attempt only).
+  # shellcheck disable=SC2086
+  run 60 restart env DDPRUN_CKPT_TEST_KILL_AT=12:1 OMP_NUM_THREADS=1 \
+    "$ddprun" --standalone --nproc-per-node 2 --max-restarts 1 "$train" \
+    $common --batch 16 --optimizer adamw --ckpt-dir "$tmp/restart.ckpt" \
+    --ckpt-every 5
+  expect_ok restart
+  cat "$tmp/restart.out" "$tmp/restart.err" >"$tmp/restart.all"
+  grep -q "killing this worker after step 12" "$tmp/restart.all" ||
+    die restart "rank 1 was not killed after step 12"
+  grep -q "resuming at step 10 of 20" "$tmp/restart.all" ||
+    die restart "the restarted group did not resume at step 10"
+  [ "$(crc restart)" = "$(crc ranks.ref)" ] ||
+    fail "after a group restart: weights $(crc restart) differ from" \
+      "$(crc ranks.ref)"
+  echo "ranks: a group restart resumed at step 10: $(crc restart)"
+  left=$(pgrep -f -- "$tmp/" 2>/dev/null | tr '\n' ' ')
+  [ -z "$left" ] || fail "processes left behind: $left"
+  ;;
+kill)
+  read -ra args <<<"$common --batch 32 --optimizer adamw"
+  d=$tmp/ckpt
+  run 60 ref "$train" "${args[@]}"
+  expect_ok ref
+  run 60 first env DDPRUN_CKPT_TEST_KILL_AT=7 "$train" "${args[@]}" \
+    --ckpt-dir "$d" --ckpt-every 5
+  "$inspect" "$(ckpt "$d" 5)" >/dev/null || fail "no checkpoint of step 5"
+  # Resumed at 5, the writer of step 10 stops before its rename and says
+  # so on stderr (read through a FIFO: nothing polls); then it is killed.
+  mkfifo "$tmp/err.fifo" || fail "mkfifo failed"
+  DDPRUN_CKPT_TEST_DELAY_MS=60000 "$train" "${args[@]}" --ckpt-dir "$d" \
+    --ckpt-every 5 >"$tmp/writer.out" 2>"$tmp/err.fifo" &
+  writer=$!
+  pids="$pids $writer"
+  exec 3<"$tmp/err.fifo"
+  hooked=
+  while IFS= read -r -t 30 line <&3; do
+    echo "$line" >>"$tmp/writer.err"
+    case $line in
+      *"test hook: $(ckpt "$d" 10).tmp."*" is written; waiting"*)
+        hooked=1
+        break
+        ;;
+    esac
+  done
+  [ -n "$hooked" ] || die writer "the writer never reached step 10's rename"
+  temp=
+  for t in "$(ckpt "$d" 10)".tmp.*; do
+    [ -e "$t" ] && temp=${t##*/}
+  done
+  [ -n "$temp" ] || fail "no temporary file while the writer waits"
+  kill -KILL "$writer"
+  wait "$writer" 2>/dev/null
+  pids=${pids% "$writer"}
+  exec 3<&-
+  [ -e "$(ckpt "$d" 10)" ] && fail "step 10's checkpoint exists before the rename"
+  "$inspect" "$(ckpt "$d" 5)" >/dev/null ||
+    fail "the previous checkpoint is no longer valid after the kill"
+  [ -e "$d/$temp" ] || fail "the killed writer's temporary file vanished"
+
+  run 60 after "$train" "${args[@]}" --ckpt-dir "$d" --ckpt-every 5
+  expect_ok after
+  grep -q "removed 1 unfinished checkpoint file" "$tmp/after.err" ||
+    die after "the temporary file was not reported removed"
+  grep -q "resuming at step 5 of 20" "$tmp/after.err" ||
+    die after "did not resume at step 5"
+  [ -e "$d/$temp" ] && fail "the temporary file is still there"
+  [ "$(crc after)" = "$(crc ref)" ] ||
+    fail "weights $(crc after) after the kill differ from $(crc ref)"
+  echo "kill during the write of step 10: step 5 kept, final $(crc after)"
+  ;;
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+echo "PASS: $name"

@@ -1,0 +1,585 @@
+/* Checkpoint files: the round trip, the documented layout, rejection of
+ * every flipped byte and every truncation, the choice of the newest valid
+ * file, keep-K pruning, temporary files, and failures of the writer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckpt.h"
+
+#define N_PARAM 23 /* floats, in three spans */
+#define N_OPTIM 46
+
+typedef struct {
+  char dir[64];
+  char path[256];
+  float params[N_PARAM];
+  float optim[N_OPTIM];
+  dr_ckpt_span_t spans[4];
+  dr_ckpt_header_t h;
+} fx_t;
+
+static int setup(void **state) {
+  fx_t *f = calloc(1, sizeof(*f));
+  assert_non_null(f);
+  snprintf(f->dir, sizeof(f->dir), "/tmp/test_ckpt.XXXXXX");
+  assert_non_null(mkdtemp(f->dir));
+  for (int i = 0; i < N_PARAM; i++)
+    f->params[i] = (float)i * 0.25f - 3.0f;
+  for (int i = 0; i < N_OPTIM; i++)
+    f->optim[i] = 1.0f / (float)(i + 1);
+  f->params[3] = -0.0f;
+  /* Three parameter tensors, an empty one, then the optimizer state. */
+  f->spans[0] = (dr_ckpt_span_t){f->params, 10};
+  f->spans[1] = (dr_ckpt_span_t){f->params + 10, 0};
+  f->spans[2] = (dr_ckpt_span_t){f->params + 10, N_PARAM - 10};
+  f->spans[3] = (dr_ckpt_span_t){f->optim, N_OPTIM};
+  dr_ckpt_header_t *h = &f->h;
+  h->rng_version = DR_CKPT_RNG_XOSHIRO;
+  h->step = 10;
+  h->total_steps = 20;
+  h->steps_per_epoch = 64;
+  h->epoch = 0;
+  h->epoch_pos = 10;
+  h->seed = 0x0123456789abcdefull;
+  h->train_samples = 2048;
+  h->global_batch = 32;
+  h->optimizer = 1;
+  h->layers = 2;
+  h->width = 64;
+  h->input_dim = 16;
+  h->classes = 4;
+  h->param_elems = N_PARAM;
+  h->optim_elems = N_OPTIM;
+  *state = f;
+  return 0;
+}
+
+static int teardown(void **state) {
+  fx_t *f = *state;
+  char cmd[128];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
+  assert_int_equal(system(cmd), 0);
+  free(f);
+  return 0;
+}
+
+/* Writes the fixture's checkpoint at step; its path lands in f->path. */
+static void write_at(fx_t *f, uint64_t step) {
+  char err[512] = "";
+  f->h.step = step;
+  f->h.epoch = step / f->h.steps_per_epoch;
+  f->h.epoch_pos = step % f->h.steps_per_epoch;
+  int rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, f->path,
+                         sizeof(f->path), err, sizeof(err));
+  if (rc != 0)
+    fail_msg("dr_ckpt_write: %s", err);
+}
+
+static uint8_t *slurp(const char *path, size_t *n) {
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  fseek(fp, 0, SEEK_END);
+  *n = (size_t)ftell(fp);
+  fseek(fp, 0, SEEK_SET);
+  uint8_t *b = malloc(*n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, *n, fp), *n);
+  fclose(fp);
+  return b;
+}
+
+static void spit(const char *path, const uint8_t *b, size_t n) {
+  FILE *fp = fopen(path, "wb");
+  assert_non_null(fp);
+  assert_int_equal(fwrite(b, 1, n, fp), n);
+  assert_int_equal(fclose(fp), 0);
+}
+
+static int exists(const char *dir, const char *name) {
+  char p[256];
+  snprintf(p, sizeof(p), "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+static void test_crc32(void **state) {
+  (void)state;
+  assert_int_equal(dr_ckpt_crc32(0, "123456789", 9), 0xCBF43926u);
+  assert_int_equal(dr_ckpt_crc32(0, "", 0), 0);
+  /* Streaming in pieces of every size gives the one-shot value. */
+  uint8_t buf[100];
+  for (int i = 0; i < 100; i++)
+    buf[i] = (uint8_t)(i * 37 + 11);
+  uint32_t whole = dr_ckpt_crc32(0, buf, sizeof(buf));
+  for (size_t cut = 0; cut <= sizeof(buf); cut++) {
+    uint32_t c = dr_ckpt_crc32(0, buf, cut);
+    assert_int_equal(dr_ckpt_crc32(c, buf + cut, sizeof(buf) - cut), whole);
+  }
+}
+
+static void test_round_trip(void **state) {
+  fx_t *f = *state;
+  write_at(f, 10);
+  char want[256];
+  assert_int_equal(dr_ckpt_path(want, sizeof(want), f->dir, 10), 0);
+  assert_string_equal(f->path, want);
+  assert_non_null(strstr(f->path, "/ckpt-0000000010.bin"));
+
+  float params[N_PARAM], optim[N_OPTIM];
+  memset(params, 0xAA, sizeof(params));
+  memset(optim, 0xAA, sizeof(optim));
+  /* Spans cut differently from the writer's: only the order counts. */
+  dr_ckpt_span_t in[3] = {{params, 5}, {params + 5, N_PARAM - 5},
+                          {optim, N_OPTIM}};
+  dr_ckpt_header_t h;
+  char err[512] = "";
+  assert_int_equal(dr_ckpt_read(f->path, &h, in, 3, err, sizeof(err)), 0);
+  assert_memory_equal(params, f->params, sizeof(params));
+  assert_memory_equal(optim, f->optim, sizeof(optim));
+  assert_int_equal(h.version, DR_CKPT_VERSION);
+  assert_int_equal(h.rng_version, DR_CKPT_RNG_XOSHIRO);
+  assert_int_equal(h.step, 10);
+  assert_int_equal(h.total_steps, 20);
+  assert_int_equal(h.epoch, 0);
+  assert_int_equal(h.epoch_pos, 10);
+  assert_int_equal(h.steps_per_epoch, 64);
+  assert_int_equal(h.seed, 0x0123456789abcdefull);
+  assert_int_equal(h.train_samples, 2048);
+  assert_int_equal(h.global_batch, 32);
+  assert_int_equal(h.optimizer, 1);
+  assert_int_equal(h.layers, 2);
+  assert_int_equal(h.width, 64);
+  assert_int_equal(h.input_dim, 16);
+  assert_int_equal(h.classes, 4);
+  assert_int_equal(h.context, 0);
+  assert_int_equal(h.embed_dim, 0);
+  assert_int_equal(h.param_elems, N_PARAM);
+  assert_int_equal(h.optim_elems, N_OPTIM);
+  assert_int_equal(h.payload_bytes, 4 * (N_PARAM + N_OPTIM));
+
+  dr_ckpt_header_t v;
+  assert_int_equal(dr_ckpt_verify(f->path, &v, err, sizeof(err)), 0);
+  assert_int_equal(v.payload_crc32, h.payload_crc32);
+  assert_int_equal(dr_ckpt_read_header(f->path, &v, err, sizeof(err)), 0);
+  assert_int_equal(v.step, 10);
+}
+
+/* The layout documented in ckpt.h and README, byte for byte. */
+static void test_layout(void **state) {
+  fx_t *f = *state;
+  write_at(f, 0x0102030405ull);
+  size_t n;
+  uint8_t *b = slurp(f->path, &n);
+  assert_int_equal(n, DR_CKPT_HEADER_BYTES + 4 * (N_PARAM + N_OPTIM));
+  assert_memory_equal(b, "DDPRCKPT", 8);
+  const uint8_t version[4] = {1, 0, 0, 0}, hb[4] = {160, 0, 0, 0};
+  assert_memory_equal(b + 8, version, 4);
+  assert_memory_equal(b + 12, hb, 4);
+  const uint8_t pb[8] = {0x14, 0x01, 0, 0, 0, 0, 0, 0}; /* 4 x 69 */
+  assert_memory_equal(b + 16, pb, 8);
+  uint32_t crc = dr_ckpt_crc32(0, b + 160, n - 160);
+  const uint8_t crc_le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8),
+                             (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
+  assert_memory_equal(b + 24, crc_le, 4);
+  const uint8_t step[8] = {5, 4, 3, 2, 1, 0, 0, 0};
+  assert_memory_equal(b + 32, step, 8);
+  const uint8_t seed[8] = {0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01};
+  assert_memory_equal(b + 72, seed, 8);
+  assert_int_equal(b[104], 64); /* width */
+  assert_int_equal(b[128], N_PARAM);
+  assert_int_equal(b[136], N_OPTIM);
+  uint32_t hcrc = dr_ckpt_crc32(0, b, 156);
+  const uint8_t hcrc_le[4] = {(uint8_t)hcrc, (uint8_t)(hcrc >> 8),
+                              (uint8_t)(hcrc >> 16), (uint8_t)(hcrc >> 24)};
+  assert_memory_equal(b + 156, hcrc_le, 4);
+  /* The payload: fp32 little-endian, parameters first. */
+  float first;
+  memcpy(&first, b + 160, 4);
+  assert_true(first == f->params[0]);
+  float opt0;
+  memcpy(&opt0, b + 160 + 4 * N_PARAM, 4);
+  assert_true(opt0 == f->optim[0]);
+  free(b);
+}
+
+static void test_flipped_byte_rejected(void **state) {
+  fx_t *f = *state;
+  write_at(f, 10);
+  size_t n;
+  uint8_t *orig = slurp(f->path, &n);
+  uint8_t *b = malloc(n);
+  assert_non_null(b);
+  char err[512];
+  for (size_t i = 0; i < n; i++) {
+    for (int mask = 1; mask < 256; mask <<= 3) {
+      memcpy(b, orig, n);
+      b[i] ^= (uint8_t)mask;
+      spit(f->path, b, n);
+      dr_ckpt_header_t h;
+      err[0] = '\0';
+      int rc = dr_ckpt_verify(f->path, &h, err, sizeof(err));
+      if (rc == 0)
+        fail_msg("a flip of byte %zu (mask 0x%02x) was accepted", i, mask);
+      assert_true(err[0] != '\0');
+      if (i >= DR_CKPT_HEADER_BYTES)
+        assert_int_equal(rc, DR_CKPT_ECRC);
+      else if (i < 8)
+        assert_int_equal(rc, DR_CKPT_EMAGIC);
+      float p[N_PARAM], o[N_OPTIM];
+      dr_ckpt_span_t in[2] = {{p, N_PARAM}, {o, N_OPTIM}};
+      assert_int_not_equal(dr_ckpt_read(f->path, &h, in, 2, err, sizeof(err)),
+                           0);
+    }
+  }
+  spit(f->path, orig, n);
+  dr_ckpt_header_t h;
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)), 0);
+  free(b);
+  free(orig);
+}
+
+static void test_truncated_rejected(void **state) {
+  fx_t *f = *state;
+  write_at(f, 10);
+  size_t n;
+  uint8_t *orig = slurp(f->path, &n);
+  char err[512];
+  dr_ckpt_header_t h;
+  for (size_t len = 0; len < n; len++) {
+    spit(f->path, orig, len);
+    int rc = dr_ckpt_verify(f->path, &h, err, sizeof(err));
+    if (rc == 0)
+      fail_msg("a file cut to %zu of %zu bytes was accepted", len, n);
+    assert_int_equal(rc, DR_CKPT_ESIZE);
+    assert_int_equal(dr_ckpt_read_header(f->path, &h, err, sizeof(err)),
+                     DR_CKPT_ESIZE);
+  }
+  /* A byte too many is as wrong as one too few. */
+  uint8_t *longer = malloc(n + 1);
+  assert_non_null(longer);
+  memcpy(longer, orig, n);
+  longer[n] = 0;
+  spit(f->path, longer, n + 1);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_ESIZE);
+  free(longer);
+  free(orig);
+}
+
+static void test_other_versions_rejected(void **state) {
+  fx_t *f = *state;
+  write_at(f, 10);
+  size_t n;
+  uint8_t *b = slurp(f->path, &n);
+  char err[512];
+  dr_ckpt_header_t h;
+  /* Version 2, with a header CRC that matches: refused by version. */
+  b[8] = 2;
+  uint32_t c = dr_ckpt_crc32(0, b, 156);
+  for (int i = 0; i < 4; i++)
+    b[156 + i] = (uint8_t)(c >> (8 * i));
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EVERSION);
+  assert_non_null(strstr(err, "version 2"));
+  /* A payload size that disagrees with the counts, CRC recomputed. */
+  b[8] = 1;
+  b[16] ^= 4;
+  c = dr_ckpt_crc32(0, b, 156);
+  for (int i = 0; i < 4; i++)
+    b[156 + i] = (uint8_t)(c >> (8 * i));
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EHEADER);
+  free(b);
+  spit(f->path, (const uint8_t *)"", 0);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_ESIZE);
+  assert_int_equal(dr_ckpt_verify("/nonexistent/ckpt", &h, err, sizeof(err)),
+                   -ENOENT);
+}
+
+static void test_read_shape_mismatch(void **state) {
+  fx_t *f = *state;
+  write_at(f, 10);
+  float p[N_PARAM + N_OPTIM + 1];
+  memset(p, 0, sizeof(p));
+  dr_ckpt_span_t in = {p, N_PARAM + N_OPTIM + 1};
+  dr_ckpt_header_t h;
+  char err[512];
+  assert_int_equal(dr_ckpt_read(f->path, &h, &in, 1, err, sizeof(err)),
+                   DR_CKPT_ESHAPE);
+  /* Nothing was written to the buffers before the refusal. */
+  for (size_t i = 0; i < sizeof(p) / sizeof(p[0]); i++)
+    assert_true(p[i] == 0.0f);
+  in.n_elems = N_PARAM + N_OPTIM;
+  assert_int_equal(dr_ckpt_read(f->path, &h, &in, 1, err, sizeof(err)), 0);
+}
+
+static int skipped;
+static char skipped_path[256];
+static int skipped_code;
+static void on_skip(void *arg, const char *path, int code, const char *why) {
+  assert_ptr_equal(arg, &skipped);
+  assert_true(why[0] != '\0');
+  skipped++;
+  skipped_code = code;
+  snprintf(skipped_path, sizeof(skipped_path), "%s", path);
+}
+
+static void test_newest_valid_chosen(void **state) {
+  fx_t *f = *state;
+  dr_ckpt_header_t h;
+  char path[256];
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 0);
+  char missing[128];
+  snprintf(missing, sizeof(missing), "%s/absent", f->dir);
+  assert_int_equal(dr_ckpt_find_latest(missing, &h, path, sizeof(path),
+                                       on_skip, &skipped), 0);
+  assert_int_equal(skipped, 0);
+
+  write_at(f, 5);
+  write_at(f, 10);
+  write_at(f, 15);
+  /* Newest: a flipped payload byte. */
+  size_t n;
+  uint8_t *b = slurp(f->path, &n);
+  b[n - 1] ^= 0x40;
+  spit(f->path, b, n);
+  free(b);
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 10);
+  assert_non_null(strstr(path, "ckpt-0000000010.bin"));
+  assert_int_equal(skipped, 1);
+  assert_int_equal(skipped_code, DR_CKPT_ECRC);
+  assert_non_null(strstr(skipped_path, "ckpt-0000000015.bin"));
+
+  /* Then also the next one truncated: the oldest is used. */
+  char p10[256];
+  assert_int_equal(dr_ckpt_path(p10, sizeof(p10), f->dir, 10), 0);
+  assert_int_equal(truncate(p10, 100), 0);
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 5);
+  assert_int_equal(skipped, 2);
+  assert_int_equal(skipped_code, DR_CKPT_ESIZE);
+
+  char p5[256];
+  assert_int_equal(dr_ckpt_path(p5, sizeof(p5), f->dir, 5), 0);
+  assert_int_equal(truncate(p5, 0), 0);
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path), NULL,
+                                       NULL), 0);
+}
+
+static void test_list_and_temp_ignored(void **state) {
+  fx_t *f = *state;
+  write_at(f, 7);
+  write_at(f, 300);
+  write_at(f, 20);
+  static const char *junk[] = {
+      "ckpt-0000000400.bin.tmp.999999", /* a killed writer's */
+      "ckpt-0000000500.bin.tmp.1",
+      "ckpt-400.bin",
+      "ckpt-0000000400.binx",
+      "ckpt-000000040a.bin",
+      "ckpt-00000004000.bin",
+      "notes.txt"};
+  for (size_t i = 0; i < sizeof(junk) / sizeof(junk[0]); i++) {
+    char p[256];
+    snprintf(p, sizeof(p), "%s/%s", f->dir, junk[i]);
+    spit(p, (const uint8_t *)"DDPRCKPT", 8);
+  }
+  char own[256];
+  snprintf(own, sizeof(own), "%s/ckpt-0000000600.bin.tmp.%ld", f->dir,
+           (long)getpid());
+  spit(own, (const uint8_t *)"x", 1);
+
+  uint64_t *steps;
+  size_t n;
+  assert_int_equal(dr_ckpt_list(f->dir, &steps, &n), 0);
+  assert_int_equal(n, 3);
+  assert_int_equal(steps[0], 300);
+  assert_int_equal(steps[1], 20);
+  assert_int_equal(steps[2], 7);
+  free(steps);
+
+  dr_ckpt_header_t h;
+  char path[256];
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 300);
+  assert_int_equal(skipped, 0);
+
+  /* Only other writers' temporary files go; nothing else is touched. */
+  char err[512];
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 2);
+  assert_false(exists(f->dir, "ckpt-0000000400.bin.tmp.999999"));
+  assert_false(exists(f->dir, "ckpt-0000000500.bin.tmp.1"));
+  assert_int_equal(access(own, F_OK), 0);
+  for (size_t i = 2; i < sizeof(junk) / sizeof(junk[0]); i++)
+    assert_true(exists(f->dir, junk[i]));
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+}
+
+static void test_prune_keeps_newest(void **state) {
+  fx_t *f = *state;
+  for (uint64_t s = 1; s <= 7; s++)
+    write_at(f, s * 5);
+  write_at(f, 100); /* after the run's step: not this run's history */
+  char tmp[256];
+  snprintf(tmp, sizeof(tmp), "%s/ckpt-0000000040.bin.tmp.999999", f->dir);
+  spit(tmp, (const uint8_t *)"x", 1);
+  spit(tmp, (const uint8_t *)"x", 1);
+  char err[512];
+  assert_int_equal(dr_ckpt_prune(f->dir, 35, 3, err, sizeof(err)), 4 + 1);
+  uint64_t *steps;
+  size_t n;
+  assert_int_equal(dr_ckpt_list(f->dir, &steps, &n), 0);
+  assert_int_equal(n, 4);
+  assert_int_equal(steps[0], 100);
+  assert_int_equal(steps[1], 35);
+  assert_int_equal(steps[2], 30);
+  assert_int_equal(steps[3], 25);
+  free(steps);
+  assert_false(exists(f->dir, "ckpt-0000000040.bin.tmp.999999"));
+  /* keep 1 at the newest: only it stays among steps <= 35. */
+  assert_int_equal(dr_ckpt_prune(f->dir, 35, 1, err, sizeof(err)), 2);
+  assert_true(exists(f->dir, "ckpt-0000000035.bin"));
+  assert_true(exists(f->dir, "ckpt-0000000100.bin"));
+  assert_false(exists(f->dir, "ckpt-0000000030.bin"));
+  /* Nothing to do is not an error; neither is a missing directory. */
+  assert_int_equal(dr_ckpt_prune(f->dir, 35, 1, err, sizeof(err)), 0);
+  assert_int_equal(dr_ckpt_prune("/nonexistent/dir", 35, 1, err,
+                                 sizeof(err)), 0);
+}
+
+/* While the writer sits before its rename (where a crash may hit), the
+ * directory still shows the previous checkpoint as the newest. */
+typedef struct {
+  fx_t *f;
+  int called;
+} commit_probe_t;
+
+static void before_commit(void *arg, const char *tmp_path) {
+  commit_probe_t *p = arg;
+  p->called++;
+  assert_int_equal(access(tmp_path, F_OK), 0);
+  assert_non_null(strstr(tmp_path, "ckpt-0000000010.bin.tmp."));
+  assert_false(exists(p->f->dir, "ckpt-0000000010.bin"));
+  dr_ckpt_header_t h;
+  char path[256];
+  assert_int_equal(dr_ckpt_find_latest(p->f->dir, &h, path, sizeof(path),
+                                       NULL, NULL), 1);
+  assert_int_equal(h.step, 5);
+  /* The finished temporary file would itself verify. */
+  assert_int_equal(dr_ckpt_verify(tmp_path, &h, NULL, 0), 0);
+}
+
+static void test_commit_is_the_rename(void **state) {
+  fx_t *f = *state;
+  write_at(f, 5);
+  commit_probe_t probe = {f, 0};
+  f->h.step = 10;
+  f->h.epoch_pos = 10;
+  char err[512];
+  assert_int_equal(dr_ckpt_write(f->dir, &f->h, f->spans, 4, before_commit,
+                                 &probe, NULL, 0, err, sizeof(err)), 0);
+  assert_int_equal(probe.called, 1);
+  assert_true(exists(f->dir, "ckpt-0000000010.bin"));
+  uint64_t *steps;
+  size_t n;
+  assert_int_equal(dr_ckpt_list(f->dir, &steps, &n), 0);
+  assert_int_equal(n, 2);
+  free(steps);
+  /* No temporary file is left behind. */
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+  char own[256];
+  snprintf(own, sizeof(own), "%s/ckpt-0000000010.bin.tmp.%ld", f->dir,
+           (long)getpid());
+  assert_int_not_equal(access(own, F_OK), 0);
+}
+
+static void test_write_failures(void **state) {
+  fx_t *f = *state;
+  char err[512] = "", missing[128];
+  snprintf(missing, sizeof(missing), "%s/absent", f->dir);
+  int rc = dr_ckpt_write(missing, &f->h, f->spans, 4, NULL, NULL, NULL, 0,
+                         err, sizeof(err));
+  assert_int_equal(rc, -ENOENT);
+  assert_non_null(strstr(err, "open()"));
+  assert_non_null(strstr(err, missing));
+
+  /* Counts that do not add up: refused before any file exists. */
+  f->h.optim_elems = N_OPTIM + 1;
+  rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, NULL, 0, err,
+                     sizeof(err));
+  assert_int_equal(rc, DR_CKPT_ESHAPE);
+  f->h.optim_elems = N_OPTIM;
+  uint64_t *steps;
+  size_t n;
+  assert_int_equal(dr_ckpt_list(f->dir, &steps, &n), 0);
+  assert_int_equal(n, 0);
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+
+  /* A read-only directory (unless we are root, who may write anyway). */
+  if (geteuid() != 0) {
+    assert_int_equal(chmod(f->dir, 0555), 0);
+    rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, NULL, 0, err,
+                       sizeof(err));
+    assert_int_equal(rc, -EACCES);
+    assert_int_equal(chmod(f->dir, 0755), 0);
+  }
+  /* A name that does not fit. */
+  char path[16];
+  assert_int_equal(dr_ckpt_path(path, sizeof(path), f->dir, 1),
+                   -ENAMETOOLONG);
+}
+
+static void test_strerror(void **state) {
+  (void)state;
+  assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ECRC), "checksum"));
+  assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ESIZE), "truncated"));
+  assert_string_equal(dr_ckpt_strerror(-ENOENT), strerror(ENOENT));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_crc32, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_flipped_byte_rejected, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_truncated_rejected, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_other_versions_rejected, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_read_shape_mismatch, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_newest_valid_chosen, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_list_and_temp_ignored, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_prune_keeps_newest, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_commit_is_the_rename, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_write_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_strerror, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

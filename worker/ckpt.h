@@ -1,0 +1,168 @@
+/* Checkpoint files of `train`: the format, writing with an atomic commit,
+ * verification, reading, and the directory's housekeeping. Pure file code
+ * (no process group, no model): any program can read a checkpoint by
+ * linking ckpt.c alone.
+ *
+ * A checkpoint directory holds one file per checkpoint, named
+ * ckpt-<step, 10 digits>.bin. A file is written under a temporary name
+ * (the final name + ".tmp." + the writer's pid) in the same directory,
+ * fsynced, renamed to its final name, and the directory is fsynced: a
+ * checkpoint is complete only after the rename. Readers ignore every name
+ * that is not exactly ckpt-DDDDDDDDDD.bin.
+ *
+ * File layout, all integers little-endian (offset, bytes, field):
+ *
+ *     0   8  magic "DDPRCKPT"
+ *     8   4  format version (1)
+ *    12   4  header size in bytes (160 in version 1)
+ *    16   8  payload size in bytes = 4 * (param_elems + optim_elems)
+ *    24   4  CRC-32 of the payload (zlib's polynomial)
+ *    28   4  RNG version (DR_CKPT_RNG_XOSHIRO)
+ *    32   8  step: optimizer steps done, i.e. the 0-based step to run next
+ *    40   8  total steps of the learning-rate schedule
+ *    48   8  epoch = step / steps_per_epoch
+ *    56   8  position in the epoch = step % steps_per_epoch
+ *    64   8  steps per epoch
+ *    72   8  seed (data, initial weights, sampler)
+ *    80   8  training samples (the sampler permutes [0, n))
+ *    88   8  global batch (samples per optimizer step, all ranks)
+ *    96   4  optimizer: 0 SGD, 1 AdamW
+ *   100   4  hidden layers
+ *   104   4  width
+ *   108   4  input dim (0 for text)
+ *   112   4  classes
+ *   116   4  context (0 for synthetic)
+ *   120   4  embed dim (0 for synthetic)
+ *   124   4  reserved, 0
+ *   128   8  parameter floats
+ *   136   8  optimizer-state floats
+ *   144  12  reserved, 0
+ *   156   4  CRC-32 of header bytes [0, 156)
+ *   160      payload: the parameters in registration order, then the
+ *            optimizer state (slot-major), fp32 little-endian
+ *
+ * A file is valid when its magic, version and header size are known, the
+ * header CRC matches, the payload size agrees with the float counts, the
+ * file is exactly header + payload bytes long, and the payload CRC
+ * matches. Any flipped byte or a truncation is therefore rejected.
+ */
+#ifndef DR_CKPT_H
+#define DR_CKPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DR_CKPT_VERSION 1
+#define DR_CKPT_HEADER_BYTES 160
+/* The RNG of data, initial weights and sampler: xoshiro256** seeded
+ * through splitmix64, each epoch's permutation seeded by seed + epoch.
+ * Nothing but the seed is kept; a change of generator changes this. */
+#define DR_CKPT_RNG_XOSHIRO 1
+
+/* Failure codes (negative, beside -errno). */
+enum {
+  DR_CKPT_EMAGIC = -21001,   /* not a checkpoint */
+  DR_CKPT_EVERSION = -21002, /* a format version or header size unknown */
+  DR_CKPT_EHEADER = -21003,  /* header CRC mismatch or inconsistent sizes */
+  DR_CKPT_ESIZE = -21004,    /* file shorter or longer than declared */
+  DR_CKPT_ECRC = -21005,     /* payload CRC mismatch */
+  DR_CKPT_ESHAPE = -21006    /* buffers do not match the file's counts */
+};
+
+/* A static message for the codes above, or strerror's for -errno. */
+const char *dr_ckpt_strerror(int code);
+
+typedef struct {
+  uint32_t version;        /* read: the file's; write: ignored */
+  uint32_t rng_version;
+  uint64_t payload_bytes;  /* read only */
+  uint32_t payload_crc32;  /* read only */
+  uint64_t step;
+  uint64_t total_steps;
+  uint64_t epoch, epoch_pos, steps_per_epoch;
+  uint64_t seed;
+  uint64_t train_samples;
+  uint64_t global_batch;
+  uint32_t optimizer;
+  uint32_t layers, width, input_dim, classes, context, embed_dim;
+  uint64_t param_elems;
+  uint64_t optim_elems;
+} dr_ckpt_header_t;
+
+/* A run of floats of the payload: the writer reads it, the reader fills
+ * it. The spans of a call follow each other in payload order. */
+typedef struct {
+  float *p;
+  size_t n_elems;
+} dr_ckpt_span_t;
+
+/* CRC-32 as zlib's crc32(): start with 0, feed the result back in. */
+uint32_t dr_ckpt_crc32(uint32_t crc, const void *buf, size_t n_bytes);
+
+/* Writes DIR/ckpt-<step>.bin ("%s/ckpt-%010llu.bin"; n must hold it). 0 or
+ * -ENAMETOOLONG. */
+int dr_ckpt_path(char *buf, size_t n, const char *dir, uint64_t step);
+
+/* Called after the temporary file is complete and fsynced, before the
+ * rename (a test hook: a delay here lets a test kill the writer). */
+typedef void (*dr_ckpt_before_commit_fn)(void *arg, const char *tmp_path);
+
+/* Writes the checkpoint of h->step into dir (which must exist): header
+ * from h (version, payload size and CRCs are filled in), payload from
+ * spans, whose element counts must add up to h->param_elems +
+ * h->optim_elems. Temporary file, fsync, before_commit (may be NULL),
+ * rename, fsync of the directory. On failure nothing is left under the
+ * final name that was not there before, the temporary file is removed,
+ * and err names the failing call and path. Returns 0, DR_CKPT_ESHAPE or
+ * -errno. path (may be NULL) receives the final name. */
+int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
+                  const dr_ckpt_span_t *spans, size_t n_spans,
+                  dr_ckpt_before_commit_fn before_commit, void *arg,
+                  char *path, size_t path_len, char *err, size_t err_len);
+
+/* Reads and checks the header of path and the file's size (not the
+ * payload CRC). 0, a DR_CKPT_E* code or -errno, with err. */
+int dr_ckpt_read_header(const char *path, dr_ckpt_header_t *h, char *err,
+                        size_t err_len);
+
+/* The full check: dr_ckpt_read_header, then the payload CRC (streamed; no
+ * allocation of the payload's size). */
+int dr_ckpt_verify(const char *path, dr_ckpt_header_t *h, char *err,
+                   size_t err_len);
+
+/* Reads path into spans (counts must add up to the file's param_elems +
+ * optim_elems, else DR_CKPT_ESHAPE before anything is written), checking
+ * everything dr_ckpt_verify checks. On failure the spans hold unspecified
+ * values. */
+int dr_ckpt_read(const char *path, dr_ckpt_header_t *h,
+                 const dr_ckpt_span_t *spans, size_t n_spans, char *err,
+                 size_t err_len);
+
+/* Steps of the checkpoint names in dir, newest first. *steps is malloc'd
+ * (caller frees; NULL when *n is 0). A missing dir lists nothing (0).
+ * 0 or -errno. */
+int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n);
+
+/* Called for each newer file dr_ckpt_find_latest passes over. */
+typedef void (*dr_ckpt_skip_fn)(void *arg, const char *path, int code,
+                                const char *why);
+
+/* The newest checkpoint in dir that verifies: 1 with *h and path, 0 when
+ * there is none, or -errno when dir cannot be read. Each file that fails
+ * verification is reported to skip (may be NULL) and passed over. */
+int dr_ckpt_find_latest(const char *dir, dr_ckpt_header_t *h, char *path,
+                        size_t path_len, dr_ckpt_skip_fn skip, void *arg);
+
+/* Deletes the temporary files of writers other than this process (a
+ * writer killed before its rename leaves one). Returns how many it
+ * deleted, or -errno (err) for the first failure. */
+int dr_ckpt_remove_temp(const char *dir, char *err, size_t err_len);
+
+/* Deletes every checkpoint of dir but the keep newest with step <= upto
+ * (files of later steps are left alone: they are not this run's history),
+ * then the temporary files as dr_ckpt_remove_temp. Returns how many files
+ * it deleted, or -errno (err) for the first failure. */
+int dr_ckpt_prune(const char *dir, uint64_t upto, uint32_t keep, char *err,
+                  size_t err_len);
+
+#endif /* DR_CKPT_H */
