@@ -47,6 +47,7 @@ typedef struct {
   dr_step_time_t *times;     /* per step */
   double last_loss;          /* the last logged loss, averaged over ranks */
   uint64_t t0_us;            /* start of the loop */
+  uint64_t start_step;       /* first step this run executes (a resume) */
   struct dr_progress *progress; /* slots the agent watches for hangs */
 } dr_run_t;
 

@@ -104,6 +104,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
 }
 
 int dr_train_loop(dr_run_t *r, uint64_t start) {
+  r->start_step = start;
   const dr_train_config_t *c = &r->c;
   double window_loss = 0;
   uint64_t window_n = 0, straggler_from = start;

@@ -45,6 +45,8 @@ void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
   if (r->rank != 0)
     return;
   uint64_t from = step + 1 >= r->c.log_every ? step + 1 - r->c.log_every : 0;
+  if (from < r->start_step)
+    from = r->start_step; /* steps before a resume did not run here */
   dr_step_time_t avg = {0, 0, 0, 0, 0};
   for (uint64_t i = from; i <= step; i++) {
     avg.compute_ms += r->times[i].compute_ms;
@@ -54,7 +56,7 @@ void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
   }
   double n = (double)(step + 1 - from);
   double elapsed_s = (dr_now_us() - r->t0_us) / 1e6;
-  double per_step = elapsed_s / (double)(step + 1);
+  double per_step = elapsed_s / (double)(step + 1 - r->start_step);
   double eta = per_step * (double)(r->total_steps - step - 1);
   fprintf(stdout,
           "step %llu/%llu loss %.4f lr %.3g samples/s %.0f step %.2f ms "
@@ -149,12 +151,14 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
     }
   }
   double total_s = (dr_now_us() - r->t0_us) / 1e6;
+  /* Figures over the steps this run executed (after a resume, fewer). */
+  uint64_t ran = r->total_steps - r->start_step;
   double comm = 0, exposed = 0;
-  for (uint64_t i = 0; i < r->total_steps; i++) {
+  for (uint64_t i = r->start_step; i < r->total_steps; i++) {
     comm += r->times[i].comm_ms;
     exposed += r->times[i].exposed_ms;
   }
-  double med = median_step_ms(r, 0, r->total_steps);
+  double med = median_step_ms(r, r->start_step, r->total_steps);
   fprintf(stdout,
           "done: %llu steps in %.2f s, final loss %.4f, eval loss %.4f, eval "
           "accuracy %.4f\n",
@@ -166,8 +170,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
           "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x\n",
           r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
           med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
-          comm / (double)(r->total_steps ? r->total_steps : 1),
-          exposed / (double)(r->total_steps ? r->total_steps : 1),
+          comm / (double)(ran ? ran : 1), exposed / (double)(ran ? ran : 1),
           comm > 0 && exposed < comm ? 1.0 - exposed / comm : 0.0, r->world,
           crc);
   return 0;
