@@ -12,35 +12,44 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 cat >"$tmp/prog.py" <<'PY'
 import os, sys
-print("PY rank=%s world=%s local=%s master=%s:%s args=%s unbuffered=%d" % (
+print("PY rank=%s world=%s local=%s master=%s:%s args=%s dash_u=%d" % (
     os.environ["RANK"], os.environ["WORLD_SIZE"], os.environ["LOCAL_RANK"],
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"],
-    ",".join(sys.argv[1:]), sys.flags.unbuffered))
+    ",".join(sys.argv[1:]), int("-u" in sys.orig_argv)))
 PY
 mkdir -p "$tmp/pkg"
 cp "$tmp/prog.py" "$tmp/pkg/mod.py"
 
-check() { # label file unbuffered
+check() { # label file dash_u (python3 ran with -u)
   local n
-  n=$(grep -c "PY rank=[01] world=2 local=[01] master=127.0.0.1:[0-9]* args=a,-b unbuffered=$3" "$2")
+  n=$(grep -c "PY rank=[01] world=2 local=[01] master=127.0.0.1:[0-9]* args=a,-b dash_u=$3" "$2")
   [ "$n" = 2 ] || { cat "$2"; fail "$1: expected 2 worker lines, got $n"; }
   grep -q "\[rank0\]:PY rank=0" "$2" && grep -q "\[rank1\]:PY rank=1" "$2" ||
     fail "$1: rank prefixes do not match"
 }
 
-timeout 30 "$ddprun" --standalone --nproc-per-node 2 "$tmp/prog.py" a -b \
-  >"$tmp/out1" 2>"$tmp/err1" || { cat "$tmp/err1"; fail ".py exited $?"; }
+run() { # label out err command...
+  local label=$1 out=$2 err=$3 rc
+  shift 3
+  "$@" >"$out" 2>"$err"
+  rc=$?
+  [ "$rc" = 0 ] || { cat "$err"; fail "$label exited $rc"; }
+}
+
+run ".py" "$tmp/out1" "$tmp/err1" \
+  timeout 30 "$ddprun" --standalone --nproc-per-node 2 "$tmp/prog.py" a -b
 check ".py" "$tmp/out1" 1
 
-PYTHONPATH="$tmp/pkg" timeout 30 "$ddprun" --standalone --nproc-per-node 2 \
-  -m mod a -b >"$tmp/out2" 2>"$tmp/err2" || { cat "$tmp/err2"; fail "-m exited $?"; }
+run "-m" "$tmp/out2" "$tmp/err2" env PYTHONPATH="$tmp/pkg" \
+  timeout 30 "$ddprun" --standalone --nproc-per-node 2 -m mod a -b
 check "-m" "$tmp/out2" 1
 
 # --no-python: the file runs itself through its #! line.
 { echo '#!/usr/bin/env python3'; cat "$tmp/prog.py"; } >"$tmp/self.py"
 chmod +x "$tmp/self.py"
-timeout 30 "$ddprun" --standalone --nproc-per-node 2 --no-python \
-  "$tmp/self.py" a -b >"$tmp/out3" 2>"$tmp/err3" || { cat "$tmp/err3"; fail "--no-python exited $?"; }
+run "--no-python" "$tmp/out3" "$tmp/err3" \
+  timeout 30 "$ddprun" --standalone --nproc-per-node 2 --no-python \
+  "$tmp/self.py" a -b
 check "--no-python" "$tmp/out3" 0
 
 # PYTHON_EXEC that does not exist: refused at once, exit 2.
