@@ -1,0 +1,338 @@
+#!/usr/bin/env bash
+# Overlap of the gradient all-reduce with the backward pass on a real, slow
+# link: two network namespaces joined by a veth pair, each end shaped by
+#   tc qdisc add dev veth0 root tbf rate 1gbit burst 64kb latency 50ms
+# (netem is not available). ddprun-rdzv runs in namespace A; each run is a
+# 2x1 job (one ddprun per namespace, --rdzv-conf is_host=0) of train, one
+# rank per namespace with OMP_NUM_THREADS=1, so the ring crosses the link
+# over TCP in both directions at once.
+#
+# The model: an MLP of 16 hidden layers of 512 (--input-dim 256 --classes
+# 256: 4,202,752 parameters, 16.8 MB of gradients) at --batch 768 per rank.
+# A 2-rank ring sends and receives the gradient's size once per step on
+# each rank: 16.8 MB at 1 Gbit/s is 134 ms, and the backward pass of 768
+# samples takes 128 ms on one core here (the calibration run at the start
+# measures it: train alone, OMP_NUM_THREADS=1, from its trace). With a
+# fixed batch, backward and communication both grow with the parameters,
+# so the batch balances them; many narrow layers keep the gradients that
+# become ready last (fc1, fc0: 1.5 MiB) a small part of the whole, since
+# they can only be sent after the backward pass.
+#
+# For each bucket cap (--caps, MiB) the job runs with overlap and with
+# --no-overlap; each line gives rank 0's final line: the median step time,
+# and the mean communication, exposed communication and hidden fraction
+# per step:
+#
+#   overlap_netns cap_mib=5 buckets=5 mode=overlap run=1 median_step_ms=..
+#     comm_ms=.. exposed_comm_ms=.. hidden_frac=.. exposed_frac=..
+#
+# then a table (per cap and mode, the run with the median step time), and
+# the two targets: exposed communication under 20% of all communication at
+# the best cap (the overlapped run with the shortest step), and that step
+# at most 0.75 of the shortest non-overlapped step. A missed target is said
+# on stderr; the exit status reflects only the checks (every job exits 0,
+# prints its final line, and its ring uses TCP across the link).
+#
+# Usage: overlap_netns.sh [--smoke] [--steps N] [--runs N] [--caps "1 5 25 100"]
+#                         [--modes M] [--batch B] [--layers L] [--width W]
+#                         [--burst SIZE] [--gso-max-size BYTES]
+#                         [--trace-dir DIR] DDPRUN DDPRUN_RDZV TRAIN
+#   --burst: the tbf bucket (64kb; a larger one means fewer shaper timers).
+#   --gso-max-size: largest GSO packet on the veth pair; under the burst,
+#   tbf passes GSO packets whole instead of splitting them into MTU-sized
+#   packets (see tests/bench/README.md).
+#   --trace-dir: keep each job's per-rank traces there (DIR/TAG.RANK.json).
+#   --modes: "overlap", "no-overlap" or both (the default).
+#   --smoke: caps 1 and 25, 4 steps of --batch 32, no targets, bounded to
+#   well under a minute. Needs root, iproute2 and tc with tbf; otherwise
+#   prints "SKIP: <reason>" and exits 77. Every process and both namespaces
+#   are removed on every exit path.
+set -u
+
+smoke=0
+steps=30
+runs=1
+caps="1 5 25 100"
+batch=768
+layers=16
+burst=64kb
+gso=
+width=512
+trace_dir=
+modes="overlap no-overlap"
+while [ $# -gt 3 ]; do
+  case $1 in
+    --smoke) smoke=1; shift ;;
+    --steps) steps=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --caps) caps=$2; shift 2 ;;
+    --batch) batch=$2; shift 2 ;;
+    --layers) layers=$2; shift 2 ;;
+    --burst) burst=$2; shift 2 ;;
+    --gso-max-size) gso=$2; shift 2 ;;
+    --width) width=$2; shift 2 ;;
+    --trace-dir) trace_dir=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
+    *) echo "overlap_netns: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+ddprun=${1:?usage: overlap_netns.sh [options] DDPRUN DDPRUN_RDZV TRAIN}
+rdzv=${2:?}
+train=${3:?}
+if [ "$smoke" -eq 1 ]; then
+  steps=4
+  runs=1
+  caps="1 25"
+  batch=32
+fi
+job_secs=$((smoke ? 25 : 60 + steps * 3))
+
+skip() {
+  echo "SKIP: $*"
+  exit 77
+}
+fail() {
+  echo "FAIL: overlap_netns: $*" >&2
+  exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
+command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
+command -v tc >/dev/null 2>&1 || skip "no 'tc' command (iproute2)"
+command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
+for f in "$ddprun" "$rdzv" "$train"; do
+  [ -x "$f" ] || fail "not an executable: $f"
+done
+
+ns_a=ddprun-ovl-a-$$
+ns_b=ddprun-ovl-b-$$
+net=$(($$ % 250 + 1))
+addr_a=192.168.$net.1
+addr_b=192.168.$net.2
+tmp=
+pids=
+made=
+
+cleanup() {
+  trap - EXIT INT TERM HUP
+  for p in $pids; do
+    kill -TERM "$p" 2>/dev/null
+  done
+  # Anything still inside the namespaces was started here.
+  for ns in $made; do
+    for p in $(ip netns pids "$ns" 2>/dev/null); do
+      kill -KILL "$p" 2>/dev/null
+    done
+  done
+  for p in $pids; do
+    kill -KILL "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  for ns in $made; do
+    ip netns del "$ns" 2>/dev/null
+  done
+  [ -n "$tmp" ] && rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/overlap_netns.XXXXXX") || fail "mktemp -d failed"
+for ns in $ns_a $ns_b; do
+  ip netns add "$ns" 2>"$tmp/err" ||
+    skip "ip netns add failed: $(head -n 1 "$tmp/err")"
+  made="$made $ns"
+done
+ip link add veth0 netns "$ns_a" type veth peer name veth0 netns "$ns_b" \
+  2>"$tmp/err" || skip "cannot create a veth pair: $(head -n 1 "$tmp/err")"
+ip -n "$ns_a" addr add "$addr_a/24" dev veth0 || fail "address in $ns_a"
+ip -n "$ns_b" addr add "$addr_b/24" dev veth0 || fail "address in $ns_b"
+for ns in $ns_a $ns_b; do
+  ip -n "$ns" link set lo up || fail "lo up in $ns"
+  if [ -n "$gso" ]; then
+    ip -n "$ns" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||
+      fail "gso_max_size $gso in $ns: $(head -n 1 "$tmp/err")"
+  fi
+  ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
+  ip netns exec "$ns" tc qdisc add dev veth0 root tbf rate 1gbit \
+    burst "$burst" latency 50ms 2>"$tmp/err" ||
+    skip "tc tbf in $ns failed: $(head -n 1 "$tmp/err")"
+done
+
+# bounded TAG SECS CMD...: runs CMD in the background (so that a signal
+# runs the traps at once), output in $tmp/TAG.{out,err}; status in $rc.
+bounded() {
+  local tag=$1 secs=$2
+  shift 2
+  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
+  local p=$!
+  pids="$pids $p"
+  rc=0
+  wait "$p" || rc=$?
+  pids=${pids% "$p"}
+}
+
+field() {
+  local v=" $1 "
+  v=${v#*" $2="}
+  echo "${v%% *}"
+}
+
+model="--data synthetic --layers $layers --width $width --input-dim 256
+       --classes 256
+       --batch $batch --optimizer sgd --lr 0.01 --samples 65536
+       --eval-samples 256 --first-bucket-mb 1"
+
+# Calibration: the backward pass of one rank alone on one core, from its
+# trace (python3 reads it; without python3 this figure is left out).
+if command -v python3 >/dev/null 2>&1; then
+  bounded calib "$job_secs" env -u RANK -u WORLD_SIZE OMP_NUM_THREADS=1 "$train" \
+    $model --steps $((steps < 10 ? steps : 10)) --log-every 1000 \
+    --trace "$tmp/calib.json"
+  [ "$rc" -eq 0 ] || { cat "$tmp/calib.err" >&2; fail "calibration run exited $rc"; }
+  python3 - "$tmp/calib.json" <<'EOF' || fail "cannot read the calibration trace"
+import json, sys
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+opt = sorted((e for e in ev if e["name"] == "optimizer"), key=lambda e: e["ts"])
+prev, fwd, bwd = -1, [], []
+for o in opt:
+    step = [e for e in ev if e["tid"] == 0 and prev <= e["ts"] < o["ts"]]
+    b = [e for e in step if e["name"].endswith(".bwd")]
+    f = [e for e in step if e["name"].endswith(".fwd")]
+    bwd.append(max(e["ts"] + e["dur"] for e in b) - min(e["ts"] for e in b))
+    fwd.append(sum(e["dur"] for e in f))
+    prev = o["ts"] + o["dur"]
+med = lambda v: sorted(v)[len(v) // 2] / 1e3
+print("overlap_netns calibration: 1 rank, 1 thread: forward_ms=%.1f "
+      "backward_ms=%.1f optimizer_ms=%.1f" %
+      (med(fwd), med(bwd), med([o["dur"] for o in opt])))
+EOF
+fi
+params=$(sed -n 's/.*model \([0-9]*\) parameters.*/\1/p' "$tmp/calib.err" 2>/dev/null)
+if [ -n "$params" ]; then
+  echo "overlap_netns link: 1 Gbit/s each way; $params parameters:" \
+       "$(awk -v p="$params" 'BEGIN { printf "%.1f MB of gradients, %.1f ms", p * 4 / 1e6, p * 4 / 125e3 }')" \
+       "to send and receive per step at line rate"
+fi
+
+run_job() {
+  local tag=$1
+  shift
+  rm -f "$tmp/port"
+  timeout -k 2 "$((job_secs + 20))" ip netns exec "$ns_a" "$rdzv" \
+    --host "$addr_a" --port 0 --port-file "$tmp/port" --nnodes 2 \
+    --rdzv-id "$tag" --log-level warn >"$tmp/$tag.rdzv.out" \
+    2>"$tmp/$tag.rdzv.err" &
+  local rdzv_pid=$!
+  pids="$pids $rdzv_pid"
+  # The port file is written atomically once the server listens.
+  local i=0
+  while [ ! -s "$tmp/port" ]; do
+    kill -0 "$rdzv_pid" 2>/dev/null ||
+      { cat "$tmp/$tag.rdzv.err" >&2; fail "$tag: ddprun-rdzv exited early"; }
+    i=$((i + 1))
+    [ "$i" -le 500 ] || fail "$tag: ddprun-rdzv wrote no port file within 10 s"
+    sleep 0.02
+  done
+  local port
+  port=$(cat "$tmp/port")
+  local node p_a p_b trace=
+  [ -n "$trace_dir" ] && trace="--trace $trace_dir/$tag.{rank}.json"
+  for node in a b; do
+    eval ns=\$ns_$node
+    OMP_NUM_THREADS=1 timeout -k 2 "$job_secs" ip netns exec "$ns" \
+      "$ddprun" --nnodes 2 --nproc-per-node 1 \
+      --rdzv-endpoint "$addr_a:$port" --rdzv-id "$tag" \
+      --rdzv-conf is_host=0,join_timeout=30 --log-level warn \
+      "$train" $model --steps "$steps" --log-every "$steps" $trace "$@" \
+      >"$tmp/$tag.$node.out" 2>"$tmp/$tag.$node.err" &
+    eval p_$node=\$!
+    eval pids=\"\$pids \$p_$node\"
+  done
+  local rc_a=0 rc_b=0
+  wait "$p_a" || rc_a=$?
+  wait "$p_b" || rc_b=$?
+  wait "$rdzv_pid" 2>/dev/null
+  pids=
+  if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
+    for node in a b; do
+      echo "--- $tag node $node" >&2
+      tail -n 20 "$tmp/$tag.$node.out" "$tmp/$tag.$node.err" >&2
+    done
+    fail "$tag: ddprun exited $rc_a in $ns_a and $rc_b in $ns_b"
+  fi
+  grep -q "ring of 2: tcp" "$tmp/$tag.a.out" "$tmp/$tag.a.err" ||
+    { tail -n 20 "$tmp/$tag.a.err" >&2; fail "$tag: the ring does not use TCP across the link"; }
+  line=$(sed -n 's/^\[rank0\]:final \(.*\)$/\1/p' "$tmp/$tag.a.out" "$tmp/$tag.b.out" | tail -n 1)
+  [ -n "$line" ] || fail "$tag: no final line from rank 0"
+}
+
+: >"$tmp/rows"
+for cap in $caps; do
+  for mode in $modes; do
+    flag=
+    [ "$mode" = no-overlap ] && flag=--no-overlap
+    r=0
+    while [ "$r" -lt "$runs" ]; do
+      r=$((r + 1))
+      run_job "ovl-$cap-$mode-$r" --bucket-cap-mb "$cap" $flag
+      step=$(field "$line" median_step_ms)
+      comm=$(field "$line" comm_ms)
+      exposed=$(field "$line" exposed_comm_ms)
+      hidden=$(field "$line" hidden_frac)
+      efrac=$(awk -v c="$comm" -v e="$exposed" 'BEGIN { printf "%.3f", (c > 0 ? e / c : 0) }')
+      nb=$(sed -n 's/.*model [0-9]* parameters, \([0-9]*\) bucket.*/\1/p' \
+           "$tmp/ovl-$cap-$mode-$r.a.err" | head -n 1)
+      echo "overlap_netns cap_mib=$cap buckets=$nb mode=$mode run=$r" \
+           "median_step_ms=$step comm_ms=$comm exposed_comm_ms=$exposed" \
+           "hidden_frac=$hidden exposed_frac=$efrac"
+      echo "$cap $mode $step $comm $exposed $hidden $efrac ${nb:-?}" >>"$tmp/rows"
+    done
+  done
+done
+
+# Per (cap, mode), the run with the median step time (the lower middle
+# one of an even count) stands for it; then the table and the targets.
+awk -v smoke="$smoke" '
+  {
+    k = $1 " " $2
+    if (!(k in nr)) order[++n] = k
+    i = ++nr[k]
+    step[k, i] = $3; comm[k, i] = $4; expo[k, i] = $5; hid[k, i] = $6
+    nb[k] = $8
+  }
+  function pick(k,   i, j, c, best) {
+    for (i = 1; i <= nr[k]; i++) {
+      c = 0
+      for (j = 1; j <= nr[k]; j++)
+        if (step[k, j] + 0 < step[k, i] + 0 || (step[k, j] + 0 == step[k, i] + 0 && j < i))
+          c++
+      if (c == int((nr[k] - 1) / 2)) best = i
+    }
+    return best
+  }
+  END {
+    printf "\n| cap MiB | buckets | mode | runs | step ms | comm ms | exposed ms | hidden | exposed/comm |\n"
+    printf "|---|---|---|---|---|---|---|---|---|\n"
+    best = ""; bestno = ""
+    for (i = 1; i <= n; i++) {
+      k = order[i]; split(k, p, " "); r = pick(k)
+      s = step[k, r]; c = comm[k, r]; e = expo[k, r]
+      printf "| %s | %s | %s | %d | %.1f | %.1f | %.1f | %.3f | %.3f |\n", p[1], nb[k], p[2], nr[k], s, c, e, hid[k, r], (c > 0 ? e / c : 0)
+      if (p[2] == "overlap" && (best == "" || s + 0 < bs)) { best = p[1]; bs = s; bc = c; be = e }
+      if (p[2] == "no-overlap" && (bestno == "" || s + 0 < bns)) { bestno = p[1]; bns = s }
+    }
+    if (best == "" || bestno == "") exit 0
+    ef = (bc > 0 ? be / bc : 0)
+    ratio = (bns > 0 ? bs / bns : 0)
+    printf "\noverlap_netns best_cap_mib=%s step_ms=%.1f exposed_frac=%.3f " \
+           "no_overlap_best_cap_mib=%s no_overlap_step_ms=%.1f step_ratio=%.3f\n",
+           best, bs, ef, bestno, bns, ratio
+    if (smoke) exit 0
+    if (!(ef < 0.20))
+      printf "overlap_netns: target missed: exposed communication is %.0f%% of all communication at the best cap (target under 20%%)\n", ef * 100 > "/dev/stderr"
+    if (!(ratio <= 0.75))
+      printf "overlap_netns: target missed: the overlapped step is %.2f of the non-overlapped one (target at most 0.75)\n", ratio > "/dev/stderr"
+  }' "$tmp/rows"
+echo "PASS: overlap_netns ($(wc -l <"$tmp/rows") jobs)"

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# train's settings and exit codes:
+#  - a bad command line or INI file: exit 2, one line on stderr naming the
+#    offending option, key or line, nothing on stdout;
+#  - --config INI: keys at the top level and in [train] are honoured
+#    (dashes or underscores), and flags override the file;
+#  - a loss that becomes non-finite: exit 5 with a message naming the step
+#    and the rank; under `ddprun --max-restarts 3` the job is not restarted
+#    (ddprun exits 5 and every worker ran once, with
+#    TORCHELASTIC_RESTART_COUNT=0), and neither is a job whose worker
+#    exits 2.
+#
+# Usage: bad_input.sh DDPRUN TRAIN
+set -u
+name=bad_input
+. "$(dirname "$0")/lib.sh"
+
+ddprun=${1:?usage: bad_input.sh DDPRUN TRAIN}
+train=${2:?}
+
+small="--layers 1 --width 16 --input-dim 32 --classes 8 --samples 512
+       --eval-samples 64 --batch 8 --steps 4 --optimizer sgd --lr 0.05"
+
+# refused PATTERN ARGS...: train ARGS exits 2 with one stderr line that
+# matches PATTERN (grep -E) and prints nothing on stdout.
+n_refused=0
+refused() {
+  local pattern=$1
+  shift
+  n_refused=$((n_refused + 1))
+  local tag=refused$n_refused
+  run 20 "$tag" env -u RANK -u WORLD_SIZE "$train" "$@"
+  local lines
+  lines=$(wc -l <"$tmp/$tag.err")
+  if [ "$rc" -ne 2 ] || [ "$lines" -ne 1 ] || [ -s "$tmp/$tag.out" ] ||
+      ! grep -Eq -- "$pattern" "$tmp/$tag.err"; then
+    show "$tag"
+    fail "train $*: expected exit 2 and one line matching '$pattern'; got exit $rc and $lines lines"
+  fi
+  echo "refused (exit 2): train $*: $(cat "$tmp/$tag.err")"
+}
+
+refused "unknown option '--bogus'" $small --bogus
+refused "unknown option '--bogus'" $small --bogus=3
+refused "unexpected argument 'stray'" $small stray
+refused "--batch 'abc'" $small --batch abc
+refused "--batch '0'" $small --batch 0
+refused "--layers '2.5'" $small --layers 2.5
+refused "--lr '-1'" $small --lr -1
+refused "--lr 'nan'" $small --lr nan
+refused "--optimizer 'adam'" $small --optimizer adam
+refused "--data 'images'" $small --data images
+refused "--no-overlap 'maybe'" $small --no-overlap=maybe
+refused "--steps needs a value" $small --steps
+refused "/nonexistent" $small --data text:/nonexistent/file.txt
+refused "fewer than one step" $small --batch 1000
+
+# The INI file.
+cat >"$tmp/good.ini" <<'EOF'
+; settings at the top level ...
+layers = 1
+input_dim = 32
+classes = 8
+samples = 512
+eval-samples = 64
+steps = 7
+
+[train]
+# ... and in [train]
+width = 16
+batch = 8
+optimizer = sgd
+lr = 0.25
+warmup = 0
+log_every = 1
+EOF
+printf 'steps = 3\nbogus_key = 1\n' >"$tmp/unknown_key.ini"
+printf '[train]\nwidth = 16\n[model]\nwidth = 8\n' >"$tmp/unknown_section.ini"
+printf 'steps = 3\nbatch = zero\n' >"$tmp/bad_value.ini"
+printf 'steps = 3\nthis is not a setting\n' >"$tmp/bad_line.ini"
+printf 'config = other.ini\n' >"$tmp/nested.ini"
+
+refused "unknown_key.ini: unknown key 'bogus_key'" --config "$tmp/unknown_key.ini"
+refused "unknown section \[model\]" --config "$tmp/unknown_section.ini"
+refused "--batch 'zero'" --config "$tmp/bad_value.ini"
+refused "bad_line.ini:2" --config "$tmp/bad_line.ini"
+refused "unknown key 'config'" --config "$tmp/nested.ini"
+refused "cannot read" --config "$tmp/missing.ini"
+refused "--config needs a value" --config
+
+# From the file alone: 1 layer of 16 on 32 inputs and 8 classes is
+# 32*16+16 + 16*8+8 = 664 parameters; batch 8 on 1 rank; 7 steps.
+run 30 ini env -u RANK -u WORLD_SIZE "$train" --config "$tmp/good.ini"
+[ "$rc" -eq 0 ] || { show ini; fail "--config good.ini: exit $rc"; }
+grep -q "model 664 parameters, .* batch 8 x 1 ranks x 1 accum = 8, 7 steps" \
+  "$tmp/ini.err" || { show ini; fail "--config good.ini: not the settings of the file"; }
+[ "$(final ini steps)" = 7 ] || { show ini; fail "--config good.ini: not 7 steps"; }
+grep -q "^step 1/7 loss [0-9.]* lr 0.25 " "$tmp/ini.out" ||
+  { show ini; fail "--config good.ini: not lr 0.25 with no warmup, logged every step"; }
+# Flags win, before or after --config.
+run 30 ini_flags env -u RANK -u WORLD_SIZE "$train" --steps 5 \
+  --config "$tmp/good.ini" --width 24 --lr 0.125
+[ "$rc" -eq 0 ] || { show ini_flags; fail "--config with flags: exit $rc"; }
+# 32*24+24 + 24*8+8 = 992
+grep -q "model 992 parameters, .* 5 steps" "$tmp/ini_flags.err" ||
+  { show ini_flags; fail "flags did not override the file"; }
+[ "$(final ini_flags steps)" = 5 ] || { show ini_flags; fail "not 5 steps"; }
+grep -q "^step 1/5 loss [0-9.]* lr 0.125 " "$tmp/ini_flags.out" ||
+  { show ini_flags; fail "--lr 0.125 did not override the file"; }
+echo "--config honoured (top level and [train]); flags override it"
+
+# SGD at the largest learning rate allowed (1000) makes the loss overflow
+# to nan within a few steps (step 5 to 9 on 1 or 2 ranks).
+blowup="--layers 2 --width 128 --input-dim 32 --classes 8 --samples 4096
+        --eval-samples 64 --batch 64 --steps 50 --optimizer sgd
+        --momentum 0.9 --lr 1000 --warmup 0 --seed 1234"
+run 30 nonfinite env -u RANK -u WORLD_SIZE "$train" $blowup
+if [ "$rc" -ne 5 ] ||
+    ! grep -Eq "rank 0: the loss is -?(nan|inf) at step [0-9]+" "$tmp/nonfinite.err"; then
+  show nonfinite
+  fail "non-finite loss: expected exit 5 naming the rank and step, got exit $rc"
+fi
+grep -q '^final ' "$tmp/nonfinite.out" &&
+  { show nonfinite; fail "a final line after a non-finite loss"; }
+echo "non-finite loss: exit 5: $(grep 'the loss is' "$tmp/nonfinite.err")"
+
+# Under ddprun with a restart budget: each worker says which attempt it is.
+# Both ranks of the non-finite job train together, so both must have
+# started; in the configuration job rank 0 may fail before rank 1 prints,
+# and ddprun then stops rank 1. Either way no rank starts twice and no
+# start has a restart count above 0.
+wrapper='echo "attempt rank=$RANK restart_count=$TORCHELASTIC_RESTART_COUNT"; exec "$0" "$@"'
+for case in nonfinite:5:2 config:2:1; do
+  IFS=: read -r what want min_starts <<<"$case"
+  args=$blowup
+  [ "$what" = config ] && args="$small --bogus"
+  run 60 "ddp_$what" "$ddprun" --standalone --nproc-per-node 2 \
+    --max-restarts 3 --log-level warn sh -c "$wrapper" "$train" $args
+  out=$tmp/ddp_$what.out
+  n_starts=$(grep -c "attempt rank=" "$out")
+  n_first=$(grep -Ec "^\[rank[01]\]:attempt rank=[01] restart_count=0$" "$out")
+  n_ranks=$(sed -n 's/^\[rank[01]\]:attempt rank=\([01]\) .*/\1/p' "$out" |
+            sort -u | wc -l)
+  # ddprun's own line per worker start says "restart N of 3" too.
+  n_later=$(grep -Ec "restart [1-9][0-9]* of 3" "$tmp/ddp_$what.err")
+  if [ "$rc" -ne "$want" ] || [ "$n_starts" -lt "$min_starts" ] ||
+      [ "$n_starts" -ne "$n_first" ] || [ "$n_starts" -ne "$n_ranks" ] ||
+      [ "$n_later" -ne 0 ]; then
+    show "ddp_$what"
+    fail "ddprun --max-restarts 3, worker exits $want: expected ddprun to exit $want and each rank started at most once with restart count 0 (at least $min_starts); got exit $rc, $n_starts starts, $n_first with restart count 0, $n_ranks ranks, $n_later restarted"
+  fi
+  echo "ddprun --max-restarts 3, $what: exit $rc, $n_starts workers started once, not restarted"
+done
+grep -Eq "rank [01]: the loss is -?(nan|inf) at step [0-9]+" "$tmp/ddp_nonfinite.out" \
+  "$tmp/ddp_nonfinite.err" ||
+  { show ddp_nonfinite; fail "ddprun did not pass on the non-finite loss message"; }
+
+echo "PASS: $name ($n_refused refusals)"
