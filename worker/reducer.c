@@ -305,7 +305,6 @@ int dr_reducer_wait(dr_reducer_t *r, char *err, size_t err_len) {
   int rc = r->err;
   if (rc != 0)
     snprintf(err, err_len, "%s", r->errmsg);
-  uint64_t last_end = 0;
   for (size_t i = 0; i < r->nb; i++) {
     bucket_t *b = &r->b[i];
     if (b->work == NULL)
@@ -319,13 +318,16 @@ int dr_reducer_wait(dr_reducer_t *r, char *err, size_t err_len) {
     r->times[i].start_us = dr_work_start_us(b->work);
     r->times[i].end_us = dr_work_end_us(b->work);
     dr_work_free(&b->work);
-    if (r->times[i].end_us > r->times[i].start_us)
-      r->stats.comm_us += r->times[i].end_us - r->times[i].start_us;
-    if (r->times[i].end_us > last_end)
-      last_end = r->times[i].end_us;
+    uint64_t start = r->times[i].start_us, end = r->times[i].end_us;
+    if (end > start)
+      r->stats.comm_us += end - start;
+    /* Exposed: the part of each all-reduce after the backward pass ended,
+     * so it never exceeds the communication itself. */
+    uint64_t from = start > r->stats.backward_end_us ? start
+                                                      : r->stats.backward_end_us;
+    if (end > from)
+      r->stats.exposed_us += end - from;
   }
-  if (last_end > r->stats.backward_end_us)
-    r->stats.exposed_us = last_end - r->stats.backward_end_us;
   if (rc == 0 && r->observing)
     r->observed_done = 1;
   return rc;

@@ -87,7 +87,7 @@ int dr_reducer_wait(dr_reducer_t *r, char *err, size_t err_len);
 typedef struct {
   uint64_t backward_end_us; /* when dr_reducer_end_backward was called */
   uint64_t comm_us;         /* sum of the buckets' all-reduce durations */
-  uint64_t exposed_us;      /* time from backward end to the last bucket */
+  uint64_t exposed_us;      /* all-reduce time after the backward end */
   uint64_t first_launch_us; /* when the first bucket was launched */
 } dr_reducer_stats_t;
 

@@ -183,6 +183,11 @@ static int on_ini(void *user, const char *section, const char *name,
     return 0;
   }
   x->rc = set(x->c, r, value, x->err, x->n);
+  if (x->rc != 0) {
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", x->err);
+    snprintf(x->err, x->n, "%s: %s", x->path, msg);
+  }
   return x->rc == 0;
 }
 

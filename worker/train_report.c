@@ -171,7 +171,8 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
           r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
           med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
           comm / (double)(ran ? ran : 1), exposed / (double)(ran ? ran : 1),
-          comm > 0 && exposed < comm ? 1.0 - exposed / comm : 0.0, r->world,
-          crc);
+          r->world > 1 && comm > 0 && exposed < comm ? 1.0 - exposed / comm
+                                                      : 0.0,
+          r->world, crc);
   return 0;
 }
