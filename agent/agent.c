@@ -23,6 +23,7 @@
 static void finish(dr_agent_t *ag, int code);
 static void send_join(dr_agent_t *ag);
 static void reconnect(dr_agent_t *ag);
+static void on_retry_reconnect(uv_timer_t *t);
 static void on_join_timeout(uv_timer_t *t);
 
 static double wall_now(void) {
@@ -339,6 +340,14 @@ static void on_lost(void *arg, int code, const char *why) {
   int config = code == DR_ERUNID || code == DR_ENOAUTH || code == DR_EAUTH ||
                code == DR_EVERSION || code == DR_EDUPRANK ||
                code == DR_EBADRANK || code == DR_ENPROC || code == DR_EFULL;
+  if (!config && ag->reconnecting &&
+      uv_now(&ag->loop) < ag->reconnect_deadline) {
+    /* Connected, then lost again before the handshake finished: keep
+     * trying until the join timeout of this reconnection runs out. */
+    dr_arz_close(&ag->arz);
+    uv_timer_start(&ag->retry_timer, on_retry_reconnect, 100, 0);
+    return;
+  }
   if (!config && !ag->cfg->server_in_process && ag->have_asg &&
       !ag->reconnecting) {
     /* A restarted server takes the job back: stop, reconnect, rejoin;
@@ -396,6 +405,8 @@ static void on_join_timeout(uv_timer_t *t) {
   finish(ag, 3);
 }
 
+static void on_retry_reconnect(uv_timer_t *t) { reconnect(t->data); }
+
 static void on_ready(void *arg) {
   dr_agent_t *ag = arg;
   ag->reconnecting = 0;
@@ -425,10 +436,26 @@ static int start_arz(dr_agent_t *ag) {
 
 static void reconnect(dr_agent_t *ag) {
   dr_arz_close(&ag->arz);
+  if (!ag->reconnecting)
+    ag->reconnect_deadline = uv_now(&ag->loop) + ag->o->join_timeout_ms;
   ag->reconnecting = 1;
   ag->state = DR_AG_JOINING;
   if (start_arz(ag) != 0)
     finish(ag, 3);
+}
+
+/* 1 when pid is stopped (SIGSTOP, a debugger): state T or t. */
+static int process_stopped(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
 }
 
 /* A worker that reported progress and then stopped reporting for
@@ -449,7 +476,13 @@ static void on_hang_timer(uv_timer_t *t) {
       w->progress_ms = now;
       continue;
     }
-    if (w->progress_seq == 0 || now - w->progress_ms <= ag->o->hang_timeout_ms)
+    /* A stopped process is the hang itself; ranks that merely wait for
+     * it in a collective are judged a little later, so that the agent of
+     * the stopped one names the right rank first. */
+    uint64_t limit = ag->o->hang_timeout_ms;
+    if (!process_stopped(w->pid))
+      limit += limit / 2;
+    if (w->progress_seq == 0 || now - w->progress_ms <= limit)
       continue;
     double idle = (now - w->progress_ms) / 1000.0;
     fprintf(stderr, "ddprun: rank %u (local rank %u, pid %d) made no progress "
@@ -534,6 +567,7 @@ static void finish(dr_agent_t *ag, int code) {
   uv_close((uv_handle_t *)&ag->hb_timer, close_cb);
   uv_close((uv_handle_t *)&ag->join_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hang_timer, close_cb);
+  uv_close((uv_handle_t *)&ag->retry_timer, close_cb);
   uv_close((uv_handle_t *)&ag->sigchld, close_cb);
   for (int i = 0; i < ag->n_sigs; i++)
     uv_close((uv_handle_t *)&ag->sigs[i], close_cb);
@@ -618,8 +652,9 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   uv_timer_init(&ag->loop, &ag->hb_timer);
   uv_timer_init(&ag->loop, &ag->join_timer);
   uv_timer_init(&ag->loop, &ag->hang_timer);
+  uv_timer_init(&ag->loop, &ag->retry_timer);
   ag->kill_timer.data = ag->hb_timer.data = ag->join_timer.data = ag;
-  ag->hang_timer.data = ag;
+  ag->hang_timer.data = ag->retry_timer.data = ag;
   uv_signal_init(&ag->loop, &ag->sigchld);
   ag->sigchld.data = ag;
   uv_signal_start(&ag->sigchld, on_sigchld, SIGCHLD);

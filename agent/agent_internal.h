@@ -196,6 +196,8 @@ struct dr_agent {
   char progress_path[300];
   uv_timer_t hang_timer;
   int reconnecting;          /* connecting again after losing the server */
+  uint64_t reconnect_deadline;
+  uv_timer_t retry_timer;
   struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
 };
 

@@ -300,14 +300,30 @@ int dr__workers_groups_empty(dr_agent_t *ag) {
   return empty;
 }
 
+/* A communication failure (3, 4) is usually the echo of another one. */
+static int is_echo(const dr_worker_t *w) {
+  return w->signal == 0 && (w->exit_code == 3 || w->exit_code == 4);
+}
+
+static void report_batch(dr_agent_t *ag, dr_worker_t **w, size_t n) {
+  for (int pass = 0; pass < 2; pass++)
+    for (size_t i = 0; i < n; i++)
+      if (is_echo(w[i]) == pass)
+        dr__agent_worker_exited(ag, w[i]);
+}
+
 void dr__workers_reap(dr_agent_t *ag) {
+  /* Reap everything first, then report: of exits seen together, a crash is
+   * handled before the communication failures it caused. */
+  dr_worker_t *reaped[64];
+  size_t n = 0;
   for (;;) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) {
       if (pid < 0 && errno == EINTR)
         continue;
-      return;
+      break;
     }
     for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
       dr_worker_t *w = &ag->w[i];
@@ -322,10 +338,15 @@ void dr__workers_reap(dr_agent_t *ag) {
       } else {
         w->exit_code = WEXITSTATUS(status);
       }
-      dr__agent_worker_exited(ag, w);
+      reaped[n++] = w;
       break;
     }
+    if (n == sizeof(reaped) / sizeof(reaped[0])) {
+      report_batch(ag, reaped, n);
+      n = 0;
+    }
   }
+  report_batch(ag, reaped, n);
 }
 
 void dr__workers_close(dr_agent_t *ag) {

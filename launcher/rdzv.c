@@ -62,7 +62,9 @@ int dr__rdzv_init(dr_server_t *s) {
   r->gen = 1;
   uv_timer_init(s->loop, &r->last_call);
   r->last_call.data = s;
-  s->n_handles_open++;
+  uv_timer_init(s->loop, &r->hold);
+  r->hold.data = s;
+  s->n_handles_open += 2;
   r->rank_holder = calloc(s->cfg.max_nodes, sizeof(*r->rank_holder));
   if (r->rank_holder == NULL)
     return -ENOMEM;
@@ -72,6 +74,7 @@ int dr__rdzv_init(dr_server_t *s) {
 
 void dr__rdzv_close(dr_server_t *s) {
   uv_close((uv_handle_t *)&s->rdzv.last_call, on_rdzv_handle_closed);
+  uv_close((uv_handle_t *)&s->rdzv.hold, on_rdzv_handle_closed);
 }
 
 void dr__rdzv_free(dr_server_t *s) {
@@ -95,6 +98,8 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
   dr_rdzv_t *r = &s->rdzv;
   r->state = DR_JOB_DONE;
   r->exit_code = code;
+  uv_timer_stop(&r->hold);
+  r->holding = 0;
   snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
   uv_timer_stop(&r->last_call);
   char esc[1100];
@@ -125,8 +130,14 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
 
 /* ---- rounds ------------------------------------------------------------ */
 
+/* Nodes that held a rank before keep their order (their ranks, and so the
+ * checkpoints they keep, stay put across restarts); then host, arrival. */
 static int cmp_node(const void *a, const void *b) {
   const dr_node_t *x = *(dr_node_t *const *)a, *y = *(dr_node_t *const *)b;
+  if ((x->prev_rank >= 0) != (y->prev_rank >= 0))
+    return x->prev_rank >= 0 ? -1 : 1;
+  if (x->prev_rank != y->prev_rank)
+    return x->prev_rank < y->prev_rank ? -1 : 1;
   int c = strcmp(x->host, y->host);
   if (c != 0)
     return c;
@@ -237,6 +248,8 @@ static void update_last_call(dr_server_t *s) {
  * rejoin; nodes that were waiting join the new round directly. */
 static void open_generation(dr_server_t *s, const char *reason) {
   dr_rdzv_t *r = &s->rdzv;
+  uv_timer_stop(&r->hold);
+  r->holding = 0;
   r->gen++;
   r->state = DR_JOB_FORMING;
   r->last_call_expired = 0;
@@ -251,10 +264,12 @@ static void open_generation(dr_server_t *s, const char *reason) {
                  r->gen, r->restarts_used, dr_json_escape(reason, esc, sizeof(esc)));
   for (size_t i = 0; i < r->n_round; i++) {
     dr_node_t *n = r->round[i];
-    if (n->conn != NULL &&
-        dr_enc_restart(&s->out, 0, r->gen, r->restarts_used,
-                       dr_str(reason)) == 0)
-      dr__conn_send(n->conn);
+    if (n->conn != NULL) {
+      n->conn->prev_rank = n->node_rank;
+      if (dr_enc_restart(&s->out, 0, r->gen, r->restarts_used,
+                         dr_str(reason)) == 0)
+        dr__conn_send(n->conn);
+    }
     node_free(n);
   }
   r->n_round = 0;
@@ -299,6 +314,7 @@ static dr_node_t *node_new(dr_conn_t *c, const dr_join_t *j, uint32_t req) {
     n->boot_len = j->bootstrap_offer.len;
   }
   n->conn = c;
+  n->prev_rank = c->prev_rank;
   n->join_req = req;
   n->arrival = ++c->srv->rdzv.arrivals;
   snprintf(n->host, sizeof(n->host), "%.*s", (int)j->host.len,
@@ -432,6 +448,39 @@ static void describe_failure(const dr_node_t *n, const dr_failure_t *f,
            (const char *)f->message.p);
 }
 
+
+/* Restart from the budget, or stop: the job's answer to its root cause. */
+static void decide_failure(dr_server_t *s, int code, int exit_code,
+                           int signal, const char *what) {
+  dr_rdzv_t *r = &s->rdzv;
+  char reason[1200];
+  if (signal == 0 && (exit_code == 2 || exit_code == 5)) {
+    snprintf(reason, sizeof(reason), "%s, not restarted: %s",
+             exit_code == 2 ? "configuration error" : "non-finite loss", what);
+    stop_job(s, exit_code, reason);
+  } else if (r->restarts_used < s->cfg.max_restarts) {
+    r->restarts_used++;
+    snprintf(reason, sizeof(reason), "restart %u of %u: %s", r->restarts_used,
+             s->cfg.max_restarts, what);
+    open_generation(s, reason);
+  } else {
+    snprintf(reason, sizeof(reason), "restart budget of %u spent; root cause: %s",
+             s->cfg.max_restarts, what);
+    stop_job(s, code != 0 ? code : 1, reason);
+  }
+}
+
+static void on_hold(uv_timer_t *t) {
+  dr_server_t *s = t->data;
+  dr_rdzv_t *r = &s->rdzv;
+  if (!r->holding)
+    return;
+  r->holding = 0;
+  if (r->state == DR_JOB_RUNNING)
+    decide_failure(s, r->held_code, r->held_exit, r->held_signal,
+                   r->held_what);
+}
+
 static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
@@ -444,7 +493,7 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
              f.gen, c->peer, r->gen);
     return;
   }
-  char what[1024], reason[1200], esc[1100];
+  char what[1024], esc[1100];
   describe_failure(c->node, &f, what, sizeof(what));
   dr_events_emit(s->events, "failure",
                  ",\"gen\":%" PRIu64 ",\"rank\":%u,\"exit_code\":%d,\"signal\":%d,"
@@ -452,21 +501,24 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
                  f.gen, f.rank, f.exit_code, f.signal,
                  dr_json_escape(what, esc, sizeof(esc)));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
-  if (f.signal == 0 && (f.exit_code == 2 || f.exit_code == 5)) {
-    snprintf(reason, sizeof(reason), "%s, not restarted: %s",
-             f.exit_code == 2 ? "configuration error" : "non-finite loss",
-             what);
-    stop_job(s, f.exit_code, reason);
-  } else if (r->restarts_used < s->cfg.max_restarts) {
-    r->restarts_used++;
-    snprintf(reason, sizeof(reason), "restart %u of %u: %s", r->restarts_used,
-             s->cfg.max_restarts, what);
-    open_generation(s, reason);
-  } else {
-    snprintf(reason, sizeof(reason), "restart budget of %u spent; root cause: %s",
-             s->cfg.max_restarts, what);
-    stop_job(s, code != 0 ? code : 1, reason);
+  int echo = f.signal == 0 && (f.exit_code == 3 || f.exit_code == 4);
+  if (r->holding) {
+    if (echo)
+      return; /* the first echo is already held */
+    uv_timer_stop(&r->hold);
+    r->holding = 0;
+  } else if (echo) {
+    r->holding = 1;
+    r->held_code = code;
+    r->held_exit = f.exit_code;
+    r->held_signal = f.signal;
+    snprintf(r->held_what, sizeof(r->held_what), "%s", what);
+    /* Held for at most the heartbeat timeout: by then the node of the
+     * failure it echoes has reported it, or is declared lost. */
+    uv_timer_start(&r->hold, on_hold, s->cfg.heartbeat_timeout_ms, 0);
+    return;
   }
+  decide_failure(s, code, f.exit_code, f.signal, what);
 }
 
 static void handle_success(dr_conn_t *c, const dr_msg_t *m) {

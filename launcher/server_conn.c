@@ -405,6 +405,7 @@ void dr__conn_accept(dr_server_t *s) {
   if (c == NULL)
     return;
   c->srv = s;
+  c->prev_rank = -1;
   uv_tcp_init(s->loop, &c->tcp);
   c->tcp.data = c;
   s->n_handles_open++;

@@ -38,6 +38,7 @@ struct dr_conn {
   char peer_ip[48];
   char host[256];       /* from HELLO */
   dr_node_t *node;      /* set while this connection is a node of the job */
+  int64_t prev_rank;    /* node rank in the last generation, or -1 */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
   dr_waiter_t *waiters; /* store requests blocked on this connection */
@@ -57,6 +58,7 @@ struct dr_node {
   uint8_t *boot;          /* bootstrap offer */
   uint32_t boot_len;
   uint32_t node_rank;     /* valid once assigned */
+  int64_t prev_rank;      /* its node rank in the previous generation, -1 */
   int succeeded;
 };
 
@@ -83,6 +85,14 @@ typedef struct {
   int exit_code;
   char stop_reason[1024];
   uint8_t boot[128];       /* bootstrap when node 0 offers none */
+  /* A communication failure (exit 3 or 4) is often the echo of a failure
+   * elsewhere: it is held (up to the heartbeat timeout) so that the real
+   * root cause, if it is on its way, is the one the job acts on and
+   * reports; any other failure ends the hold at once. */
+  uv_timer_t hold;
+  int holding;
+  int held_code, held_exit, held_signal;
+  char held_what[1024];
 } dr_rdzv_t;
 
 struct dr_server {
