@@ -501,7 +501,11 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
                  f.gen, f.rank, f.exit_code, f.signal,
                  dr_json_escape(what, esc, sizeof(esc)));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
-  int echo = f.signal == 0 && (f.exit_code == 3 || f.exit_code == 4);
+  /* A worker's own communication failure may echo another failure; an
+   * agent's verdict that a worker hung (its message starts "hung:") is a
+   * root cause itself. */
+  int echo = f.signal == 0 && (f.exit_code == 3 || f.exit_code == 4) &&
+             !(f.message.len >= 5 && memcmp(f.message.p, "hung:", 5) == 0);
   if (r->holding) {
     if (echo)
       return; /* the first echo is already held */

@@ -1,0 +1,623 @@
+#!/usr/bin/env bash
+# Elastic recovery of ddprun end to end, on 127.0.0.1: a standalone
+# ddprun-rdzv (port 0, read from its log through a FIFO) and one ddprun per
+# node, training with train (2 workers per node) unless said otherwise.
+#
+#   identical       a worker of node 1 SIGKILLed between checkpoints: the
+#                   group restarts, resumes and ends with the weights of an
+#                   uninterrupted run.
+#   identical_local a checkpoint directory per node, and node 0 slower to
+#                   stop than node 1: every node keeps its node rank across
+#                   the restart, so rank 0 finds its checkpoint again.
+#   budget          --max-restarts 2 and a worker that always fails: three
+#                   attempts on every node (RESTART_COUNT 0, 1, 2 on every
+#                   rank), then every ddprun exits with the worker's code.
+#   nodeloss        --nnodes 2:3, one of three agents SIGKILLed: the job ends
+#                   on two nodes (world 4) and the lost agent's workers die.
+#   nodeloss_fixed  --nnodes 3, the same kill: the survivors stop with exit 3
+#                   and a message that names the lost node.
+#   latejoin        --nnodes 2:3 running on two nodes: a third joins, the
+#                   group restarts to take it in (world 6, no restart spent).
+#   hang            a worker SIGSTOPped mid-step with --hang-timeout 3: the
+#                   group restarts and completes with the uninterrupted
+#                   weights; a hung rank and its last step are named.
+#   hang_blame      the same stop: the rank named is the stopped one, not a
+#                   rank that waits for it in an all-reduce.
+#   hang_prompt     the same stop: the server restarts the group as soon as
+#                   the verdict on the stopped worker arrives.
+#   root_cause      --max-restarts 0, a worker SIGKILLed while its agent is
+#                   slow to notice: the peers that lost it are reported
+#                   first, but every ddprun exits 137 naming the SIGKILL.
+#   server_restart  ddprun-rdzv SIGKILLed after a checkpoint and started
+#                   again on its port: the agents reconnect, the job resumes
+#                   and ends with the uninterrupted weights.
+#   server_reset    the same, but the agents' first reconnection is reset
+#                   during the handshake: they keep trying and rejoin.
+#
+# Where a job must be caught mid-run, its workers start through a wrapper
+# that reads $tmp/hold: while the file holds a number, workers started then
+# keep each finished checkpoint that many ms before its rename
+# (DDPRUN_CKPT_TEST_DELAY_MS), which holds the job at a known step.
+#
+# Usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL
+set -u
+mode=${1:?usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL}
+rdzv=${2:?} ddprun=${3:?} train=${4:?} rtool=${5:?}
+name=$mode
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+# Bounds: each ddprun and server runs under timeout; each wait has its own.
+job_secs=60
+wait_secs=30
+hb=2
+
+train_args=(--layers 2 --width 128 --input-dim 32 --classes 8 --samples 8192
+  --eval-samples 256 --batch 16 --steps 40 --log-every 5 --seed 11
+  --ckpt-every 5)
+hold_wrapper=(/bin/sh -c 'if [ -s "$0" ]; then
+  DDPRUN_CKPT_TEST_DELAY_MS=$(cat "$0"); export DDPRUN_CKPT_TEST_DELAY_MS; fi
+  exec "$@"' "$tmp/hold")
+
+# log_dir TAG: $tmp/log.TAG, with an empty events file that the tests can
+# follow from the start (ddprun appends to it).
+log_dir() {
+  mkdir -p "$tmp/log.$1/$id" && : >>"$tmp/log.$1/$id/events.jsonl" ||
+    fail "cannot create $tmp/log.$1/$id"
+}
+# server TAG NNODES K [ARGS...]: a server for job $id, on srv_port (0 when
+# unset).
+server() {
+  local tag=$1 nn=$2 k=$3
+  shift 3
+  log_dir "$tag"
+  start_server "$tag" "$job_secs" --port "${srv_port:-0}" --nnodes "$nn" \
+    --rdzv-id "$id" --max-restarts "$k" --heartbeat-timeout "$hb" \
+    --last-call-timeout 1 --log-dir "$tmp/log.$tag" "$@"
+}
+# agent TAG NNODES K PROGRAM...: one node of job $id, 2 workers; extra
+# ddprun options in the array agent_opts, environment in agent_env.
+agent() {
+  local tag=$1 nn=$2 k=$3
+  shift 3
+  log_dir "$tag"
+  start_agent "$tag" "$job_secs" --nnodes "$nn" --nproc-per-node 2 \
+    --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" \
+    --rdzv-conf "is_host=0,join_timeout=$wait_secs,heartbeat_timeout=$hb,last_call_timeout=1" \
+    --max-restarts "$k" --log-dir "$tmp/log.$tag" --stop-grace 2 \
+    "${agent_opts[@]}" "$@"
+}
+agent_opts=()
+declare -A apid # tag -> the timeout wrapper of its ddprun
+ev() { echo "$tmp/log.$1/$id/events.jsonl"; }
+
+# all TAG...: the tags' stdout and stderr, concatenated, in $tmp/all.
+all() {
+  local t
+  for t in "$@"; do
+    cat "$tmp/$t.out" "$tmp/$t.err"
+  done >"$tmp/all"
+}
+# expect_rc TAG RC WANT: a wrapper's status.
+expect_rc() {
+  if [ "$2" -eq 124 ] || { [ "$2" -eq 137 ] && [ "$3" -ne 137 ]; }; then
+    show "$1"
+    fail "$1 still running after $job_secs s (status $2)"
+  fi
+  [ "$2" -eq "$3" ] || { show "$1"; fail "$1 exited $2, expected $3"; }
+}
+
+# ref TAG: an uninterrupted 2x2 run of the job; sets ref_crc.
+ref() {
+  local tag=$1 save_id=$id
+  id=${save_id}_ref
+  server "$tag.srv" 2 0
+  local s=$srv_pid
+  agent "$tag.n0" 2 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/$tag.ckpt"
+  local a0=$agent_pid
+  agent "$tag.n1" 2 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/$tag.ckpt"
+  local a1=$agent_pid
+  finish "$a0"; expect_rc "$tag.n0" "$rc" 0
+  finish "$a1"; expect_rc "$tag.n1" "$rc" 0
+  finish "$s"; expect_rc "$tag.srv" "$rc" 0
+  all "$tag.n0" "$tag.n1"
+  ref_crc=$(crc_of "$tmp/all")
+  [ -n "$ref_crc" ] || { show "$tag.n0"; fail "the reference run printed no final line"; }
+  [ "$(world_of "$tmp/all")" = 4 ] || fail "the reference run's world is not 4"
+  id=$save_id
+}
+
+# spawn_gens EVENTS: the generations of the spawn events, sorted, one per spawn.
+spawn_gens() { events "$1" spawn | field gen | sort -n | tr '\n' ' '; }
+
+# holds_rank EVENTS GEN RANK: whether this agent spawned RANK in GEN.
+holds_rank() {
+  events "$1" spawn | grep -q "\"gen\":$2,\"rank\":$3,"
+}
+# holder GEN RANK TAG...: the agent (tag) that spawned RANK in GEN.
+holder() {
+  local gen=$1 rank=$2 t
+  shift 2
+  for t in "$@"; do
+    holds_rank "$(ev "$t")" "$gen" "$rank" && { echo "$t"; return 0; }
+  done
+  fail "no agent of $* spawned rank $rank in generation $gen"
+}
+# started GEN TAG...: waits until every agent has spawned its workers of
+# generation GEN.
+started() {
+  local gen=$1 t
+  shift
+  for t in "$@"; do
+    wait_for "$wait_secs" "$(ev "$t")" \
+      "\"event\":\"spawn\",\"gen\":$gen,.*\"local_rank\":1," ||
+      { show "$t"; fail "$t started no workers of generation $gen"; }
+  done
+}
+# held TAG...: waits until rank 0 of generation 1 keeps its checkpoint of
+# step 5 before the rename (the hold).
+held() {
+  local r0
+  r0=$(holder 1 0 "$@") || exit 1
+  wait_for "$wait_secs" "$tmp/$r0.err" \
+    "ckpt-0000000005.bin.tmp.* is written; waiting" ||
+    { show "$r0"; fail "rank 0 never reached its checkpoint of step 5"; }
+}
+
+t_start=$(date +%s.%N)
+id=rec_${mode}_$$
+
+case $mode in
+identical)
+  ref ref
+  agent_env=(DDPRUN_CKPT_TEST_KILL_AT=12:3)
+  server srv 2 1
+  s=$srv_pid
+  # The nodes share a checkpoint directory (identical_local: one each).
+  agent n0 2 1 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+  a0=$agent_pid
+  agent n1 2 1 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+  a1=$agent_pid
+  finish "$a0"; expect_rc n0 "$rc" 0
+  finish "$a1"; expect_rc n1 "$rc" 0
+  finish "$s"; expect_rc srv "$rc" 0
+  all n0 n1
+  grep -q "rank 3: test hook: killing this worker after step 12" "$tmp/all" ||
+    fail "rank 3 was not killed after step 12"
+  # Rank 3 was on node 1: its agent spawned it in generation 1.
+  k=
+  for n in n0 n1; do
+    holds_rank "$(ev $n)" 1 3 && k=$n
+  done
+  [ -n "$k" ] || fail "no agent spawned rank 3 in generation 1"
+  events "$(ev $k)" assign | grep -q '"gen":1,"node_rank":1,' ||
+    fail "rank 3 was not on node 1: $(events "$(ev $k)" assign)"
+  # Which failure the server records first (rank 3's SIGKILL or a peer's
+  # exit 4 after losing it) is a race here; root_cause pins it down.
+  events "$(ev $k)" exit | grep -q '"gen":1,"rank":3,.*"signal":9,' ||
+    fail "node 1 recorded no SIGKILL of rank 3"
+  [ "$(events "$(ev srv)" restart | field restart_count)" = 1 ] ||
+    fail "the server did not restart exactly once"
+  events "$(ev srv)" failure | head -n 1 | grep -q '"gen":1,' ||
+    fail "the server recorded no failure in generation 1"
+  for n in n0 n1; do
+    [ "$(spawn_gens "$(ev $n)")" = "1 1 2 2 " ] ||
+      fail "$n spawned generations $(spawn_gens "$(ev $n)"), not 1 1 2 2"
+    events "$(ev $n)" assign | grep -q '"gen":2,.*"restart_count":1' ||
+      fail "$n: generation 2 was not restart 1"
+  done
+  for n in n0 n1; do
+    grep -q "^ddprun: restarting the workers (generation 2, restart 1 of 1)" \
+      "$tmp/$n.err" || fail "$n did not say that it restarts"
+  done
+  grep -q "resuming at step 10 of 40" "$tmp/all" ||
+    fail "the restarted group did not resume at step 10"
+  crc=$(crc_of "$tmp/all")
+  [ "$crc" = "$ref_crc" ] ||
+    fail "weights $crc after the restart differ from the uninterrupted $ref_crc"
+  echo "identical: rank 3 killed after step 12, resumed at 10: $crc = $ref_crc"
+  ;;
+
+identical_local)
+  # A checkpoint directory per node, as on hosts with local disks: rank 0
+  # writes into its node's. Rank 3 (node 1) is SIGKILLed while rank 0
+  # keeps its checkpoint of step 10 for 1 s before the rename; rank 0
+  # ignores SIGTERM (a worker finishing its checkpoint), so node 0 stops a
+  # second after node 1. Every node must keep its node rank across the
+  # restart, so that rank 0 finds its checkpoint again.
+  ref ref
+  echo 1000 >"$tmp/hold"
+  server srv 2 1
+  s=$srv_pid
+  for n in n0 n1; do
+    agent $n 2 1 /bin/sh -c '[ "$RANK" = 0 ] && trap "" TERM; exec "$@"' \
+      "$tmp/noterm" \
+      "${hold_wrapper[@]}" "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt.$n"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1
+  k=$(holder 1 3 n0 n1) || exit 1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  wait_for "$wait_secs" "$tmp/$r0.err" \
+    "ckpt-0000000010.bin.tmp.* is written; waiting" ||
+    { show "$r0"; fail "rank 0 never reached its checkpoint of step 10"; }
+  rm -f "$tmp/hold"
+  kill -KILL "$(events "$(ev $k)" spawn | grep '"gen":1,"rank":3,' | field pid)"
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  finish "$s"; expect_rc srv "$rc" 0
+  all n0 n1
+  crc=$(crc_of "$tmp/all")
+  [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
+  r0b=$(holder 2 0 n0 n1) || exit 1
+  for n in n0 n1; do
+    r1=$(events "$(ev $n)" assign | grep '"gen":1,' | field node_rank)
+    r2=$(events "$(ev $n)" assign | grep '"gen":2,' | field node_rank)
+    [ "$r1" = "$r2" ] ||
+      fail "$n was node $r1 in generation 1 and node $r2 after the" \
+        "restart, so rank 0 moved away from its checkpoints:" \
+        "$(grep 'no checkpoint in\|resuming at' "$tmp/$r0b.err" | tail -n 1)"
+  done
+  grep -q "resuming at step 10 of 40 .* from $tmp/ckpt.$r0/" "$tmp/all" ||
+    fail "the restarted group did not resume at step 10"
+  echo "identical_local: resumed at step 10 from $r0's directory: $crc"
+  ;;
+
+budget)
+  server srv 2 2
+  s=$srv_pid
+  rec=$tmp/records
+  agent n0 2 2 "$rtool" fail-worker "$rec" 4 3 7 "$wait_secs"
+  a0=$agent_pid
+  agent n1 2 2 "$rtool" fail-worker "$rec" 4 3 7 "$wait_secs"
+  a1=$agent_pid
+  finish "$a0"; expect_rc n0 "$rc" 7
+  finish "$a1"; expect_rc n1 "$rc" 7
+  finish "$s"; expect_rc srv "$rc" 7
+  for n in n0 n1; do
+    [ "$(spawn_gens "$(ev $n)")" = "1 1 2 2 3 3 " ] ||
+      fail "$n spawned generations $(spawn_gens "$(ev $n)"), not 1 1 2 2 3 3"
+    [ "$(events "$(ev $n)" assign | field restart_count | tr '\n' ' ')" = \
+      "0 1 2 " ] || fail "$n: the attempts' restart counts are not 0 1 2"
+    grep -q "^ddprun: job failed with exit code 7$" "$tmp/$n.err" ||
+      { show $n; fail "$n did not say that the job failed"; }
+    # The root cause: the node's own record, or the server's account.
+    grep -A 1 "^ddprun: root cause (first failure" "$tmp/$n.err" |
+      grep -q "rank 3 .*exited with code 7" ||
+      { show $n; fail "$n did not name the root cause"; }
+    events "$(ev $n)" stop | grep -q '"exit_code":7' ||
+      fail "$n: no stop event with code 7"
+  done
+  for r in 0 1 2 3; do
+    got=$(awk -v r=$r '$2 == r { print $1 }' "$rec" | sort -n | tr '\n' ' ')
+    [ "$got" = "0 1 2 " ] ||
+      fail "rank $r saw TORCHELASTIC_RESTART_COUNT $got, not 0 1 2"
+  done
+  [ "$(events "$(ev srv)" failure | grep -c '"rank":3,"exit_code":7')" = 3 ] ||
+    fail "the server did not record 3 failures of rank 3"
+  events "$(ev srv)" stop | grep -q '"exit_code":7,"reason":"restart budget of 2 spent; root cause: rank 3 ' ||
+    fail "the server's stop event does not say the budget was spent"
+  echo "budget: 3 attempts on both nodes, counts 0 1 2 on ranks 0-3, exit 7"
+  ;;
+
+nodeloss | nodeloss_fixed)
+  if [ "$mode" = nodeloss ]; then nn=2:3; else nn=3; fi
+  # Held in its first checkpoint, generation 1 (world 6) commits none, so
+  # generation 2 (world 4) starts at step 0: train refuses a checkpoint of
+  # another global batch.
+  echo 30000 >"$tmp/hold"
+  server srv "$nn" 0
+  s=$srv_pid
+  for n in n0 n1 n2; do
+    agent $n "$nn" 0 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+      --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1 n2
+  held n0 n1 n2
+  rm -f "$tmp/hold"
+  # The victim: the agent of node rank 1.
+  v=
+  for n in n0 n1 n2; do
+    events "$(ev $n)" assign | grep -q '"gen":1,"node_rank":1,' && v=$n
+  done
+  [ -n "$v" ] || fail "no agent holds node rank 1"
+  vw=${apid[$v]}
+  vpid=$(child_of "$vw") || exit 1
+  victims=$(events "$(ev $v)" spawn | field pid | tr '\n' ' ')
+  t_kill=$(date +%s.%N)
+  kill -KILL "$vpid"
+  finish "$vw"; expect_rc $v "$rc" 137
+  # The dead agent's workers (and its watchdog) go away by themselves.
+  # shellcheck disable=SC2086
+  left=$("$rtool" gone 10 $victims) ||
+    fail "workers of the killed agent $v still run 10 s after the kill: $left"
+  gone_s=$(elapsed "$t_kill")
+  survivors=
+  for n in n0 n1 n2; do [ $n != "$v" ] && survivors="$survivors $n"; done
+  want=0
+  [ "$mode" = nodeloss_fixed ] && want=3
+  for n in $survivors; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" $want
+  done
+  finish "$s"; expect_rc srv "$rc" $want
+  events "$(ev srv)" node_lost | grep -q '"node_rank":1,' ||
+    fail "the server recorded no loss of node 1"
+  # shellcheck disable=SC2086
+  all $survivors
+  if [ "$mode" = nodeloss ]; then
+    for n in $survivors; do
+      events "$(ev $n)" restart | grep -q "node 1 ('[^']*') lost" ||
+        fail "$n was not restarted because node 1 was lost"
+      events "$(ev $n)" assign | grep -q '"gen":1,.*"nnodes":3,"world_size":6,' ||
+        fail "$n: generation 1 is not 3 nodes of world 6"
+      events "$(ev $n)" assign | grep -q '"gen":2,.*"nnodes":2,"world_size":4,' ||
+        fail "$n: generation 2 is not 2 nodes of world 4"
+    done
+    [ "$(world_of "$tmp/all")" = 4 ] ||
+      fail "the job did not end on world 4: $(grep final "$tmp/all")"
+    echo "nodeloss: node 1 lost, the job ended on world 4"
+  else
+    for n in $survivors; do
+      grep -q "node 1 ('[^']*') lost (.*); 2 nodes remain and the job needs at least 3" \
+        "$tmp/$n.err" || { show $n; fail "$n did not say why it stopped"; }
+    done
+    events "$(ev srv)" stop | grep -q '"exit_code":3,.*node 1' ||
+      fail "the server's stop event does not name node 1"
+    echo "nodeloss_fixed: node 1 lost, both survivors exited 3"
+  fi
+  echo "the killed agent's workers were gone ${gone_s} s after the kill"
+  ;;
+
+latejoin)
+  echo 30000 >"$tmp/hold"
+  server srv 2:3 0
+  s=$srv_pid
+  for n in n0 n1; do
+    agent $n 2:3 0 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+      --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  # Both nodes run (held at step 5); then the third comes.
+  started 1 n0 n1
+  held n0 n1
+  events "$(ev srv)" round_complete | grep -q '"gen":1,"nnodes":2,' ||
+    fail "generation 1 is not a round of 2 nodes"
+  rm -f "$tmp/hold"
+  agent n2 2:3 0 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+    --ckpt-dir "$tmp/ckpt"
+  apid[n2]=$agent_pid
+  for n in n0 n1 n2; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  finish "$s"; expect_rc srv "$rc" 0
+  events "$(ev srv)" node_joined | grep -q '"gen":1,' ||
+    fail "the server recorded no node joining generation 1"
+  for n in n0 n1 n2; do
+    events "$(ev $n)" assign | tail -n 1 |
+      grep -q '"nnodes":3,"world_size":6,.*"restart_count":0' ||
+      fail "$n: the last generation is not 3 nodes of world 6, restart 0"
+  done
+  all n0 n1 n2
+  [ "$(world_of "$tmp/all")" = 6 ] ||
+    fail "the job did not end on world 6: $(grep final "$tmp/all")"
+  [ "$(grep -c '^\[rank0\]:final ' "$tmp/all")" = 1 ] ||
+    fail "not exactly one final line"
+  echo "latejoin: a third node taken in, the job ended on world 6"
+  ;;
+
+hang | hang_blame | hang_prompt)
+  # A longer job: rank 3 is stopped in the middle of its steps, where the
+  # other ranks soon wait for it in an all-reduce.
+  train_args=(--layers 2 --width 128 --input-dim 32 --classes 8
+    --samples 8192 --eval-samples 256 --batch 16 --steps 2000 --log-every 50
+    --seed 11 --ckpt-every 100)
+  [ "$mode" = hang ] && ref ref
+  server srv 2 1
+  s=$srv_pid
+  agent_opts=(--hang-timeout 3)
+  for n in n0 n1; do
+    agent $n 2 1 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1
+  k=$(holder 1 3 n0 n1) || exit 1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  p3=$(events "$(ev $k)" spawn | grep '"gen":1,"rank":3,' | field pid)
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:step 300/2000 ' ||
+    { show $r0; fail "rank 0 never reached step 300"; }
+  kill -STOP "$p3"
+  t_stop=$(date +%s.%N)
+  wait_for "$wait_secs" "$(ev srv)" '"event":"restart"' ||
+    fail "no restart after the hang"
+  restart_s=$(elapsed "$t_stop")
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  finish "$s"; expect_rc srv "$rc" 0
+  all n0 n1
+  first=$(events "$(ev srv)" failure | head -n 1)
+  named=$(grep "made no progress" "$tmp/all")
+  echo "rank 3 (pid $p3) stopped after step 300 of rank 0; restart" \
+    "${restart_s} s later; ddprun said:"
+  echo "$named"
+  if [ "$mode" = hang ]; then
+    echo "$named" | grep -q "^ddprun: rank [0-3] (local rank [01], pid [0-9]*) made no progress for [0-9.]* s after step [0-9]*; treating it as hung$" ||
+      fail "no hung rank and its last step were named"
+    echo "$first" | grep -q '"gen":1,"rank":[0-3],"exit_code":4,.*hung: no progress for [0-9.]* s after step [0-9]* (--hang-timeout 3.0 s)' ||
+      fail "the server's first failure is not a hang (exit 4): $first"
+    grep -q "resuming at step [1-9][0-9]* of 2000" "$tmp/all" ||
+      fail "the restarted group did not resume from a checkpoint"
+    crc=$(crc_of "$tmp/all")
+    [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
+    echo "hang: the group restarted and completed: $crc"
+  elif [ "$mode" = hang_prompt ]; then
+    # The verdict on a stopped worker is the root cause itself, not the
+    # echo of another failure: the server restarts on it at once.
+    f_t=$(echo "$first" | field time)
+    r_t=$(events "$(ev srv)" restart | head -n 1 | field time)
+    late=$(awk -v f="$f_t" -v r="$r_t" 'BEGIN { printf "%.3f", r - f }')
+    echo "hang_prompt: the server restarted $late s after the first verdict"
+    awk -v l="$late" 'BEGIN { exit !(l <= 0.5) }' ||
+      fail "the server restarted $late s after the hang verdict" \
+        "($(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p'))," \
+        "not at once"
+  else
+    # The rank that was stopped is the one to blame, not a rank that
+    # waits for it in a collective.
+    step=$(echo "$first" | sed -n 's/.*hung: no progress for [0-9.]* s after step \([0-9]*\).*/\1/p')
+    echo "$first" | grep -q '"gen":1,"rank":3,"exit_code":4,' ||
+      fail "the hang was blamed on another rank than the stopped rank 3:" \
+        "$(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p')"
+    [ -n "$step" ] && [ "$step" -ge 300 ] ||
+      fail "rank 3's last step ($step) is not given or before 300"
+    echo "$named" | grep -q "rank 3 (local rank 1, pid $p3) made no progress" ||
+      fail "ddprun did not name rank 3 (pid $p3) as hung"
+    echo "hang_blame: rank 3 named, after step $step"
+  fi
+  ;;
+
+root_cause)
+  # Rank 3 is SIGKILLed while its agent is slow (stopped) to notice; its
+  # peers on the other node exit 4 (lost rank 3) and are reported first.
+  # The root cause stays the SIGKILL of rank 3: every ddprun exits 137.
+  train_args=(--layers 2 --width 128 --input-dim 32 --classes 8
+    --samples 8192 --eval-samples 256 --batch 16 --steps 2000 --log-every 50
+    --seed 11)
+  server srv 2 0
+  s=$srv_pid
+  for n in n0 n1; do
+    agent $n 2 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1
+  k=$(holder 1 3 n0 n1) || exit 1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  [ "$k" != "$r0" ] || fail "ranks 0 and 3 on one node"
+  kw=${apid[$k]}
+  kpid=$(child_of "$kw") || exit 1
+  p3=$(events "$(ev $k)" spawn | grep '"gen":1,"rank":3,' | field pid)
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:step 300/2000 ' ||
+    { show $r0; fail "rank 0 never reached step 300"; }
+  kill -STOP "$kpid"
+  kill -KILL "$p3"
+  wait_for "$wait_secs" "$(ev srv)" '"event":"failure"'
+  got=$?
+  kill -CONT "$kpid"
+  [ "$got" -eq 0 ] || fail "the server recorded no failure"
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 137
+  done
+  finish "$s"; expect_rc srv "$rc" 137
+  for n in n0 n1; do
+    grep -A 1 "^ddprun: root cause (first failure" "$tmp/$n.err" |
+      grep -q "rank 3 .*killed by signal SIGKILL" ||
+      fail "$n does not name the SIGKILL of rank 3 as the root cause"
+  done
+  ;;
+
+server_restart)
+  ref ref
+  echo 400 >"$tmp/hold"
+  server srv1 2 1
+  s1=$srv_pid
+  for n in n0 n1; do
+    agent $n 2 1 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+      --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  # The server dies once step 5 is committed, while step 10's checkpoint
+  # is held for 400 ms.
+  started 1 n0 n1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:checkpoint step 5 ' ||
+    { show $r0; fail "no checkpoint of step 5"; }
+  rm -f "$tmp/hold"
+  sp=$(child_of "$s1") || exit 1
+  kill -KILL "$sp"
+  t_kill=$(date +%s.%N)
+  finish "$s1"; expect_rc srv1 "$rc" 137
+  for n in n0 n1; do
+    wait_for "$wait_secs" "$tmp/$n.err" "reconnecting to 127.0.0.1:$port" ||
+      { show $n; fail "$n does not reconnect"; }
+  done
+  srv_port=$port server srv2 2 1
+  s2=$srv_pid
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  done_s=$(elapsed "$t_kill")
+  finish "$s2"; expect_rc srv2 "$rc" 0
+  for n in n0 n1; do
+    events "$(ev $n)" server_lost | grep -q . || fail "$n: no server_lost event"
+    [ "$(events "$(ev $n)" assign | wc -l)" = 2 ] ||
+      fail "$n: not two assignments (one per server)"
+  done
+  events "$(ev srv2)" round_complete | grep -q '"nnodes":2,"world_size":4' ||
+    fail "the new server completed no round of both nodes"
+  all n0 n1
+  grep -q "resuming at step \(5\|10\) of 40" "$tmp/all" ||
+    fail "the job did not resume from a checkpoint"
+  crc=$(crc_of "$tmp/all")
+  [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
+  echo "server_restart: $(grep -o 'resuming at step [0-9]* of 40' "$tmp/all" | head -n 1)," \
+    "done ${done_s} s after the kill; $crc"
+  ;;
+
+server_reset)
+  # As server_restart, but the first connection the agents make while
+  # reconnecting is reset during the handshake (a dying server's queue, a
+  # proxy, a server that crashes as it starts): they go on trying until
+  # join_timeout and rejoin the real server.
+  echo 400 >"$tmp/hold"
+  server srv1 2 1
+  s1=$srv_pid
+  for n in n0 n1; do
+    agent $n 2 1 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+      --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:checkpoint step 5 ' ||
+    { show $r0; fail "no checkpoint of step 5"; }
+  rm -f "$tmp/hold"
+  sp=$(child_of "$s1") || exit 1
+  kill -KILL "$sp"
+  finish "$s1"; expect_rc srv1 "$rc" 137
+  mkfifo "$tmp/reset.fifo" || fail "mkfifo failed"
+  timeout -k 2 "$wait_secs" "$rtool" reset-listener 127.0.0.1 "$port" 2 \
+    "$wait_secs" >"$tmp/reset.fifo" 2>"$tmp/reset.err" &
+  rl=$!
+  bg_pids="$bg_pids $rl"
+  read -r -t "$wait_secs" line <"$tmp/reset.fifo"
+  [ "$line" = "listening on 127.0.0.1:$port" ] ||
+    fail "the resetting listener did not start: $line $(cat "$tmp/reset.err")"
+  finish "$rl"
+  [ "$rc" -eq 0 ] || fail "the resetting listener saw no 2 connections: $(cat "$tmp/reset.err")"
+  srv_port=$port server srv2 2 1
+  s2=$srv_pid
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  finish "$s2"; expect_rc srv2 "$rc" 0
+  all n0 n1
+  grep -q "resuming at step \(5\|10\) of 40" "$tmp/all" ||
+    fail "the job did not resume from a checkpoint"
+  echo "server_reset: the agents survived a reset handshake and rejoined"
+  ;;
+
+*)
+  fail "unknown mode $mode"
+  ;;
+esac
+expect_no_leftovers
+echo "PASS: $name ($(elapsed "$t_start") s)"
