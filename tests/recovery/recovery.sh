@@ -33,6 +33,8 @@
 #                   and ends with the uninterrupted weights.
 #   server_reset    the same, but the agents' first reconnection is reset
 #                   during the handshake: they keep trying and rejoin.
+#   join_reset      the agents' very first connection is reset during the
+#                   handshake: they keep trying until join_timeout.
 #
 # Where a job must be caught mid-run, its workers start through a wrapper
 # that reads $tmp/hold: while the file holds a number, workers started then
@@ -613,6 +615,39 @@ server_reset)
   grep -q "resuming at step \(5\|10\) of 40" "$tmp/all" ||
     fail "the job did not resume from a checkpoint"
   echo "server_reset: the agents survived a reset handshake and rejoined"
+  ;;
+
+join_reset)
+  # The agents' first connection is reset during the handshake (a server
+  # that dies as it starts, or a dying one's queue): they go on trying
+  # until join_timeout, as they do while nothing listens, and join the
+  # real server. The port comes from a server on port 0, killed again.
+  server probe 2 0
+  sp=$(child_of "$srv_pid") || exit 1
+  kill -KILL "$sp"
+  finish "$srv_pid"
+  mkfifo "$tmp/reset.fifo" || fail "mkfifo failed"
+  timeout -k 2 "$wait_secs" "$rtool" reset-listener 127.0.0.1 "$port" 2 \
+    "$wait_secs" >"$tmp/reset.fifo" 2>"$tmp/reset.err" &
+  rl=$!
+  bg_pids="$bg_pids $rl"
+  read -r -t "$wait_secs" line <"$tmp/reset.fifo"
+  [ "$line" = "listening on 127.0.0.1:$port" ] ||
+    fail "the resetting listener did not start: $line $(cat "$tmp/reset.err")"
+  for n in n0 n1; do
+    agent $n 2 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  finish "$rl"
+  [ "$rc" -eq 0 ] || fail "the resetting listener saw no 2 connections: $(cat "$tmp/reset.err")"
+  srv_port=$port server srv 2 0
+  s=$srv_pid
+  for n in n0 n1; do
+    w=${apid[$n]}
+    finish "$w"; expect_rc $n "$rc" 0
+  done
+  finish "$s"; expect_rc srv "$rc" 0
+  echo "join_reset: the agents survived a reset first handshake and joined"
   ;;
 
 *)
