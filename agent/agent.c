@@ -340,10 +340,12 @@ static void on_lost(void *arg, int code, const char *why) {
   int config = code == DR_ERUNID || code == DR_ENOAUTH || code == DR_EAUTH ||
                code == DR_EVERSION || code == DR_EDUPRANK ||
                code == DR_EBADRANK || code == DR_ENPROC || code == DR_EFULL;
-  if (!config && ag->reconnecting &&
+  if (!config && (ag->reconnecting || !ag->have_asg) &&
       uv_now(&ag->loop) < ag->reconnect_deadline) {
-    /* Connected, then lost again before the handshake finished: keep
-     * trying until the join timeout of this reconnection runs out. */
+    /* Connected, then lost before an assignment (a reset handshake, a
+     * dying server's queue): keep trying until the join timeout of this
+     * (re)connection runs out. */
+    ag->reconnecting = 1;
     dr_arz_close(&ag->arz);
     uv_timer_start(&ag->retry_timer, on_retry_reconnect, 100, 0);
     return;
@@ -681,6 +683,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     every = every < 50 ? 50 : every > 1000 ? 1000 : every;
     uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
   }
+  ag->reconnect_deadline = uv_now(&ag->loop) + ag->o->join_timeout_ms;
   if (start_arz(ag) != 0) {
     finish(ag, 2);
   } else {
