@@ -96,65 +96,25 @@ fail() {
   exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
-command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
 command -v tc >/dev/null 2>&1 || skip "no 'tc' command (iproute2)"
 command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 for f in "$ddprun" "$rdzv" "$train"; do
   [ -x "$f" ] || fail "not an executable: $f"
 done
 
-ns_a=ddprun-ovl-a-$$
-ns_b=ddprun-ovl-b-$$
-net=$(($$ % 250 + 1))
-addr_a=192.168.$net.1
-addr_b=192.168.$net.2
-tmp=
-pids=
-made=
+# shellcheck source=../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+netns_init overlap_netns
 
-cleanup() {
-  trap - EXIT INT TERM HUP
-  for p in $pids; do
-    kill -TERM "$p" 2>/dev/null
-  done
-  # Anything still inside the namespaces was started here.
-  for ns in $made; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -KILL "$p" 2>/dev/null
-    done
-  done
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  for ns in $made; do
-    ip netns del "$ns" 2>/dev/null
-  done
-  [ -n "$tmp" ] && rm -rf "$tmp"
+# Before the link goes up: GSO segments no larger than the tbf burst, when
+# asked (see README.md).
+cap_gso() {
+  [ -n "$gso" ] || return 0
+  ip -n "$1" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||
+    fail "gso_max_size $gso in $1: $(head -n 1 "$tmp/err")"
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/overlap_netns.XXXXXX") || fail "mktemp -d failed"
+netns_make_pair cap_gso
 for ns in $ns_a $ns_b; do
-  ip netns add "$ns" 2>"$tmp/err" ||
-    skip "ip netns add failed: $(head -n 1 "$tmp/err")"
-  made="$made $ns"
-done
-ip link add veth0 netns "$ns_a" type veth peer name veth0 netns "$ns_b" \
-  2>"$tmp/err" || skip "cannot create a veth pair: $(head -n 1 "$tmp/err")"
-ip -n "$ns_a" addr add "$addr_a/24" dev veth0 || fail "address in $ns_a"
-ip -n "$ns_b" addr add "$addr_b/24" dev veth0 || fail "address in $ns_b"
-for ns in $ns_a $ns_b; do
-  ip -n "$ns" link set lo up || fail "lo up in $ns"
-  if [ -n "$gso" ]; then
-    ip -n "$ns" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||
-      fail "gso_max_size $gso in $ns: $(head -n 1 "$tmp/err")"
-  fi
-  ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
   ip netns exec "$ns" tc qdisc add dev veth0 root tbf rate 1gbit \
     burst "$burst" latency 50ms 2>"$tmp/err" ||
     skip "tc tbf in $ns failed: $(head -n 1 "$tmp/err")"
@@ -219,24 +179,9 @@ fi
 run_job() {
   local tag=$1
   shift
-  rm -f "$tmp/port"
-  timeout -k 2 "$((job_secs + 20))" ip netns exec "$ns_a" "$rdzv" \
-    --host "$addr_a" --port 0 --port-file "$tmp/port" --nnodes 2 \
-    --rdzv-id "$tag" --log-level warn >"$tmp/$tag.rdzv.out" \
-    2>"$tmp/$tag.rdzv.err" &
-  local rdzv_pid=$!
-  pids="$pids $rdzv_pid"
-  # The port file is written atomically once the server listens.
-  local i=0
-  while [ ! -s "$tmp/port" ]; do
-    kill -0 "$rdzv_pid" 2>/dev/null ||
-      { cat "$tmp/$tag.rdzv.err" >&2; fail "$tag: ddprun-rdzv exited early"; }
-    i=$((i + 1))
-    [ "$i" -le 500 ] || fail "$tag: ddprun-rdzv wrote no port file within 10 s"
-    sleep 0.02
-  done
   local port
-  port=$(cat "$tmp/port")
+  netns_rdzv port "$((job_secs + 20))" "$rdzv" --nnodes 2 --rdzv-id "$tag"
+  local rdzv_pid=$netns_rdzv_pid
   local node p_a p_b trace=
   [ -n "$trace_dir" ] && trace="--trace $trace_dir/$tag.{rank}.json"
   for node in a b; do

@@ -24,79 +24,11 @@ fail() {
   exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
-command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
-
-ns_a=ddprun-comm-a-$$
-ns_b=ddprun-comm-b-$$
-net=$(($$ % 250 + 1))
-addr_a=192.168.$net.1
-addr_b=192.168.$net.2
-tmp=
-pids=
-made=
-
-cleanup() {
-  trap - EXIT INT TERM HUP
-  for p in $pids; do
-    kill -TERM "$p" 2>/dev/null
-  done
-  for ns in $made; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -KILL "$p" 2>/dev/null
-    done
-  done
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  for ns in $made; do
-    ip netns del "$ns" 2>/dev/null
-  done
-  [ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns_coll.XXXXXX") || fail "mktemp -d failed"
-for ns in $ns_a $ns_b; do
-  ip netns add "$ns" 2>"$tmp/err" ||
-    skip "ip netns add failed: $(head -n 1 "$tmp/err")"
-  made="$made $ns"
-done
-ip link add veth0 netns "$ns_a" type veth peer name veth0 netns "$ns_b" \
-  2>"$tmp/err" || skip "cannot create a veth pair: $(head -n 1 "$tmp/err")"
-ip -n "$ns_a" addr add "$addr_a/24" dev veth0 || fail "address in $ns_a"
-ip -n "$ns_b" addr add "$addr_b/24" dev veth0 || fail "address in $ns_b"
-for ns in $ns_a $ns_b; do
-  ip -n "$ns" link set lo up || fail "lo up in $ns"
-  ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
-done
-
-# The server, on A's address and a port the kernel picks; its log goes
-# through a FIFO whose first "listening on" line gives the port.
-mkfifo "$tmp/rdzv.fifo" || fail "mkfifo failed"
-timeout -k 2 90 ip netns exec "$ns_a" "$rdzv" --host "$addr_a" --port 0 \
-  --nnodes 2 --rdzv-id commnet 2>"$tmp/rdzv.fifo" >"$tmp/rdzv.out" &
-pids="$pids $!"
-exec 3<"$tmp/rdzv.fifo"
-port=
-while IFS= read -r -t 20 line <&3; do
-  echo "$line" >>"$tmp/rdzv.err"
-  case $line in
-    *"listening on $addr_a:"*)
-      port=${line##*"listening on $addr_a:"}
-      port=${port%% *}
-      break
-      ;;
-  esac
-done
-[ -n "$port" ] || { cat "$tmp/rdzv.err" >&2; fail "ddprun-rdzv did not report listening within 20 s"; }
-cat <&3 >>"$tmp/rdzv.err" &
-pids="$pids $!"
-exec 3<&-
+# shellcheck source=../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+netns_init netns_coll
+netns_make_pair
+netns_rdzv port 90 "$rdzv" --nnodes 2 --rdzv-id commnet
 
 for node in a b; do
   eval ns=\$ns_$node
@@ -120,7 +52,7 @@ show() {
     cat "$tmp/err.$node" >&2
   done
   echo "--- ddprun-rdzv stderr" >&2
-  cat "$tmp/rdzv.err" >&2
+  cat "$netns_rdzv_log" >&2
 }
 [ "$rc_a" -eq 0 ] || { show; fail "ddprun in $ns_a exited $rc_a"; }
 [ "$rc_b" -eq 0 ] || { show; fail "ddprun in $ns_b exited $rc_b"; }

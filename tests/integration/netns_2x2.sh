@@ -23,8 +23,6 @@ fail() {
   exit 1
 }
 
-[ "$(id -u)" -eq 0 ] || skip "network namespaces need root (uid $(id -u))"
-command -v ip >/dev/null 2>&1 || skip "no 'ip' command (iproute2)"
 command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 [ -x "$ddprun" ] || fail "ddprun not found at '$ddprun'"
 [ -x "$rdzv" ] || fail "ddprun-rdzv not found at '$rdzv'"
@@ -32,91 +30,11 @@ command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 # Names and the subnet come from this shell's pid, so concurrent runs (and
 # whatever else the host has) do not collide. The addresses exist only
 # inside the two namespaces.
-ns_a=ddprun-a-$$
-ns_b=ddprun-b-$$
-net=$(($$ % 250 + 1))
-addr_a=192.168.$net.1
-addr_b=192.168.$net.2
-
-tmp=
-pids=
-made_a=0
-made_b=0
-
-cleanup() {
-  trap - EXIT INT TERM HUP
-  for p in $pids; do
-    kill -TERM "$p" 2>/dev/null
-  done
-  # Anything still inside the namespaces was started by this test.
-  for ns in $ns_a $ns_b; do
-    for p in $(ip netns pids "$ns" 2>/dev/null); do
-      kill -KILL "$p" 2>/dev/null
-    done
-  done
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  [ "$made_a" -eq 1 ] && ip netns del "$ns_a" 2>/dev/null
-  [ "$made_b" -eq 1 ] && ip netns del "$ns_b" 2>/dev/null
-  [ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/netns_2x2.XXXXXX") || fail "mktemp -d failed"
-
-if ! ip netns add "$ns_a" 2>"$tmp/err"; then
-  skip "ip netns add failed: $(head -n 1 "$tmp/err")"
-fi
-made_a=1
-if ! ip netns add "$ns_b" 2>"$tmp/err"; then
-  skip "ip netns add failed: $(head -n 1 "$tmp/err")"
-fi
-made_b=1
-# Created directly inside the namespaces: the pair never appears in the
-# namespace this test runs in.
-if ! ip link add veth0 netns "$ns_a" type veth peer name veth0 netns "$ns_b" \
-    2>"$tmp/err"; then
-  skip "cannot create a veth pair: $(head -n 1 "$tmp/err")"
-fi
-ip -n "$ns_a" addr add "$addr_a/24" dev veth0 || fail "address on $ns_a"
-ip -n "$ns_b" addr add "$addr_b/24" dev veth0 || fail "address on $ns_b"
-for ns in $ns_a $ns_b; do
-  ip -n "$ns" link set lo up || fail "lo up in $ns"
-  ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
-done
-
-# The server in A, on A's address, on a port the kernel picks. Its log
-# goes through a FIFO: the first "listening on" line gives the port, so
-# nothing polls.
-mkfifo "$tmp/rdzv.fifo" || fail "mkfifo failed"
-timeout -k 2 40 ip netns exec "$ns_a" "$rdzv" --host "$addr_a" --port 0 \
-  --nnodes 2 --rdzv-id netns2x2 >"$tmp/rdzv.out" 2>"$tmp/rdzv.fifo" &
-rdzv_pid=$!
-pids="$pids $rdzv_pid"
-exec 3<"$tmp/rdzv.fifo"
-port=
-while IFS= read -r -t 10 line <&3; do
-  echo "$line" >>"$tmp/rdzv.err"
-  case $line in
-    *"listening on $addr_a:"*)
-      port=${line##*"listening on $addr_a:"}
-      port=${port%% *}
-      break
-      ;;
-  esac
-done
-[ -n "$port" ] || { cat "$tmp/rdzv.err" >&2; fail "ddprun-rdzv did not report listening within 10 s"; }
-cat <&3 >>"$tmp/rdzv.err" &
-pids="$pids $!"
-exec 3<&-
-case $port in
-  '' | *[!0-9]*) fail "the server reported port '$port'" ;;
-esac
+# shellcheck source=../lib/netns.sh
+. "$(dirname "$0")/../lib/netns.sh"
+netns_init netns_2x2
+netns_make_pair
+netns_rdzv port 40 "$rdzv" --nnodes 2 --rdzv-id netns2x2
 
 worker='echo ENV rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT'
 for node in a b; do
@@ -143,7 +61,7 @@ show() {
     cat "$tmp/err.$node" >&2
   done
   echo "--- ddprun-rdzv stderr" >&2
-  cat "$tmp/rdzv.err" >&2
+  cat "$netns_rdzv_log" >&2
 }
 [ "$rc_a" -eq 0 ] || { show; fail "ddprun in $ns_a exited with $rc_a"; }
 [ "$rc_b" -eq 0 ] || { show; fail "ddprun in $ns_b exited with $rc_b"; }
