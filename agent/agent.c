@@ -123,6 +123,7 @@ static void stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
     return;
   }
   ag->state = DR_AG_STOPPING;
+  ag->stop_sig = sig;
   dr__workers_signal(ag, sig);
   /* A stopped process (SIGSTOP, a debugger) takes the signal once it runs. */
   dr__workers_signal(ag, SIGCONT);
@@ -212,6 +213,16 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
       send_buf(ag, &b);
     }
     return;
+  }
+  /* While stopping, a death by a signal the agent has not sent (before its
+   * SIGKILL) is a failure of its own, and may be the root cause of the
+   * one that started the stop: report it too. */
+  if (ag->state == DR_AG_STOPPING && !ag->killed && w->signal != 0 &&
+      w->signal != ag->stop_sig && w->signal != SIGCONT) {
+    size_t before = ag->n_fails;
+    record_failure(ag, w);
+    if (ag->n_fails > before)
+      report_failure(ag, &ag->fails[ag->n_fails - 1]);
   }
   if (ag->state == DR_AG_STOPPING && all_stopped(ag))
     stop_done(ag);

@@ -191,6 +191,7 @@ struct dr_agent {
   char kept_root[256];       /* logs of --redirects/--tee without one */
   int watchdog_fd;
   int killed;                /* SIGKILL sent to the groups while stopping */
+  int stop_sig;              /* the signal the stop began with */
   int spawn_failed;          /* local rank whose start failed, or -1 */
   struct dr_progress *progress;
   char progress_path[300];
