@@ -68,6 +68,28 @@ size_t dr_bucket_plan(const size_t *order, size_t n, const size_t *elems,
   return n > 0 ? bucket + 1 : 0;
 }
 
+/* Zeroed bucket memory for total elements, from the configured allocator
+ * or the host's. */
+static float *mem_alloc(dr_reducer_t *r, size_t total) {
+  size_t n_bytes = (total > 0 ? total : 1) * sizeof(float);
+  if (r->cfg.mem_alloc != NULL)
+    return r->cfg.mem_alloc(r->cfg.mem_arg, n_bytes);
+  float *mem = NULL;
+  if (posix_memalign((void **)&mem, 64, n_bytes) != 0)
+    return NULL;
+  memset(mem, 0, n_bytes);
+  return mem;
+}
+
+static void mem_free(dr_reducer_t *r, float *mem) {
+  if (mem == NULL)
+    return;
+  if (r->cfg.mem_free != NULL)
+    r->cfg.mem_free(r->cfg.mem_arg, mem);
+  else
+    free(mem);
+}
+
 /* Builds the buckets for order and points every gradient into them. */
 static int build(dr_reducer_t *r, const size_t *order) {
   size_t nb = dr_bucket_plan(order, r->n_params, r->elems, r->cfg.cap_bytes,
@@ -77,20 +99,18 @@ static int build(dr_reducer_t *r, const size_t *order) {
   size_t total = 0;
   for (size_t i = 0; i < r->n_params; i++)
     total += r->elems[i];
-  float *mem = NULL;
-  if (b == NULL || t == NULL ||
-      posix_memalign((void **)&mem, 64, (total > 0 ? total : 1) * sizeof(float)) != 0) {
+  float *mem = b != NULL && t != NULL ? mem_alloc(r, total) : NULL;
+  if (mem == NULL) {
     free(b);
     free(t);
     return -ENOMEM;
   }
-  memset(mem, 0, total * sizeof(float));
   /* Parameters lie in a bucket in fill order; buckets follow each other. */
   size_t *fill = calloc(nb > 0 ? nb : 1, sizeof(*fill));
   if (fill == NULL) {
     free(b);
     free(t);
-    free(mem);
+    mem_free(r, mem);
     return -ENOMEM;
   }
   for (size_t k = 0; k < r->n_params; k++) {
@@ -110,7 +130,7 @@ static int build(dr_reducer_t *r, const size_t *order) {
     t[i].n_elems = b[i].n_elems;
   free(r->b);
   free(r->times);
-  free(r->mem);
+  mem_free(r, r->mem);
   r->b = b;
   r->times = t;
   r->mem = mem;
@@ -166,7 +186,7 @@ void dr_reducer_free(dr_reducer_t **rp) {
   free(r->observed);
   free(r->b);
   free(r->times);
-  free(r->mem);
+  mem_free(r, r->mem);
   free(r);
   *rp = NULL;
 }

@@ -54,6 +54,14 @@ typedef struct {
   int rebuild;             /* rebuild in observed order after step one */
   dr_launch_fn launch;     /* NULL: all-reduce (AVG) on pg */
   void *launch_arg;
+  /* Where bucket memory lives (the GPU path keeps it on the device, where
+   * only its launch hook touches it). NULL: host memory. Else mem_alloc
+   * returns n_bytes of zeroed memory or NULL, and mem_free releases what
+   * it returned (called on a rebuild, after the optimizer consumed the
+   * step's gradients, and by dr_reducer_free). */
+  void *(*mem_alloc)(void *arg, size_t n_bytes);
+  void (*mem_free)(void *arg, void *p);
+  void *mem_arg;
 } dr_reducer_config_t;
 
 /* Plans the buckets over m's parameters and points every param->g into

@@ -103,7 +103,7 @@ static void test_views_contiguous(void **state) {
   size_t elems[6] = {3, 7, 11, 13, 17, 19};
   dr_model_t *m = model_new(6, elems);
   rec_t rec = {{0}, 0, 0};
-  dr_reducer_config_t cfg = {64, 32, 1, 0, rec_launch, &rec};
+  dr_reducer_config_t cfg = {64, 32, 1, 0, rec_launch, &rec, NULL, NULL, NULL};
   dr_reducer_t *r = NULL;
   assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
   /* Reverse registration order fills the buckets: param 5 first. */
@@ -134,7 +134,7 @@ static void test_launch_order_shuffled(void **state) {
   for (int trial = 0; trial < 200; trial++) {
     dr_model_t *m = model_new(12, elems);
     rec_t rec = {{0}, 0, 0};
-    dr_reducer_config_t cfg = {100, 40, 1, 0, rec_launch, &rec};
+    dr_reducer_config_t cfg = {100, 40, 1, 0, rec_launch, &rec, NULL, NULL, NULL};
     dr_reducer_t *r = NULL;
     assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
     size_t nb = dr_reducer_n_buckets(r);
@@ -191,7 +191,7 @@ static void test_no_sync_and_no_overlap(void **state) {
   size_t elems[4] = {10, 10, 10, 10};
   dr_model_t *m = model_new(4, elems);
   rec_t rec = {{0}, 0, 0};
-  dr_reducer_config_t cfg = {40, 40, 1, 0, rec_launch, &rec};
+  dr_reducer_config_t cfg = {40, 40, 1, 0, rec_launch, &rec, NULL, NULL, NULL};
   dr_reducer_t *r = NULL;
   char err[64];
   assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
@@ -220,7 +220,7 @@ static void test_rebuild_observed_order(void **state) {
   size_t elems[4] = {10, 10, 10, 10};
   dr_model_t *m = model_new(4, elems);
   rec_t rec = {{0}, 0, 0};
-  dr_reducer_config_t cfg = {40, 40, 1, 1, rec_launch, &rec};
+  dr_reducer_config_t cfg = {40, 40, 1, 1, rec_launch, &rec, NULL, NULL, NULL};
   dr_reducer_t *r = NULL;
   char err[64];
   assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
@@ -242,6 +242,62 @@ static void test_rebuild_observed_order(void **state) {
   free(m);
 }
 
+/* An allocator that hands out zeroed memory and counts what is live: the
+ * GPU path's bucket memory goes through such a hook. */
+typedef struct {
+  int live, allocs;
+  void *last;
+  size_t last_bytes;
+} pool_t;
+
+static void *pool_alloc(void *arg, size_t n_bytes) {
+  pool_t *p = arg;
+  p->live++;
+  p->allocs++;
+  p->last_bytes = n_bytes;
+  p->last = calloc(1, n_bytes);
+  return p->last;
+}
+
+static void pool_free(void *arg, void *mem) {
+  pool_t *p = arg;
+  p->live--;
+  free(mem);
+}
+
+/* Gradients point into the hook's memory, a rebuild frees the old block
+ * after taking a new one, and free releases the last. */
+static void test_mem_hook(void **state) {
+  size_t elems[4] = {10, 20, 30, 40};
+  dr_model_t *m = model_new(4, elems);
+  rec_t rec = {{0}, 0, 0};
+  pool_t pool = {0, 0, NULL, 0};
+  dr_reducer_config_t cfg = {80, 80, 1, 1, rec_launch, &rec,
+                             pool_alloc, pool_free, &pool};
+  dr_reducer_t *r = NULL;
+  char err[64];
+  assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
+  assert_int_equal(pool.live, 1);
+  assert_int_equal(pool.last_bytes, 100 * sizeof(float));
+  for (size_t p = 0; p < 4; p++) {
+    char *g = (char *)m->p[p].g, *base = pool.last;
+    assert_true(g >= base && g + elems[p] * sizeof(float) <=
+                                 base + pool.last_bytes);
+  }
+  assert_int_equal(dr_reducer_begin(r, 1, err, sizeof(err)), 0);
+  for (size_t p = 0; p < 4; p++)
+    dr_reducer_mark_ready(r, p);
+  dr_reducer_end_backward(r);
+  assert_int_equal(dr_reducer_wait(r, err, sizeof(err)), 0);
+  assert_int_equal(dr_reducer_begin(r, 1, err, sizeof(err)), 0);
+  assert_int_equal(pool.allocs, 2);
+  assert_int_equal(pool.live, 1);
+  assert_true((char *)m->p[0].g == (char *)pool.last);
+  dr_reducer_free(&r);
+  assert_int_equal(pool.live, 0);
+  free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan),
@@ -249,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_launch_order_shuffled),
       cmocka_unit_test(test_no_sync_and_no_overlap),
       cmocka_unit_test(test_rebuild_observed_order),
+      cmocka_unit_test(test_mem_hook),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
