@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "log.h"
 #include "options.h"
+#include "plan_cmd.h"
 #include "server.h"
 #include "watchdog.h"
 
@@ -143,6 +144,8 @@ __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (argc > 1 && strcmp(argv[1], "plan") == 0)
+    return dr_plan_main(argc - 1, argv + 1); /* the bucket planner */
   dr_options_t o;
   char err[512];
   int rc = dr_options_parse(argc, argv, environ, &o, err, sizeof(err));

@@ -1,0 +1,353 @@
+/* The bucket planner's model on cases computed by hand, its grouping
+ * against the reducer's, and the profile file format. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "errors.h"
+#include "plan.h"
+#include "plan_profile.h"
+#include "reducer.h"
+
+#define MIB 1048576.0
+#define EPS 1e-9
+
+static void near(double got, double want) {
+  if (got < want - EPS || got > want + EPS)
+    fail_msg("got %.12g, want %.12g", got, want);
+}
+
+/* 100 MiB over a 100 ms backward pass, alpha 1 ms, B 2 MiB/ms. */
+static const dr_plan_cost_t uniform_cost = {1.0, 2.0 * MIB, 100.0, 0.0};
+
+static void uniform(double cap_mib, dr_plan_result_t *r) {
+  dr_plan_bucket_t b[256];
+  size_t n = dr_plan_uniform(100 * MIB, cap_mib * MIB, 100.0, b, 256);
+  assert_true(n <= 256);
+  dr_plan_eval(b, n, &uniform_cost, r);
+}
+
+/* 1 MiB buckets take 1.5 ms and one is produced per ms: the backlog grows
+ * by 0.5 ms a bucket. Bucket k (1..100) is ready at k and ends at
+ * 1 + 1.5 k, so the last ends at 151. */
+static void test_uniform_backlog(void **state) {
+  (void)state;
+  dr_plan_result_t r;
+  uniform(1, &r);
+  assert_int_equal(r.n_buckets, 100);
+  near(r.allreduce_ms, 1.5);
+  near(r.comm_ms, 150);
+  near(r.finish_ms, 151);
+  near(r.exposed_ms, 51);
+  near(r.hidden_frac, 1 - 51.0 / 150);
+  near(r.step_ms, 151);
+}
+
+/* 10 MiB buckets are ready every 10 ms and take 6 ms: no backlog, the
+ * last (ready at 100) ends at 106. */
+static void test_uniform_no_backlog(void **state) {
+  (void)state;
+  dr_plan_result_t r;
+  uniform(10, &r);
+  assert_int_equal(r.n_buckets, 10);
+  near(r.allreduce_ms, 6);
+  near(r.comm_ms, 60);
+  near(r.finish_ms, 106);
+  near(r.exposed_ms, 6);
+  near(r.hidden_frac, 0.9);
+  near(r.step_ms, 106);
+}
+
+/* 40 MiB: buckets of 40, 40 and 20 MiB ready at 40, 80 and 100, taking
+ * 21, 21 and 11 ms: 40-61, 80-101, then 101-112 (it waits for the
+ * second). */
+static void test_uniform_last_smaller(void **state) {
+  (void)state;
+  dr_plan_bucket_t b[4];
+  assert_int_equal(dr_plan_uniform(100 * MIB, 40 * MIB, 100.0, b, 4), 3);
+  near(b[2].bytes, 20 * MIB);
+  near(b[2].ready_ms, 100);
+  near(b[1].ready_ms, 80);
+  dr_plan_result_t r;
+  dr_plan_eval(b, 3, &uniform_cost, &r);
+  near(r.allreduce_ms, 21);
+  near(r.finish_ms, 112);
+  near(r.exposed_ms, 12);
+}
+
+/* One bucket (the cap at or above the gradients): it starts when the
+ * backward pass ends and nothing is hidden. */
+static void test_one_bucket(void **state) {
+  (void)state;
+  for (double cap = 100; cap <= 400; cap *= 2) {
+    dr_plan_result_t r;
+    uniform(cap, &r);
+    assert_int_equal(r.n_buckets, 1);
+    near(r.allreduce_ms, 51);
+    near(r.finish_ms, 151);
+    near(r.exposed_ms, 51);
+    near(r.hidden_frac, 0);
+    near(r.step_ms, 151);
+  }
+}
+
+/* Parameters of 1, 5, 1, 1 MiB ready at 2, 10, 12, 20 with a 2 MiB cap:
+ * [1] [5, alone: larger than the cap] [1, 1]. At alpha 1 and 1 MiB/ms they
+ * take 2, 6 and 3 ms: 2-4, 10-16, 20-23. The step adds 5 ms outside. */
+static void test_param_larger_than_cap(void **state) {
+  (void)state;
+  const double bytes[] = {1 * MIB, 5 * MIB, 1 * MIB, 1 * MIB};
+  const double ready[] = {2, 10, 12, 20};
+  dr_plan_bucket_t b[4];
+  size_t n = dr_plan_group(bytes, ready, 4, 2 * MIB, 2 * MIB, b);
+  assert_int_equal(n, 3);
+  near(b[0].bytes, 1 * MIB);
+  near(b[1].bytes, 5 * MIB);
+  near(b[2].bytes, 2 * MIB);
+  near(b[0].ready_ms, 2);
+  near(b[1].ready_ms, 10);
+  near(b[2].ready_ms, 20);
+  dr_plan_cost_t c = {1.0, 1.0 * MIB, 20.0, 5.0};
+  dr_plan_result_t r;
+  dr_plan_eval(b, n, &c, &r);
+  near(r.allreduce_ms, 6);
+  near(r.comm_ms, 11);
+  near(r.finish_ms, 23);
+  near(r.exposed_ms, 3);
+  near(r.step_ms, 28);
+}
+
+/* Ready times that are not uniform: 1 MiB parameters at 10, 11, 50, 90, a
+ * 1 MiB first bucket and 2 MiB after: [p0] [p1 p2] [p3], ready at 10, 50
+ * (the later of 11 and 50), 90. At 0.5 ms + 2 ms/MiB: 10-12.5, 50-54.5,
+ * 90-92.5, all before the backward end (95): nothing exposed. */
+static void test_non_uniform(void **state) {
+  (void)state;
+  const double bytes[] = {MIB, MIB, MIB, MIB};
+  const double ready[] = {10, 11, 50, 90};
+  dr_plan_bucket_t b[4];
+  size_t n = dr_plan_group(bytes, ready, 4, 2 * MIB, 1 * MIB, b);
+  assert_int_equal(n, 3);
+  near(b[1].ready_ms, 50);
+  dr_plan_cost_t c = {0.5, 0.5 * MIB, 95.0, 0.0};
+  dr_plan_result_t r;
+  dr_plan_eval(b, n, &c, &r);
+  near(r.finish_ms, 92.5);
+  near(r.exposed_ms, 0);
+  near(r.hidden_frac, 1);
+  near(r.step_ms, 95);
+  near(r.comm_ms, 9.5);
+}
+
+/* Buckets run in bucket order even when a later one is ready first. */
+static void test_bucket_order(void **state) {
+  (void)state;
+  const dr_plan_bucket_t b[] = {{MIB, 30}, {MIB, 20}};
+  dr_plan_cost_t c = {0.0, 1.0 * MIB, 25.0, 0.0};
+  dr_plan_result_t r;
+  dr_plan_eval(b, 2, &c, &r);
+  near(r.finish_ms, 32);
+  near(r.exposed_ms, 7);
+}
+
+/* No gradients at all: no communication, the step is the backward pass. */
+static void test_no_buckets(void **state) {
+  (void)state;
+  dr_plan_cost_t c = {1.0, 1.0 * MIB, 25.0, 3.0};
+  dr_plan_result_t r;
+  dr_plan_eval(NULL, 0, &c, &r);
+  assert_int_equal(r.n_buckets, 0);
+  near(r.finish_ms, 0);
+  near(r.step_ms, 28);
+  near(r.hidden_frac, 1);
+}
+
+/* The best of 1, 2, 5, 10, 40 MiB on the uniform case: 2 MiB buckets take
+ * as long as they take to produce (2 ms), so the last ends at 102; 5 MiB
+ * ends at 103.5, 10 at 106, 40 at 112, 1 at 151. */
+static void test_best(void **state) {
+  (void)state;
+  const double caps[] = {1, 2, 5, 10, 40};
+  dr_plan_result_t r[5];
+  for (size_t i = 0; i < 5; i++)
+    uniform(caps[i], &r[i]);
+  near(r[1].step_ms, 102);
+  near(r[2].step_ms, 103.5);
+  assert_int_equal(dr_plan_best(r, 5), 1);
+  /* A tie goes to fewer buckets. */
+  dr_plan_result_t t[2] = {r[1], r[1]};
+  t[1].n_buckets = 3;
+  assert_int_equal(dr_plan_best(t, 2), 1);
+  t[0].step_ms -= 0.001;
+  assert_int_equal(dr_plan_best(t, 2), 0);
+}
+
+/* dr_plan_group groups as the reducer does: same bucket for every
+ * parameter, on random sizes and caps. */
+static void test_group_matches_reducer(void **state) {
+  (void)state;
+  srand(7);
+  for (int trial = 0; trial < 200; trial++) {
+    size_t n = 1 + (size_t)rand() % 40;
+    size_t elems[40], order[40], bucket_of[40];
+    double bytes[40], ready[40];
+    for (size_t k = 0; k < n; k++) {
+      elems[k] = 1 + (size_t)rand() % 5000;
+      order[k] = n - 1 - k;
+    }
+    for (size_t k = 0; k < n; k++) {
+      bytes[k] = (double)elems[order[k]] * 4;
+      ready[k] = (double)k;
+    }
+    size_t cap = 4 + (size_t)rand() % 40000;
+    size_t first = 4 + (size_t)rand() % 40000;
+    size_t nb = dr_bucket_plan(order, n, elems, cap, first, bucket_of);
+    dr_plan_bucket_t b[40];
+    assert_int_equal(dr_plan_group(bytes, ready, n, (double)cap,
+                                   (double)first, b), nb);
+    double want[40] = {0};
+    for (size_t k = 0; k < n; k++)
+      want[bucket_of[order[k]]] += bytes[k];
+    for (size_t i = 0; i < nb; i++)
+      near(b[i].bytes, want[i]);
+  }
+}
+
+/* ---- profiles ----------------------------------------------------------- */
+
+static void sample(dr_plan_profile_t *p) {
+  memset(p, 0, sizeof(*p));
+  assert_int_equal(dr_plan_profile_alloc(p, 3), 0);
+  p->world = 2;
+  p->cap_bytes = 25 * MIB;
+  p->first_cap_bytes = 1 * MIB;
+  p->alpha_ms = 0.25;
+  p->bytes_per_ms = 0.5 * MIB;
+  p->forward_ms = 4;
+  p->backward_ms = 12;
+  p->optimizer_ms = 1;
+  p->measured_step_ms = 20.5;
+  const size_t idx[] = {5, 4, 0};
+  const double by[] = {MIB, 2 * MIB, 0.5 * MIB}, rd[] = {1.5, 6, 12};
+  for (size_t k = 0; k < 3; k++) {
+    p->index[k] = idx[k];
+    p->bytes[k] = by[k];
+    p->ready_ms[k] = rd[k];
+  }
+}
+
+static void test_profile_round_trip(void **state) {
+  (void)state;
+  dr_plan_profile_t p, q;
+  sample(&p);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  assert_int_equal(dr_plan_profile_write(f, &p), 0);
+  fclose(f);
+  char err[256] = "";
+  int rc = dr_plan_profile_parse(text, len, &q, err, sizeof(err));
+  if (rc != 0)
+    fail_msg("%s", err);
+  assert_int_equal(q.world, 2);
+  assert_int_equal(q.n_params, 3);
+  near(q.cap_bytes, 25 * MIB);
+  near(q.alpha_ms, 0.25);
+  near(q.bytes_per_ms, 0.5 * MIB);
+  near(q.backward_ms, 12);
+  near(q.measured_step_ms, 20.5);
+  for (size_t k = 0; k < 3; k++) {
+    assert_int_equal(q.index[k], p.index[k]);
+    near(q.bytes[k], p.bytes[k]);
+    near(q.ready_ms[k], p.ready_ms[k]);
+  }
+  /* Predictions: at 1 MiB, [1] [2, alone] [0.5] ready at 1.5, 6, 12 take
+   * 2.25, 4.25, 1.25 ms: 1.5-3.75, 6-10.25, 12-13.25; the step adds 5. */
+  double cap = 1 * MIB;
+  dr_plan_result_t r;
+  assert_int_equal(dr_plan_profile_predict(&q, &cap, 1, &r), 0);
+  assert_int_equal(r.n_buckets, 3);
+  near(r.finish_ms, 13.25);
+  near(r.step_ms, 18.25);
+  free(text);
+  dr_plan_profile_free(&p);
+  dr_plan_profile_free(&q);
+}
+
+static void expect_bad(const char *text, const char *needle) {
+  dr_plan_profile_t p;
+  char err[256] = "";
+  int rc = dr_plan_profile_parse(text, strlen(text), &p, err, sizeof(err));
+  dr_plan_profile_free(&p);
+  assert_int_equal(rc, DR_EBADARG);
+  if (strstr(err, needle) == NULL)
+    fail_msg("'%s' does not say '%s'", err, needle);
+}
+
+#define GOOD_HEAD "{\"alpha_ms\": 1, \"bandwidth_mib_per_ms\": 1, "
+#define GOOD_TIMES "\"forward_ms\": 1, \"backward_ms\": 2, "
+#define GOOD_PARAMS "\"params\": [{\"bytes\": 4, \"ready_ms\": 1}]"
+
+static void test_profile_errors(void **state) {
+  (void)state;
+  expect_bad("", "expected '{'");
+  expect_bad("[1]", "expected '{'");
+  expect_bad("{}", "empty object");
+  expect_bad(GOOD_HEAD GOOD_TIMES "\"params\": [{\"bytes\": 4, \"ready_ms\"",
+             "expected ':'");
+  expect_bad(GOOD_HEAD GOOD_TIMES GOOD_PARAMS, "expected '}'");
+  expect_bad(GOOD_HEAD GOOD_TIMES GOOD_PARAMS "} x", "text after");
+  expect_bad("{\"bandwidth_mib_per_ms\": 1, " GOOD_TIMES GOOD_PARAMS "}",
+             "missing \"alpha_ms\"");
+  expect_bad(GOOD_HEAD GOOD_TIMES "\"params\": []}", "missing \"params\"");
+  expect_bad(GOOD_HEAD GOOD_TIMES "\"params\": {}}", "expected an array");
+  expect_bad(GOOD_HEAD GOOD_TIMES "\"params\": [{\"bytes\": 4}]}",
+             "needs \"bytes\" and \"ready_ms\"");
+  expect_bad(GOOD_HEAD GOOD_TIMES
+             "\"params\": [{\"bytes\": -4, \"ready_ms\": 1}]}",
+             "params[0].bytes");
+  expect_bad("{\"alpha_ms\": \"x\"}", "\"alpha_ms\": expected a number");
+  expect_bad("{\"alpha_ms\": 1, \"bandwidth_mib_per_ms\": 0, " GOOD_TIMES
+             GOOD_PARAMS "}", "above 0");
+  /* Nesting is bounded. */
+  char deep[256] = "{\"x\": ";
+  for (int i = 0; i < 40; i++)
+    strcat(deep, "[");
+  expect_bad(deep, "nested deeper");
+  /* Unknown keys of any kind are skipped. */
+  const char *ok = GOOD_HEAD "\"note\": {\"a\": [1, true, null, \"s\\\"\"]}, "
+                   GOOD_TIMES GOOD_PARAMS "}";
+  dr_plan_profile_t p;
+  char err[256] = "";
+  int rc = dr_plan_profile_parse(ok, strlen(ok), &p, err, sizeof(err));
+  if (rc != 0)
+    fail_msg("%s", err);
+  assert_int_equal(p.n_params, 1);
+  near(p.first_cap_bytes, 1 * MIB); /* the default when absent */
+  dr_plan_profile_free(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_uniform_backlog),
+      cmocka_unit_test(test_uniform_no_backlog),
+      cmocka_unit_test(test_uniform_last_smaller),
+      cmocka_unit_test(test_one_bucket),
+      cmocka_unit_test(test_param_larger_than_cap),
+      cmocka_unit_test(test_non_uniform),
+      cmocka_unit_test(test_bucket_order),
+      cmocka_unit_test(test_no_buckets),
+      cmocka_unit_test(test_best),
+      cmocka_unit_test(test_group_matches_reducer),
+      cmocka_unit_test(test_profile_round_trip),
+      cmocka_unit_test(test_profile_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,75 @@
+/* The bucket planner's model. See plan.h. */
+#include "plan.h"
+
+#include <math.h>
+
+void dr_plan_eval(const dr_plan_bucket_t *b, size_t n,
+                  const dr_plan_cost_t *cost, dr_plan_result_t *out) {
+  double end = 0, comm = 0, largest = 0;
+  for (size_t i = 0; i < n; i++) {
+    double dur = cost->alpha_ms + b[i].bytes / cost->bytes_per_ms;
+    double start = b[i].ready_ms > end ? b[i].ready_ms : end;
+    end = start + dur;
+    comm += dur;
+    if (b[i].bytes > largest)
+      largest = b[i].bytes;
+  }
+  out->n_buckets = n;
+  out->allreduce_ms = n > 0 ? cost->alpha_ms + largest / cost->bytes_per_ms : 0;
+  out->comm_ms = comm;
+  out->finish_ms = end;
+  out->exposed_ms = end > cost->backward_ms ? end - cost->backward_ms : 0;
+  out->hidden_frac = comm > 0 ? 1.0 - out->exposed_ms / comm : 1.0;
+  out->step_ms =
+      cost->fixed_ms + (end > cost->backward_ms ? end : cost->backward_ms);
+}
+
+size_t dr_plan_uniform(double total_bytes, double cap_bytes, double backward_ms,
+                       dr_plan_bucket_t *b, size_t max_b) {
+  if (!(total_bytes > 0) || !(cap_bytes > 0))
+    return 0;
+  double nb = ceil(total_bytes / cap_bytes);
+  size_t n = (size_t)nb;
+  for (size_t k = 0; k < n && k < max_b; k++) {
+    double begin = (double)k * cap_bytes;
+    double e = begin + cap_bytes < total_bytes ? begin + cap_bytes : total_bytes;
+    b[k].bytes = e - begin;
+    b[k].ready_ms = backward_ms * e / total_bytes;
+  }
+  return n;
+}
+
+size_t dr_plan_group(const double *bytes, const double *ready_ms, size_t n,
+                     double cap_bytes, double first_cap_bytes,
+                     dr_plan_bucket_t *b) {
+  if (n == 0)
+    return 0;
+  size_t cur = 0, count = 0; /* the bucket being filled, its parameters */
+  b[0].bytes = 0;
+  b[0].ready_ms = 0;
+  for (size_t k = 0; k < n; k++) {
+    double cap = cur == 0 ? first_cap_bytes : cap_bytes;
+    /* Close the bucket before a parameter that would overflow it. */
+    if (count > 0 && b[cur].bytes + bytes[k] > cap) {
+      cur++;
+      count = 0;
+      b[cur].bytes = 0;
+      b[cur].ready_ms = 0;
+    }
+    b[cur].bytes += bytes[k];
+    if (count == 0 || ready_ms[k] > b[cur].ready_ms)
+      b[cur].ready_ms = ready_ms[k];
+    count++;
+  }
+  return cur + 1;
+}
+
+size_t dr_plan_best(const dr_plan_result_t *r, size_t n) {
+  size_t best = 0;
+  for (size_t i = 1; i < n; i++) {
+    double d = r[i].step_ms - r[best].step_ms;
+    if (d < -1e-9 || (fabs(d) <= 1e-9 && r[i].n_buckets < r[best].n_buckets))
+      best = i;
+  }
+  return best;
+}

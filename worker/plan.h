@@ -1,0 +1,80 @@
+/* The bucket planner: predicts the step time of a data-parallel step for a
+ * bucket size, from when each gradient becomes ready and what an
+ * all-reduce costs. Pure arithmetic, no I/O (train and `ddprun plan` share
+ * it).
+ *
+ * The model. Buckets are all-reduced one at a time, in bucket order. A
+ * bucket is ready when its last gradient is ready; its all-reduce starts at
+ * the later of its ready time and the end of the previous all-reduce, and
+ * takes alpha + bytes / B. The communication ends with the last
+ * all-reduce; the step takes
+ *
+ *     fixed + max(backward end, end of the last all-reduce)
+ *
+ * where fixed is what the step spends outside the backward pass and its
+ * communication (data, forward, optimizer). Exposed communication is the
+ * part after the backward end, max(0, finish - backward end); the hidden
+ * fraction is 1 - exposed / (sum of all-reduce times).
+ *
+ * Units: bytes, milliseconds, bytes per millisecond. Times of gradients
+ * are relative to the start of the backward pass.
+ */
+#ifndef DR_PLAN_H
+#define DR_PLAN_H
+
+#include <stddef.h>
+
+/* One bucket as the model sees it. */
+typedef struct {
+  double bytes;
+  double ready_ms;
+} dr_plan_bucket_t;
+
+/* The cost of communication and the parts of the step around it. */
+typedef struct {
+  double alpha_ms;          /* fixed cost per all-reduce */
+  double bytes_per_ms;      /* B; > 0 */
+  double backward_ms;       /* end of the backward pass */
+  double fixed_ms;          /* data + forward + optimizer */
+} dr_plan_cost_t;
+
+/* The prediction for one bucket size. */
+typedef struct {
+  double cap_bytes;         /* the candidate (0 when not from a cap) */
+  size_t n_buckets;
+  double allreduce_ms;      /* of the largest bucket: alpha + max / B */
+  double comm_ms;           /* sum of all all-reduce times */
+  double finish_ms;         /* end of the last all-reduce (0: none) */
+  double exposed_ms;        /* max(0, finish - backward end) */
+  double hidden_frac;       /* 1 - exposed / comm; 1 without comm */
+  double step_ms;           /* fixed + max(backward end, finish) */
+} dr_plan_result_t;
+
+/* Runs the model over buckets b[0..n) in order. */
+void dr_plan_eval(const dr_plan_bucket_t *b, size_t n,
+                  const dr_plan_cost_t *cost, dr_plan_result_t *out);
+
+/* Gradient bytes produced at a uniform rate over the backward pass, cut
+ * into buckets of exactly cap_bytes (the last one smaller). Writes at most
+ * max_b buckets and returns how many there are (ceil(total / cap)); with
+ * more than max_b, nothing past max_b is written. total_bytes, cap_bytes
+ * and backward_ms > 0 give a bucket k ending at byte e ready at
+ * backward_ms * e / total_bytes. */
+size_t dr_plan_uniform(double total_bytes, double cap_bytes, double backward_ms,
+                       dr_plan_bucket_t *b, size_t max_b);
+
+/* Parameters in the order they fill buckets (bytes[k], ready_ms[k] for the
+ * k-th of them), grouped as the reducer groups them (dr_bucket_plan): the
+ * first bucket up to first_cap_bytes, the others up to cap_bytes, a bucket
+ * closed before a parameter that would overflow it, so a parameter larger
+ * than the cap sits alone. A bucket is ready at the latest ready time of
+ * its parameters. b holds n entries; returns the number of buckets. */
+size_t dr_plan_group(const double *bytes, const double *ready_ms, size_t n,
+                     double cap_bytes, double first_cap_bytes,
+                     dr_plan_bucket_t *b);
+
+/* Index of the best result of r[0..n): the shortest step; a tie (within
+ * 1e-9 ms) goes to fewer buckets, then to the earlier one. n >= 1. */
+size_t dr_plan_best(const dr_plan_result_t *r, size_t n);
+
+#endif /* DR_PLAN_H */

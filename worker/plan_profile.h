@@ -1,0 +1,63 @@
+/* A measured profile for the bucket planner: what `train --profile-out`
+ * writes and `ddprun plan --profile` reads, and the predictions made from
+ * it. The file is one JSON object:
+ *
+ *   {"version": 1, "world": 2,
+ *    "bucket_cap_mib": 25, "first_bucket_mib": 1,
+ *    "alpha_ms": 0.41, "bandwidth_mib_per_ms": 0.112,
+ *    "forward_ms": 40.2, "backward_ms": 128.0, "optimizer_ms": 12.1,
+ *    "measured_step_ms": 330.5,
+ *    "params": [{"index": 33, "bytes": 1024, "ready_ms": 0.52}, ...]}
+ *
+ * params lists the parameters in the order they fill buckets (the order
+ * the backward pass made them ready), with their gradient's size and when
+ * it became ready, relative to the start of the backward pass.
+ * forward_ms is everything from the step's start to the backward pass
+ * (data and forward), optimizer_ms the optimizer step after the
+ * all-reduces; the model's step time adds both. Other keys are ignored.
+ */
+#ifndef DR_PLAN_PROFILE_H
+#define DR_PLAN_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "plan.h"
+
+#define DR_PLAN_MAX_PARAMS 1000000u
+
+typedef struct {
+  uint32_t world;
+  double cap_bytes, first_cap_bytes; /* what the profile was measured at */
+  double alpha_ms, bytes_per_ms;
+  double forward_ms, backward_ms, optimizer_ms;
+  double measured_step_ms;
+  size_t n_params;
+  size_t *index;                      /* [n_params] parameter numbers */
+  double *bytes;                      /* [n_params] */
+  double *ready_ms;                   /* [n_params] */
+} dr_plan_profile_t;
+
+/* Allocates the three arrays for n parameters (zeroed); 0 or -ENOMEM. */
+int dr_plan_profile_alloc(dr_plan_profile_t *p, size_t n);
+void dr_plan_profile_free(dr_plan_profile_t *p);
+
+/* Writes p as JSON (one object, a parameter per line). 0 or -errno. */
+int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p);
+
+/* Reads the JSON text of a profile into *p (which the caller frees with
+ * dr_plan_profile_free, also on failure). 0, or DR_EBADARG with a one-line
+ * reason in err (where, and what was expected). */
+int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
+                          char *err, size_t err_len);
+
+/* The model's cost terms of a profile. */
+void dr_plan_profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c);
+
+/* Predicts each of caps[0..n) (bytes; the first bucket keeps the
+ * profile's first_cap_bytes) into out[0..n). 0 or -ENOMEM. */
+int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
+                            size_t n, dr_plan_result_t *out);
+
+#endif /* DR_PLAN_PROFILE_H */
