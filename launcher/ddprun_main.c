@@ -157,6 +157,8 @@ int main(int argc, char **argv) {
     return 2;
   }
   dr_log_init("ddprun", (dr_log_level_t)o.log_level);
+  if (o.notice != NULL)
+    fprintf(stderr, "ddprun: %s\n", o.notice);
   int code = 2;
   /* Forked while this process still has one thread. */
   pid_t watchdog_pid = 0;

@@ -20,6 +20,15 @@
 
 #define ENV_PREFIX "PET_"
 
+/* Applies one value of any layer, and records that its flag was given. */
+static int apply_row(dr_options_t *o, const dr__opt_t *row, const char *val,
+                     const char *what, char *err, size_t err_len) {
+  int rc = row->set(o, row, val, what, err, err_len);
+  if (rc == 0)
+    o->given |= UINT64_C(1) << (row - dr__opt_table);
+  return rc;
+}
+
 /* ---- the command line ------------------------------------------------- */
 
 typedef struct {
@@ -145,7 +154,7 @@ static int apply_env(dr_options_t *o, char **envp, char *err, size_t err_len) {
     const char *v = env_get(envp, name);
     if (v == NULL || v[0] == '\0')
       continue;
-    int rc = row->set(o, row, v, name, err, err_len);
+    int rc = apply_row(o, row, v, name, err, err_len);
     if (rc != 0)
       return rc;
   }
@@ -256,7 +265,7 @@ static int ini_on_pair(void *user, const char *section, const char *name,
   char what[DR__QUOTE_LEN * 2 + 32];
   snprintf(what, sizeof(what), "%s:%d: %s", c->path, c->lineno,
            dr__opt_quote(name, q));
-  c->rc = row->set(c->o, row, value, what, c->err, c->err_len);
+  c->rc = apply_row(c->o, row, value, what, c->err, c->err_len);
   return c->rc == 0;
 }
 
@@ -392,10 +401,12 @@ int dr_options_parse(int argc, char **argv, char **envp, dr_options_t *o,
   for (size_t i = 0; i < n_items; i++) {
     char what[64];
     snprintf(what, sizeof(what), "--%s", items[i].row->name);
-    rc = items[i].row->set(o, items[i].row, items[i].val, what, err, err_len);
+    rc = apply_row(o, items[i].row, items[i].val, what, err, err_len);
     if (rc != 0)
       goto out;
   }
+  if ((rc = dr__sched_apply(o, envp, err, err_len)) != 0)
+    goto out;
   rc = check(o, err, err_len);
 out:
   if (rc == -ENOMEM)
@@ -421,7 +432,8 @@ void dr_options_free(dr_options_t *o) {
                     &o->signals_to_handle,
                     &o->cpu_list,
                     &o->secret_file,
-                    &o->config_file};
+                    &o->config_file,
+                    &o->notice};
   for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
     free(*owned[i]);
     *owned[i] = NULL;

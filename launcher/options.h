@@ -19,6 +19,18 @@
  * 1:1 nodes and no endpoint; static rendezvous has a fixed node count, a
  * master_addr and a node_rank; c10d over more than one node has an
  * endpoint; node_rank < max_nodes; there is a program.
+ *
+ * Schedulers: --rdzv-backend slurm, or SLURM_JOB_ID set while none of
+ * --nnodes, --rdzv-endpoint, --node-rank, --rdzv-backend and --standalone
+ * is (in any layer), takes nnodes from SLURM_NNODES, the node rank from
+ * SLURM_NODEID, the endpoint host from the first name of
+ * SLURM_JOB_NODELIST (port 29400; node 0 hosts it) and the run id from
+ * SLURM_JOB_ID, and adds SIGUSR1 to --signals-to-handle. --rdzv-backend
+ * k8s takes the node rank from JOB_COMPLETION_INDEX, the endpoint from
+ * <job>-0.$DDPRUN_K8S_SERVICE, where <job> is $DDPRUN_K8S_JOB or the pod's
+ * HOSTNAME without its "-<index>", and the run id from <job>; --nnodes is
+ * required. A flag given in any layer wins over the scheduler's value.
+ * Both then become DR_RDZV_C10D, and `notice` says what was derived.
  */
 #ifndef DR_OPTIONS_H
 #define DR_OPTIONS_H
@@ -28,7 +40,10 @@
 
 typedef enum {
   DR_RDZV_C10D,   /* dynamic rendezvous at --rdzv-endpoint */
-  DR_RDZV_STATIC  /* --node-rank and --master-addr/--master-port */
+  DR_RDZV_STATIC, /* --node-rank and --master-addr/--master-port */
+  DR_RDZV_SLURM,  /* c10d set up from Slurm's environment; never left
+                     after a successful parse (see dr_options_parse) */
+  DR_RDZV_K8S     /* c10d set up from an Indexed Job's; likewise */
 } dr_rdzv_backend_t;
 
 typedef enum {
@@ -106,6 +121,10 @@ typedef struct {
   char *secret_file;                  /* --secret-file */
   uint32_t hang_timeout_ms;           /* --hang-timeout, 0 = off */
   char *config_file;                  /* --config or PET_CONFIG */
+  char *notice;                       /* one line for ddprun to print: the
+                                         settings a scheduler gave; NULL */
+  uint64_t given;                     /* bit i: row i of the flag table was
+                                         set by some layer (internal) */
   int log_level;                      /* --log-level, dr_log_level_t */
   /* the program */
   char **prog_argv;                   /* NULL-terminated, borrowed from argv */

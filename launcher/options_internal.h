@@ -133,6 +133,12 @@ int dr__set_gpu_bind(dr_options_t *o, const dr__opt_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
 int dr__set_cpu_bind(dr_options_t *o, const dr__opt_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
+/* options_sched.c: turns --rdzv-backend slurm/k8s (or a Slurm job
+ * detected from SLURM_JOB_ID) into c10d settings; see options.h. Called
+ * after every layer and before the checks across flags. 0 or DR_EBADARG
+ * (or -ENOMEM) with the message in err. */
+int dr__sched_apply(dr_options_t *o, char **envp, char *err, size_t err_len);
+
 int dr__set_log_level(dr_options_t *o, const dr__opt_t *row, const char *val,
                       const char *what, char *err, size_t err_len);
 

@@ -202,8 +202,12 @@ int dr__set_backend(dr_options_t *o, const dr__opt_t *row, const char *val,
     o->rdzv_backend = DR_RDZV_C10D;
   else if (strcmp(val, "static") == 0)
     o->rdzv_backend = DR_RDZV_STATIC;
+  else if (strcmp(val, "slurm") == 0)
+    o->rdzv_backend = DR_RDZV_SLURM;
+  else if (strcmp(val, "k8s") == 0)
+    o->rdzv_backend = DR_RDZV_K8S;
   else
-    FAIL("must be c10d or static");
+    FAIL("must be c10d, static, slurm or k8s");
   return 0;
 }
 

@@ -34,9 +34,17 @@ const dr__opt_t dr__opt_table[] = {
    "MASTER_PORT for the workers, 0-65535; by default a port free on the "
    "master host when the workers start.",
    NULL, dr__set_master_port, 0},
-  {"rdzv-backend", 0, DR__OPT_VALUE, DR__FROM_ALL, "c10d|static", "c10d",
+  {"rdzv-backend", 0, DR__OPT_VALUE, DR__FROM_ALL, "c10d|static|slurm|k8s",
+   "c10d",
    "c10d: nodes meet at --rdzv-endpoint (elastic, restartable). static: "
-   "fixed --nnodes, --node-rank per node, node 0 hosts.",
+   "fixed --nnodes, --node-rank per node, node 0 hosts. slurm: c10d with "
+   "nnodes, node rank, endpoint (first node, port 29400) and run id from "
+   "SLURM_NNODES, SLURM_NODEID, SLURM_JOB_NODELIST and SLURM_JOB_ID; "
+   "SIGUSR1 is forwarded. k8s: c10d in an Indexed Job: node rank from "
+   "JOB_COMPLETION_INDEX, endpoint <job>-0.$DDPRUN_K8S_SERVICE, run id the "
+   "Job's name; needs --nnodes. Flags given win over derived values; slurm "
+   "is the default when SLURM_JOB_ID is set and no --nnodes, "
+   "--rdzv-endpoint, --node-rank or --standalone is.",
    NULL, dr__set_backend, 0},
   {"rdzv-endpoint", 0, DR__OPT_VALUE, DR__FROM_ALL, "HOST[:PORT]", "none",
    "Rendezvous server; the port defaults to 29400, IPv6 as [ADDR]:PORT. The "
@@ -135,6 +143,9 @@ const dr__opt_t dr__opt_table[] = {
    "Print the version and exit.", NULL, NULL, 0},
 };
 /* clang-format on */
+
+_Static_assert(sizeof(dr__opt_table) / sizeof(dr__opt_table[0]) <= 64,
+               "dr_options_t.given has one bit per row");
 
 const size_t dr__opt_count = sizeof(dr__opt_table) / sizeof(dr__opt_table[0]);
 

@@ -699,7 +699,7 @@ static const struct {
     {{"--master-port", "-1", "train"}, "--master-port '-1'"},
     {{"--master-addr", "", "train"}, "--master-addr '': must not be empty"},
     {{"--rdzv-backend", "etcd", "train"},
-     "--rdzv-backend 'etcd': must be c10d or static"},
+     "--rdzv-backend 'etcd': must be c10d, static, slurm or k8s"},
     {{"--rdzv-endpoint", "h:99999", "train"},
      "--rdzv-endpoint 'h:99999': port must be 1-65535"},
     {{"--rdzv-endpoint", "h:0", "train"}, "'h:0': port must be 1-65535"},
