@@ -35,13 +35,16 @@ typedef struct {
   int rc;
   char err[256];
   uint16_t port;
+  uint16_t metrics_port; /* 0 when off */
 } hosted_t;
 
 static void server_thread(void *arg) {
   hosted_t *h = arg;
   h->rc = dr_server_start(&h->loop, &h->cfg, &h->srv, h->err, sizeof(h->err));
-  if (h->rc == 0)
+  if (h->rc == 0) {
     h->port = dr_server_port(h->srv);
+    h->metrics_port = dr_server_metrics_port(h->srv);
+  }
   uv_sem_post(&h->started);
   uv_run(&h->loop, UV_RUN_DEFAULT);
 }
@@ -265,6 +268,7 @@ int main(int argc, char **argv) {
     c->secret = secret;
     c->secret_len = secret_len;
     c->log_dir = o.log_dir;
+    c->metrics_port = o.metrics_port;
     rc = host_start(hosted);
     if (rc == UV_EADDRINUSE && !o.standalone && o.is_host != 1) {
       /* Another ddprun on this host serves the endpoint: join it. */
@@ -279,6 +283,9 @@ int main(int argc, char **argv) {
     } else {
       rdzv_port = hosted->port;
       DR_DEBUG("hosting the rendezvous server on %s:%u", bind_host, rdzv_port);
+      if (hosted->metrics_port != 0)
+        DR_INFO("serving metrics on http://%s:%u/metrics and /healthz",
+                bind_host, hosted->metrics_port);
     }
   }
 

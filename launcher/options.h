@@ -94,6 +94,8 @@ typedef struct {
   uint32_t last_call_timeout_ms;      /* rdzv-conf last_call_timeout, 1 s */
   uint32_t heartbeat_timeout_ms;      /* rdzv-conf heartbeat_timeout, 2 s */
   int is_host;                        /* rdzv-conf is_host: -1 auto, 0, 1 */
+  int32_t metrics_port;               /* rdzv-conf metrics_port: -1 = off,
+                                         0 = a free port */
   int standalone;                     /* --standalone; nodes are then 1:1 */
   uint32_t max_restarts;              /* --max-restarts, default 0 */
   double monitor_interval_s;          /* --monitor-interval (accepted) */

@@ -284,6 +284,7 @@ int dr__set_rdzv_conf(dr_options_t *o, const dr__opt_t *row, const char *val,
                       const char *what, char *err, size_t err_len) {
   uint32_t join = 600000, last_call = 1000, heartbeat = 2000;
   int is_host = -1;
+  int32_t metrics_port = -1;
   const char *p = val;
   while (*p != '\0') {
     const char *end = strchr(p, ',');
@@ -332,9 +333,15 @@ int dr__set_rdzv_conf(dr_options_t *o, const dr__opt_t *row, const char *val,
         is_host = 0;
       else
         FAIL("is_host must be 0, 1, true or false");
+    } else if (strcmp(k, "metrics_port") == 0) {
+      uint32_t port;
+      if (dr_parse_u32(v, 0, 65535, &port) != 0)
+        FAIL("metrics_port must be a port number (0-65535; 0 picks a free "
+             "one)");
+      metrics_port = (int32_t)port;
     } else {
       FAIL("unknown key '%s' (known: join_timeout, last_call_timeout, "
-           "heartbeat_timeout, is_host)",
+           "heartbeat_timeout, is_host, metrics_port)",
            k);
     }
   }
@@ -342,6 +349,7 @@ int dr__set_rdzv_conf(dr_options_t *o, const dr__opt_t *row, const char *val,
   o->last_call_timeout_ms = last_call;
   o->heartbeat_timeout_ms = heartbeat;
   o->is_host = is_host;
+  o->metrics_port = metrics_port;
   return 0;
 }
 

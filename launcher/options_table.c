@@ -59,7 +59,9 @@ const dr__opt_t dr__opt_table[] = {
    "Rendezvous settings, times in seconds: join_timeout (give up joining), "
    "last_call_timeout (wait for more nodes once MIN are in), "
    "heartbeat_timeout (declare a silent node dead), is_host=0|1 (host the "
-   "server here; by default when the endpoint names this node).",
+   "server here; by default when the endpoint names this node), "
+   "metrics_port=PORT (the hosted server also serves GET /metrics and "
+   "GET /healthz over HTTP on PORT; 0 picks a free one, logged).",
    NULL, dr__set_rdzv_conf, 0},
   {"standalone", 0, DR__OPT_FLAG, DR__FROM_ALL, NULL, "off",
    "Single-node job: hosts its own rendezvous on a free port; implies "
@@ -187,6 +189,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->last_call_timeout_ms = 1000;
   o->heartbeat_timeout_ms = 2000;
   o->is_host = -1;
+  o->metrics_port = -1;
   o->monitor_interval_s = 0.1;
   o->stop_grace_ms = 10000;
   o->gpu_bind = DR_GPU_BIND_NONE;

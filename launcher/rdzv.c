@@ -494,6 +494,7 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
     return;
   }
   char what[1024], esc[1100];
+  s->stats.failures++;
   describe_failure(c->node, &f, what, sizeof(what));
   dr_events_emit(s->events, "failure",
                  ",\"gen\":%" PRIu64 ",\"rank\":%u,\"exit_code\":%d,\"signal\":%d,"
@@ -544,6 +545,8 @@ void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
   switch (m->type) {
   case DR_MSG_JOIN:
     handle_join(c, m);
+    if (c->node == NULL)
+      c->srv->stats.joins_refused++;
     break;
   case DR_MSG_FAILURE:
     handle_failure(c, m);
@@ -567,6 +570,7 @@ void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
   }
   if (!list_remove(r->round, &r->n_round, n))
     return;
+  s->stats.nodes_lost++;
   if (r->state == DR_JOB_FORMING) {
     if (n->req_rank != DR_NONE)
       r->rank_holder[n->req_rank] = NULL;

@@ -40,6 +40,15 @@ static const char usage[] =
     "  --log-dir DIR             append the job's events to\n"
     "                            DIR/<rdzv-id>/events.jsonl\n"
     "  --log-level LEVEL         error, warn, info or debug (default info)\n"
+  "  --metrics-port PORT       serve GET /metrics (Prometheus text) and\n"
+  "                            GET /healthz over HTTP on PORT; 0 picks a\n"
+  "                            free one (default: no metrics endpoint)\n"
+  "  --metrics-host ADDR       address of the metrics endpoint (default:\n"
+  "                            that of --host)\n"
+  "  --metrics-port-file FILE  write the metrics port to FILE once listening\n"
+  "  --linger S                once the job has ended, keep answering for S\n"
+  "                            seconds (a last scrape sees the outcome and\n"
+  "                            /healthz 503) before exiting (default 0)\n"
     "  -h, --help                show this help\n";
 
 enum {
@@ -55,7 +64,11 @@ enum {
   OPT_HANDSHAKE,
   OPT_MIXED,
   OPT_LOG_LEVEL,
-  OPT_LOG_DIR
+  OPT_LOG_DIR,
+  OPT_METRICS_PORT,
+  OPT_METRICS_HOST,
+  OPT_METRICS_PORT_FILE,
+  OPT_LINGER
 };
 
 static const struct option options[] = {
@@ -72,18 +85,32 @@ static const struct option options[] = {
     {"allow-mixed-nproc", no_argument, NULL, OPT_MIXED},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"log-dir", required_argument, NULL, OPT_LOG_DIR},
+    {"metrics-port", required_argument, NULL, OPT_METRICS_PORT},
+    {"metrics-host", required_argument, NULL, OPT_METRICS_HOST},
+    {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
+    {"linger", required_argument, NULL, OPT_LINGER},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
 typedef struct {
   dr_server_t *srv; /* NULL once the server has freed itself */
   int done, exit_code, signal_exit;
+  uint32_t linger_ms;
+  uv_timer_t linger; /* closes the server linger_ms after the job ended */
 } run_state_t;
+
+static void on_linger(uv_timer_t *t) {
+  run_state_t *st = t->data;
+  dr_server_t *s = st->srv;
+  dr_server_close(&s);
+}
 
 static void on_done(void *arg, int exit_code) {
   run_state_t *st = arg;
   st->done = 1;
   st->exit_code = exit_code;
+  if (st->linger_ms > 0)
+    uv_timer_start(&st->linger, on_linger, st->linger_ms, 0);
 }
 
 static void on_closed(void *arg) { ((run_state_t *)arg)->srv = NULL; }
@@ -91,7 +118,8 @@ static void on_closed(void *arg) { ((run_state_t *)arg)->srv = NULL; }
 static void on_signal(uv_signal_t *h, int signum) {
   run_state_t *st = h->data;
   DR_INFO("received SIG%s, shutting down", sigabbrev_np(signum));
-  if (st->signal_exit == 0)
+  /* Once the job has ended (lingering), its exit code stands. */
+  if (st->signal_exit == 0 && !st->done)
     st->signal_exit = 128 + signum;
   dr_server_t *s = st->srv;
   dr_server_close(&s);
@@ -115,6 +143,8 @@ int main(int argc, char **argv) {
   cfg.run_id = NULL;
   cfg.exit_when_done = 1;
   const char *port_file = NULL, *secret_file = NULL;
+  const char *metrics_port_file = NULL;
+  uint32_t linger_ms = 0;
   int have_nnodes = 0, level = DR_LOG_INFO;
 
   int opt;
@@ -167,6 +197,22 @@ int main(int argc, char **argv) {
     case OPT_LOG_DIR:
       cfg.log_dir = optarg;
       break;
+    case OPT_METRICS_PORT:
+      if (dr_parse_u32(optarg, 0, 65535, &u) != 0)
+        return bad("--metrics-port '%s' is not a port number (0-65535)",
+                   optarg);
+      cfg.metrics_port = (int32_t)u;
+      break;
+    case OPT_METRICS_HOST:
+      cfg.metrics_host = optarg;
+      break;
+    case OPT_METRICS_PORT_FILE:
+      metrics_port_file = optarg;
+      break;
+    case OPT_LINGER:
+      if (dr_parse_seconds_ms(optarg, 0, &linger_ms) != 0)
+        return bad("--linger '%s' must be seconds >= 0", optarg);
+      break;
     case OPT_LOG_LEVEL:
       level = dr_log_parse_level(optarg);
       if (level < 0)
@@ -187,6 +233,9 @@ int main(int argc, char **argv) {
     return bad("%s is required", "--nnodes");
   if (cfg.run_id == NULL)
     return bad("%s is required", "--rdzv-id");
+  if (cfg.metrics_port < 0 &&
+      (cfg.metrics_host != NULL || metrics_port_file != NULL))
+    return bad("--metrics-host and --metrics-port-file need --metrics-port");
   dr_log_init("ddprun-rdzv", (dr_log_level_t)level);
 
   uint8_t *secret = NULL;
@@ -201,11 +250,17 @@ int main(int argc, char **argv) {
   cfg.secret = secret;
   cfg.secret_len = secret_len;
 
-  run_state_t st = {NULL, 0, 1, 0};
+  run_state_t st = {NULL, 0, 1, 0, linger_ms, {0}};
   cfg.on_done = on_done;
   cfg.on_closed = on_closed;
   cfg.cb_arg = &st;
+  /* Lingering, the server stays up after the job; the timer closes it. */
+  if (linger_ms > 0)
+    cfg.exit_when_done = 0;
   uv_loop_t *loop = uv_default_loop();
+  uv_timer_init(loop, &st.linger);
+  st.linger.data = &st;
+  uv_unref((uv_handle_t *)&st.linger); /* the server's handles keep it up */
   dr_server_t *srv = NULL;
   char err[256];
   rc = dr_server_start(loop, &cfg, &srv, err, sizeof(err));
@@ -216,13 +271,23 @@ int main(int argc, char **argv) {
   }
   st.srv = srv;
   uint16_t port = dr_server_port(srv);
-  if (port_file != NULL && (rc = dr_write_port_file(port_file, port)) != 0) {
+  uint16_t mport = dr_server_metrics_port(srv);
+  const char *bad_file = NULL;
+  if (port_file != NULL && (rc = dr_write_port_file(port_file, port)) != 0)
+    bad_file = port_file;
+  else if (metrics_port_file != NULL &&
+           (rc = dr_write_port_file(metrics_port_file, mport)) != 0)
+    bad_file = metrics_port_file;
+  if (bad_file != NULL) {
     fprintf(stderr, "ddprun-rdzv: cannot write the port file %s (%s)\n",
-            port_file, dr_strerror(rc));
+            bad_file, dr_strerror(rc));
     dr_server_close(&srv);
     uv_run(loop, UV_RUN_DEFAULT);
     return 1;
   }
+  if (mport != 0)
+    DR_INFO("serving metrics on http://%s:%u/metrics and /healthz",
+            cfg.metrics_host != NULL ? cfg.metrics_host : cfg.host, mport);
   DR_INFO("listening on %s:%u for job '%s' (nodes %u:%u, max restarts %u%s)",
           cfg.host, port, cfg.run_id, cfg.min_nodes, cfg.max_nodes,
           cfg.max_restarts, secret_len > 0 ? ", shared secret required" : "");
@@ -241,6 +306,7 @@ int main(int argc, char **argv) {
   uv_run(loop, UV_RUN_DEFAULT);
   for (int i = 0; i < 3; i++)
     uv_close((uv_handle_t *)&sigs[i], NULL);
+  uv_close((uv_handle_t *)&st.linger, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   uv_loop_close(loop);
   if (st.signal_exit != 0)

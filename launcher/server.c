@@ -23,6 +23,7 @@ void dr_server_config_default(dr_server_config_t *cfg) {
   cfg->heartbeat_timeout_ms = 2000;
   cfg->last_call_timeout_ms = 1000;
   cfg->handshake_timeout_ms = 5000;
+  cfg->metrics_port = -1;
   cfg->limits = dr_limits_default();
 }
 
@@ -75,6 +76,7 @@ static void free_server(dr_server_t *s) {
   void (*on_closed)(void *) = s->cfg.on_closed;
   void *arg = s->cfg.cb_arg;
   dr__rdzv_free(s);
+  dr__metrics_free(&s->metrics);
   dr__store_free(&s->store);
   dr_buf_free(&s->out);
   dr_events_close(&s->events);
@@ -132,6 +134,10 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->cfg.run_id = s->run_id;
   s->cfg.host = NULL; /* borrowed from the caller; not kept */
   s->cfg.log_dir = NULL;
+  s->cfg.metrics_host = NULL;
+  uv_timeval64_t tv;
+  if (uv_gettimeofday(&tv) == 0)
+    s->start_unix_ms = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
   if (cfg->log_dir != NULL) {
     char host[256];
     if (gethostname(host, sizeof(host)) != 0)
@@ -204,11 +210,20 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
     dr_server_close(&s);
     return rc;
   }
+  if (cfg->metrics_port >= 0 &&
+      (rc = dr__metrics_start(s, cfg, err, errlen)) != 0) {
+    dr_server_close(&s);
+    return rc;
+  }
   *out = s;
   return 0;
 }
 
 uint16_t dr_server_port(const dr_server_t *s) { return s->port; }
+
+uint16_t dr_server_metrics_port(const dr_server_t *s) {
+  return s->metrics != NULL ? dr__metrics_port(s->metrics) : 0;
+}
 
 int dr_server_done(const dr_server_t *s, int *exit_code) {
   if (s->rdzv.state != DR_JOB_DONE)
@@ -249,6 +264,8 @@ void dr_server_close(dr_server_t **sp) {
   while (s->conns != NULL)
     dr__conn_close(s->conns, "server shutting down");
   dr__rdzv_close(s);
+  if (s->metrics != NULL)
+    dr__metrics_close(s->metrics);
   uv_close((uv_handle_t *)&s->listener, on_handle_closed);
   uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&s->stop_async, on_handle_closed);

@@ -32,6 +32,11 @@ typedef struct {
   size_t secret_len;
   dr_limits_t limits;
   const char *log_dir;     /* events to <log_dir>/<run_id>/events.jsonl */
+  /* GET /metrics (Prometheus text) and GET /healthz over HTTP on the same
+   * loop: -1 = off (the default), 0 = a free port, see
+   * dr_server_metrics_port(). Bound to metrics_host, or to host when NULL. */
+  int32_t metrics_port;
+  const char *metrics_host;
   /* Called once when the job ends, with its exit code. */
   void (*on_done)(void *arg, int exit_code);
   /* Called when the server has closed every handle and freed itself. */
@@ -40,7 +45,7 @@ typedef struct {
 } dr_server_config_t;
 
 /* Defaults: 127.0.0.1, port 0, nodes 1:1, no restarts, heartbeat 2000 ms,
- * last call 1000 ms, handshake 5000 ms. */
+ * last call 1000 ms, handshake 5000 ms, no metrics endpoint. */
 void dr_server_config_default(dr_server_config_t *cfg);
 
 /* Validates cfg, binds and listens. Returns 0 and *out, or a negative code
@@ -52,6 +57,9 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
 
 /* The port bound (useful with port 0). */
 uint16_t dr_server_port(const dr_server_t *s);
+
+/* The metrics endpoint's port, 0 when it is off. */
+uint16_t dr_server_metrics_port(const dr_server_t *s);
 
 /* 1 once the job has ended (every node succeeded, or a STOP was sent);
  * *exit_code is then the job's exit code. */

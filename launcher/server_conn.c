@@ -167,6 +167,8 @@ static void conn_reject(dr_conn_t *c, int code, const char *what,
   dr_log_sample(bytes, n_bytes < 32 ? n_bytes : 32, sample, sizeof(sample));
   DR_WARN("dropping %s: %s (%s); first bytes: \"%s\"", c->peer, what,
           dr_strerror(code), sample);
+  if (c->state != DR_CONN_READY)
+    c->srv->stats.refused[DR_REFUSE_MALFORMED]++;
   dr__conn_send_error(c, 0, code, "%s: %s", what, dr_strerror(code));
   dr__conn_close(c, what);
 }
@@ -184,6 +186,7 @@ static void handle_hello(dr_conn_t *c, const dr_msg_t *m) {
     dr_log_sample(run_id.p, run_id.len, sample, sizeof(sample));
     DR_WARN("refused %s (%s): run id '%s' is not this job's '%s'", c->peer,
             c->host, sample, s->run_id);
+    s->stats.refused[DR_REFUSE_RUN_ID]++;
     dr__conn_send_error(c, m->req_id, DR_ERUNID,
                         "run id '%s' does not match this server's job '%s'",
                         sample, s->run_id);
@@ -209,6 +212,7 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   if (m->type != DR_MSG_AUTH) {
     DR_WARN("refused %s (%s): no shared secret presented", c->peer, c->host);
+    s->stats.refused[DR_REFUSE_NO_SECRET]++;
     dr__conn_send_error(c, m->req_id, DR_ENOAUTH,
                         "this job requires a shared secret (--secret-file "
                         "or DDPRUN_SECRET)");
@@ -218,6 +222,7 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
   if (dr_auth_verify(s->secret, s->cfg.secret_len, c->nonce,
                      dr_str(s->run_id), m->f[0].b) != 0) {
     DR_WARN("refused %s (%s): wrong shared secret", c->peer, c->host);
+    s->stats.refused[DR_REFUSE_BAD_SECRET]++;
     dr__conn_send_error(c, m->req_id, DR_EAUTH,
                         "authentication failed: wrong shared secret");
     dr__conn_close(c, "wrong secret");
@@ -361,6 +366,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
       if (err == DR_EVERSION) {
         DR_WARN("refused %s: protocol version %u (this server speaks %u)",
                 c->peer, m.version, DR_PROTO_VERSION);
+        c->srv->stats.refused[DR_REFUSE_VERSION]++;
         dr__conn_send_error(c, m.req_id, DR_EVERSION,
                             "protocol version %u is not supported; this "
                             "server speaks version %u",
@@ -406,6 +412,7 @@ void dr__conn_accept(dr_server_t *s) {
     return;
   c->srv = s;
   c->prev_rank = -1;
+  s->stats.accepted++;
   uv_tcp_init(s->loop, &c->tcp);
   c->tcp.data = c;
   s->n_handles_open++;
@@ -437,6 +444,7 @@ void dr__conn_sweep(dr_server_t *s, uint64_t now) {
         now - c->accepted_ms > s->cfg.handshake_timeout_ms) {
       DR_WARN("dropping %s: no handshake within %u ms", c->peer,
               s->cfg.handshake_timeout_ms);
+      s->stats.refused[DR_REFUSE_TIMEOUT]++;
       dr__conn_close(c, "handshake timeout");
     }
   }

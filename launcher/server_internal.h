@@ -14,6 +14,35 @@ typedef struct dr_conn dr_conn_t;
 typedef struct dr_node dr_node_t;
 typedef struct dr_store dr_store_t;
 typedef struct dr_waiter dr_waiter_t;
+typedef struct dr_metrics dr_metrics_t;
+
+/* Why a connection was refused before it became a client of the job. */
+typedef enum {
+  DR_REFUSE_RUN_ID,     /* HELLO with another job's run id */
+  DR_REFUSE_NO_SECRET,  /* no AUTH where a secret is required */
+  DR_REFUSE_BAD_SECRET, /* AUTH with a wrong secret */
+  DR_REFUSE_VERSION,    /* another protocol version */
+  DR_REFUSE_MALFORMED,  /* a frame that does not decode, or not HELLO first */
+  DR_REFUSE_TIMEOUT,    /* no handshake within handshake_timeout_ms */
+  DR__REFUSE_N
+} dr_refuse_t;
+
+/* Operator counters (monotonic since the server started), for metrics.c. */
+typedef struct {
+  uint64_t accepted;               /* TCP connections accepted */
+  uint64_t refused[DR__REFUSE_N];  /* handshakes refused, by reason */
+  uint64_t joins_refused;          /* JOINs answered with an error */
+  uint64_t failures;               /* worker failures reported by agents */
+  uint64_t nodes_lost;             /* nodes dropped: closed or silent */
+} dr_server_stats_t;
+
+/* The store's figures, see dr__store_stats(). */
+typedef struct {
+  uint64_t ops[DR__MSG_MAX]; /* requests handled, by message type */
+  uint64_t stale;            /* requests refused for an ended generation */
+  size_t keys_job, keys_gen; /* keys in the job and generation scopes */
+  size_t waiters;            /* GET / MULTI_GET / BARRIER still blocked */
+} dr_store_stats_t;
 
 typedef enum {
   DR_CONN_HELLO,   /* waiting for HELLO */
@@ -115,6 +144,9 @@ struct dr_server {
   dr_store_t *store;
   dr_buf_t out;            /* scratch for encoding replies */
   struct dr_events *events;
+  dr_server_stats_t stats;
+  dr_metrics_t *metrics;   /* NULL when the metrics endpoint is off */
+  uint64_t start_unix_ms;
   uint8_t rbuf[64 * 1024]; /* shared read buffer, see on_alloc() */
   int closing;
   int done_flushing;
@@ -150,6 +182,7 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m);
 void dr__store_new_generation(dr_server_t *s);
 void dr__store_drop_conn(dr_conn_t *c);
 size_t dr__store_n_keys(const dr_store_t *st);
+void dr__store_stats(const dr_store_t *st, dr_store_stats_t *out);
 
 /* ---- rdzv.c ------------------------------------------------------------ */
 int dr__rdzv_init(dr_server_t *s);
@@ -160,5 +193,40 @@ void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m);
 /* The connection of node went away (closed, or silent too long). */
 void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why);
 void dr__rdzv_sweep(dr_server_t *s, uint64_t now);
+
+/* ---- metrics_http.c: the HTTP endpoint ---------------------------------- */
+/* Binds cfg->metrics_host (or cfg->host) on cfg->metrics_port and serves
+ * on s's loop; its handles count in s->n_handles_open. 0, or a negative
+ * code with a one-line reason in err. */
+int dr__metrics_start(dr_server_t *s, const dr_server_config_t *cfg,
+                      char *err, size_t errlen);
+uint16_t dr__metrics_port(const dr_metrics_t *m);
+/* Closes the listener and every HTTP connection (at server close). */
+void dr__metrics_close(dr_metrics_t *m);
+/* Frees the endpoint once its handles have closed. */
+void dr__metrics_free(dr_metrics_t **m);
+
+/* ---- http_request.c: reading a request head ---------------------------- */
+typedef enum { DR_HTTP_METRICS, DR_HTTP_HEALTHZ } dr_http_target_t;
+/* Looks at the first len bytes a client sent (cap: the most its head may
+ * take). Returns 0 while the head is incomplete; 200 for a complete
+ * GET of /metrics or /healthz (*target says which; a query string is
+ * ignored); else the status to answer at once: 400 malformed (not
+ * "METHOD /path HTTP/1.x", control bytes), 404 another path, 405 another
+ * method, 431 no end of head within cap bytes. */
+int dr__http_classify(const char *buf, size_t len, size_t cap,
+                      dr_http_target_t *target);
+
+/* ---- metrics.c: what the endpoint says ---------------------------------- */
+/* Appends the Prometheus text exposition (format 0.0.4) of s's state to
+ * out; http_counts[i] are the HTTP answers so far by dr__metrics_codes[i]. */
+int dr__metrics_render(dr_server_t *s, dr_buf_t *out,
+                       const uint64_t *http_counts);
+/* The /healthz answer: 200 while the job forms or runs, 503 once it has
+ * ended; a one-line body into out. */
+int dr__metrics_health(const dr_server_t *s, char *out, size_t n);
+/* The HTTP status codes the endpoint answers with, counted by metrics. */
+#define DR_METRICS_N_CODES 7
+extern const int dr__metrics_codes[DR_METRICS_N_CODES];
 
 #endif /* DR_SERVER_INTERNAL_H */

@@ -40,6 +40,9 @@ typedef struct {
 struct dr_store {
   scope_t scope[2]; /* 0: job, 1: current generation */
   uint64_t ops;
+  uint64_t ops_by_type[DR__MSG_MAX];
+  uint64_t stale;
+  size_t n_waiters;
 };
 
 struct dr_waiter {
@@ -93,6 +96,14 @@ void dr__store_free(dr_store_t **st) {
 
 size_t dr__store_n_keys(const dr_store_t *st) {
   return HASH_COUNT(st->scope[0].kv) + HASH_COUNT(st->scope[1].kv);
+}
+
+void dr__store_stats(const dr_store_t *st, dr_store_stats_t *out) {
+  memcpy(out->ops, st->ops_by_type, sizeof(out->ops));
+  out->stale = st->stale;
+  out->keys_job = HASH_COUNT(st->scope[0].kv);
+  out->keys_gen = HASH_COUNT(st->scope[1].kv);
+  out->waiters = st->n_waiters;
 }
 
 static kv_t *kv_find(scope_t *sc, dr_bytes_t key) {
@@ -150,6 +161,7 @@ static void waiter_finish(dr_store_t *st, dr_waiter_t *w) {
   if (w->finished)
     return;
   w->finished = 1;
+  st->n_waiters--;
   park_t *p = w->park;
   park_unlink(w);
   if (p != NULL && p->head == NULL) {
@@ -310,6 +322,7 @@ static dr_waiter_t *waiter_new(dr_conn_t *c, const dr_msg_t *m, int scope,
   w->timer.data = w;
   c->srv->n_handles_open++;
   uv_timer_start(&w->timer, on_waiter_timeout, wait_ms, 0);
+  c->srv->store->n_waiters++;
   return w;
 }
 
@@ -523,6 +536,7 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
   } else if (gen == s->rdzv.gen && s->rdzv.state != DR_JOB_DONE) {
     scope = 1;
   } else {
+    st->stale++;
     dr__conn_send_error(c, m->req_id, DR_ESTALE,
                         "generation %" PRIu64 " is not current (current: %" PRIu64
                         ")",
@@ -530,6 +544,7 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
     return;
   }
   st->ops++;
+  st->ops_by_type[m->type]++;
   switch (m->type) {
   case DR_MSG_SET:
     if (kv_put(&st->scope[scope], m->f[1].b, m->f[2].b.p, m->f[2].b.len) != 0) {

@@ -1,0 +1,253 @@
+/* What GET /metrics and GET /healthz say: the server's state and counters
+ * in the Prometheus text exposition format, version 0.0.4. Every metric is
+ * always present (with HELP and TYPE), so that a dashboard or an alert
+ * never sees a series appear only once something has gone wrong. */
+#include "server_internal.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const int dr__metrics_codes[DR_METRICS_N_CODES] = {200, 400, 404, 405,
+                                                   408, 431, 503};
+
+__attribute__((format(printf, 2, 3))) static void put(dr_buf_t *b,
+                                                      const char *fmt, ...) {
+  if (b->err != 0)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  char small[256];
+  int n = vsnprintf(small, sizeof(small), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return;
+  if ((size_t)n < sizeof(small)) {
+    dr_buf_append(b, small, (size_t)n);
+    return;
+  }
+  if (dr_buf_reserve(b, (size_t)n + 1) != 0)
+    return;
+  va_start(ap, fmt);
+  vsnprintf((char *)b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}
+
+/* HELP and TYPE of one metric family. */
+static void family(dr_buf_t *b, const char *name, const char *type,
+                   const char *help) {
+  put(b, "# HELP ddprun_rdzv_%s %s\n# TYPE ddprun_rdzv_%s %s\n", name, help,
+      name, type);
+}
+
+static void gauge(dr_buf_t *b, const char *name, const char *help,
+                  double v) {
+  family(b, name, "gauge", help);
+  put(b, "ddprun_rdzv_%s %.15g\n", name, v);
+}
+
+static void counter(dr_buf_t *b, const char *name, const char *help,
+                    uint64_t v) {
+  family(b, name, "counter", help);
+  put(b, "ddprun_rdzv_%s %" PRIu64 "\n", name, v);
+}
+
+/* A label value as the format wants it: \\, \" and \n escaped. */
+static const char *label_escape(const char *in, char *out, size_t n) {
+  size_t j = 0;
+  for (; *in != '\0' && j + 3 < n; in++) {
+    if (*in == '\\' || *in == '"') {
+      out[j++] = '\\';
+      out[j++] = *in;
+    } else if (*in == '\n') {
+      out[j++] = '\\';
+      out[j++] = 'n';
+    } else {
+      out[j++] = *in;
+    }
+  }
+  out[j] = '\0';
+  return out;
+}
+
+static uint64_t unix_ms(void) {
+  uv_timeval64_t tv;
+  if (uv_gettimeofday(&tv) != 0)
+    return 0;
+  return (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+}
+
+static void render_job(dr_server_t *s, dr_buf_t *b) {
+  const dr_rdzv_t *r = &s->rdzv;
+  char esc[600];
+  family(b, "job_info", "gauge", "Always 1; the job's run id as a label.");
+  put(b, "ddprun_rdzv_job_info{run_id=\"%s\"} 1\n",
+      label_escape(s->run_id, esc, sizeof(esc)));
+  gauge(b, "start_time_seconds",
+        "When this server started, in seconds since the Unix epoch.",
+        (double)s->start_unix_ms / 1000.0);
+  family(b, "job_state", "gauge",
+         "1 for the job's current state: forming (collecting nodes for a "
+         "round), running, or done (ended; see job_exit_code).");
+  static const char *const names[] = {"forming", "running", "done"};
+  for (int i = 0; i < 3; i++)
+    put(b, "ddprun_rdzv_job_state{state=\"%s\"} %d\n", names[i],
+        (int)r->state == i);
+  gauge(b, "job_exit_code",
+        "The job's exit code once it is done (0: every node succeeded); -1 "
+        "before.",
+        r->state == DR_JOB_DONE ? r->exit_code : -1);
+  gauge(b, "generation",
+        "The current generation (round); the first is 1, each restart and "
+        "each node taken in opens the next.",
+        (double)r->gen);
+  counter(b, "rounds_completed_total",
+          "Rounds that completed and were assigned to their nodes.",
+          r->rounds_completed);
+  counter(b, "restarts_total",
+          "Restarts taken from the job's budget after a failure.",
+          r->restarts_used);
+  gauge(b, "max_restarts", "The job's restart budget (--max-restarts).",
+        s->cfg.max_restarts);
+  counter(b, "worker_failures_total",
+          "Worker failures that agents reported for the running "
+          "generation.",
+          s->stats.failures);
+  counter(b, "nodes_lost_total",
+          "Nodes dropped from the job: connection closed or heartbeat "
+          "silent.",
+          s->stats.nodes_lost);
+}
+
+static void render_nodes(dr_server_t *s, dr_buf_t *b) {
+  const dr_rdzv_t *r = &s->rdzv;
+  size_t alive = 0;
+  uint32_t world = 0;
+  uint64_t age_max = 0, now = dr__now_ms(s);
+  for (size_t i = 0; i < r->n_round; i++) {
+    const dr_conn_t *c = r->round[i]->conn;
+    if (c == NULL)
+      continue;
+    alive++;
+    if (r->state == DR_JOB_RUNNING) {
+      world += r->round[i]->nproc;
+      if (now - c->last_seen_ms > age_max)
+        age_max = now - c->last_seen_ms;
+    }
+  }
+  for (size_t i = 0; i < r->n_waiting; i++)
+    alive += r->waiting[i]->conn != NULL;
+  if (r->state == DR_JOB_DONE)
+    alive = 0;
+  gauge(b, "nodes_alive",
+        "Nodes connected and in the job: in the current round, or waiting "
+        "to be taken into the next.",
+        (double)alive);
+  gauge(b, "nodes_waiting",
+        "Nodes that joined while a round runs, waiting for the next.",
+        r->state == DR_JOB_DONE ? 0 : (double)r->n_waiting);
+  gauge(b, "nodes_min", "The fewest nodes the job runs with (--nnodes MIN).",
+        s->cfg.min_nodes);
+  gauge(b, "nodes_max", "The most nodes the job takes (--nnodes MAX).",
+        s->cfg.max_nodes);
+  gauge(b, "world_size",
+        "Workers in the running round (sum of nproc-per-node); 0 while no "
+        "round runs.",
+        world);
+  gauge(b, "heartbeat_age_max_seconds",
+        "The longest time since any node of the running round was last "
+        "heard from; a node is declared dead past heartbeat_timeout_seconds.",
+        (double)age_max / 1000.0);
+  gauge(b, "heartbeat_timeout_seconds",
+        "Silence after which a node is declared dead.",
+        s->cfg.heartbeat_timeout_ms / 1000.0);
+}
+
+static void render_store(dr_server_t *s, dr_buf_t *b) {
+  dr_store_stats_t st;
+  dr__store_stats(s->store, &st);
+  family(b, "store_keys", "gauge",
+         "Keys in the store, by scope: the job's, and the current "
+         "generation's (cleared at each new generation).");
+  put(b, "ddprun_rdzv_store_keys{scope=\"job\"} %zu\n", st.keys_job);
+  put(b, "ddprun_rdzv_store_keys{scope=\"generation\"} %zu\n", st.keys_gen);
+  family(b, "store_operations_total", "counter",
+         "Store requests handled, by operation.");
+  static const struct {
+    int type;
+    const char *op;
+  } ops[] = {{DR_MSG_SET, "set"},         {DR_MSG_GET, "get"},
+             {DR_MSG_MULTI_GET, "multi_get"}, {DR_MSG_ADD, "add"},
+             {DR_MSG_CAS, "cas"},         {DR_MSG_DELETE, "delete"},
+             {DR_MSG_CHECK, "check"},     {DR_MSG_BARRIER, "barrier"}};
+  for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+    put(b, "ddprun_rdzv_store_operations_total{op=\"%s\"} %" PRIu64 "\n",
+        ops[i].op, st.ops[ops[i].type]);
+  counter(b, "store_stale_requests_total",
+          "Store requests refused because their generation had ended.",
+          st.stale);
+  gauge(b, "store_waiters",
+        "Blocking store requests (GET, MULTI_GET, BARRIER) still waiting.",
+        (double)st.waiters);
+}
+
+static void render_conns(dr_server_t *s, dr_buf_t *b,
+                         const uint64_t *http_counts) {
+  gauge(b, "connections",
+        "Open client connections (agents, workers, tools), handshake "
+        "included.",
+        (double)s->n_conns);
+  counter(b, "connections_accepted_total",
+          "Client connections accepted since the server started.",
+          s->stats.accepted);
+  family(b, "handshakes_refused_total", "counter",
+         "Connections refused before they became clients of the job, by "
+         "reason.");
+  static const char *const why[DR__REFUSE_N] = {
+      "run_id", "no_secret", "bad_secret", "version", "malformed", "timeout"};
+  for (int i = 0; i < DR__REFUSE_N; i++)
+    put(b, "ddprun_rdzv_handshakes_refused_total{reason=\"%s\"} %" PRIu64
+           "\n",
+        why[i], s->stats.refused[i]);
+  counter(b, "joins_refused_total",
+          "JOIN requests refused: duplicate or out-of-range node rank, "
+          "different nproc, job full or ended.",
+          s->stats.joins_refused);
+  family(b, "http_responses_total", "counter",
+         "Answers of this HTTP endpoint, by status code.");
+  for (int i = 0; i < DR_METRICS_N_CODES; i++)
+    put(b, "ddprun_rdzv_http_responses_total{code=\"%d\"} %" PRIu64 "\n",
+        dr__metrics_codes[i], http_counts[i]);
+}
+
+int dr__metrics_render(dr_server_t *s, dr_buf_t *out,
+                       const uint64_t *http_counts) {
+  render_job(s, out);
+  render_nodes(s, out);
+  render_store(s, out);
+  render_conns(s, out, http_counts);
+  gauge(out, "uptime_seconds", "Seconds since this server started.",
+        s->start_unix_ms != 0 ? (double)(unix_ms() - s->start_unix_ms) / 1000.0
+                              : 0.0);
+  return out->err;
+}
+
+int dr__metrics_health(const dr_server_t *s, char *out, size_t n) {
+  const dr_rdzv_t *r = &s->rdzv;
+  switch (r->state) {
+  case DR_JOB_FORMING:
+    snprintf(out, n, "ok: job '%s' forming generation %" PRIu64 "\n",
+             s->run_id, r->gen);
+    return 200;
+  case DR_JOB_RUNNING:
+    snprintf(out, n, "ok: job '%s' running generation %" PRIu64 "\n",
+             s->run_id, r->gen);
+    return 200;
+  default:
+    snprintf(out, n, "done: job '%s' ended with exit code %d: %s\n",
+             s->run_id, r->exit_code, r->stop_reason);
+    return 503;
+  }
+}
