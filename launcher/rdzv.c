@@ -454,9 +454,14 @@ static void decide_failure(dr_server_t *s, int code, int exit_code,
                            int signal, const char *what) {
   dr_rdzv_t *r = &s->rdzv;
   char reason[1200];
-  if (signal == 0 && (exit_code == 2 || exit_code == 5)) {
+  /* 75: the worker checkpointed on SIGUSR1 (preemption); whoever sent it
+   * requeues the job. */
+  if (signal == 0 && (exit_code == 2 || exit_code == 5 || exit_code == 75)) {
     snprintf(reason, sizeof(reason), "%s, not restarted: %s",
-             exit_code == 2 ? "configuration error" : "non-finite loss", what);
+             exit_code == 2   ? "configuration error"
+             : exit_code == 5 ? "non-finite loss"
+                              : "preempted (SIGUSR1)",
+             what);
     stop_job(s, exit_code, reason);
   } else if (r->restarts_used < s->cfg.max_restarts) {
     r->restarts_used++;

@@ -21,7 +21,9 @@ enum {
   DR_TRAIN_ECONFIG = 2,   /* bad configuration: never restarted */
   DR_TRAIN_ECOMM = 3,     /* communication set-up failed: restartable */
   DR_TRAIN_ETIMEOUT = 4,  /* a collective timed out or lost a peer */
-  DR_TRAIN_ENONFINITE = 5 /* the loss became NaN or infinite: not restarted */
+  DR_TRAIN_ENONFINITE = 5, /* the loss became NaN or infinite: not restarted */
+  DR_TRAIN_EPREEMPTED = 75 /* stopped by SIGUSR1 after a checkpoint: not
+                              restarted; ddprun exits 75 (EX_TEMPFAIL) */
 };
 
 typedef struct {
@@ -73,6 +75,17 @@ int dr_train_resume(dr_run_t *r, uint64_t *start);
  * --ckpt-every divides done, written by rank 0 while the others wait.
  * Returns an exit code. */
 int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done);
+
+/* Writes the checkpoint of step done now (rank 0, the others wait for its
+ * result). Returns an exit code. */
+int dr_train_ckpt_save(dr_run_t *r, uint64_t done);
+
+/* train_preempt.c: SIGUSR1 sets a flag (install before the loop; -1 and
+ * errno on failure). After each step all ranks agree on whether any was
+ * signalled; if so they checkpoint step done and return
+ * DR_TRAIN_EPREEMPTED, else 0. */
+int dr_train_preempt_install(void);
+int dr_train_preempt_after_step(dr_run_t *r, uint64_t done);
 
 /* A collective failure: prints the message and returns exit code 4. */
 int dr_train_comm_failed(dr_run_t *r, const char *what, int rc,

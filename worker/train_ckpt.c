@@ -324,27 +324,33 @@ static void test_kill(dr_run_t *r, uint64_t done) {
 int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done) {
   const dr_train_config_t *c = &r->c;
   if (c->ckpt_dir != NULL && c->ckpt_every > 0 && done % c->ckpt_every == 0) {
-    verdict_t v = {0, done, 0};
-    if (r->rank == 0)
-      v.code = save(r, done);
-    /* The barrier after the save: no rank starts the next step before
-     * rank 0 has committed this one, and all stop together if it could
-     * not. */
-    char err[256] = "";
-    int rc = dr_pg_broadcast_sync(r->pg, &v, sizeof(v), 0, err, sizeof(err));
+    int rc = dr_train_ckpt_save(r, done);
     if (rc != 0)
-      return dr_train_comm_failed(r, "checkpoint barrier", rc, err);
-    if (v.code != 0) {
-      if (r->rank != 0)
-        fprintf(stderr, "train: rank %u: rank 0 could not write the "
-                "checkpoint of step %" PRIu64 "; stopping (exit %d)\n",
-                r->rank, done, (int)v.code);
-      return (int)v.code;
-    }
-    /* The time spent on the checkpoint counts once against the agent's
-     * --hang-timeout, not in addition to the next step's. */
-    dr_progress_report(r->progress, done);
+      return rc;
   }
   test_kill(r, done);
+  return 0;
+}
+
+int dr_train_ckpt_save(dr_run_t *r, uint64_t done) {
+  verdict_t v = {0, done, 0};
+  if (r->rank == 0)
+    v.code = save(r, done);
+  /* The barrier after the save: no rank starts the next step before rank 0
+   * has committed this one, and all stop together if it could not. */
+  char err[256] = "";
+  int rc = dr_pg_broadcast_sync(r->pg, &v, sizeof(v), 0, err, sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "checkpoint barrier", rc, err);
+  if (v.code != 0) {
+    if (r->rank != 0)
+      fprintf(stderr, "train: rank %u: rank 0 could not write the "
+              "checkpoint of step %" PRIu64 "; stopping (exit %d)\n",
+              r->rank, done, (int)v.code);
+    return (int)v.code;
+  }
+  /* The time spent on the checkpoint counts once against the agent's
+   * --hang-timeout, not in addition to the next step's. */
+  dr_progress_report(r->progress, done);
   return 0;
 }

@@ -224,7 +224,9 @@ static void usage(void) {
          "that does not fit\nthe run); 3 communication failure, or a "
          "checkpoint that cannot be written or\nread; 4 a collective timed "
          "out or lost a peer; 5 the loss became non-finite\n(not "
-         "restarted).\n");
+         "restarted); 75 preempted: SIGUSR1 stopped every rank after a step,\n"
+         "with a checkpoint when --ckpt-dir is given (not restarted by ddprun;"
+         "\nrun the job again to resume).\n");
 }
 
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,

@@ -142,6 +142,8 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     rc = dr_train_ckpt_after_step(r, step + 1);
     if (rc != 0)
       return rc;
+    if ((rc = dr_train_preempt_after_step(r, step + 1)) != 0)
+      return rc;
   }
   return 0;
 }

@@ -128,6 +128,9 @@ static void teardown(dr_run_t *r) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* First: from now on SIGUSR1 asks for a checkpoint instead of killing. */
+  if (dr_train_preempt_install() != 0)
+    perror("train: sigaction(SIGUSR1)");
   dr_run_t run;
   memset(&run, 0, sizeof(run));
   dr_run_t *r = &run;
