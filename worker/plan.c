@@ -73,3 +73,37 @@ size_t dr_plan_best(const dr_plan_result_t *r, size_t n) {
   }
   return best;
 }
+
+void dr_plan_fit(const double *bytes, const double *ms, size_t n,
+                 double *alpha_ms, double *bytes_per_ms) {
+  double mx = 0, mt = 0;
+  for (size_t i = 0; i < n; i++) {
+    mx += bytes[i];
+    mt += ms[i];
+  }
+  mx /= (double)n;
+  mt /= (double)n;
+  double sxx = 0, sxt = 0;
+  for (size_t i = 0; i < n; i++) {
+    sxx += (bytes[i] - mx) * (bytes[i] - mx);
+    sxt += (bytes[i] - mx) * (ms[i] - mt);
+  }
+  double slope = sxx > 0 ? sxt / sxx : 0; /* ms per byte */
+  double alpha = mt - slope * mx;
+  if (slope > 0 && alpha < 0) {
+    double xx = 0, xt = 0;
+    for (size_t i = 0; i < n; i++) {
+      xx += bytes[i] * bytes[i];
+      xt += bytes[i] * ms[i];
+    }
+    slope = xx > 0 ? xt / xx : 0;
+    alpha = 0;
+  }
+  if (!(slope > 0)) {
+    *alpha_ms = mt > 0 ? mt : 0;
+    *bytes_per_ms = DR_PLAN_FAST_BPM;
+    return;
+  }
+  *alpha_ms = alpha;
+  *bytes_per_ms = 1.0 / slope;
+}

@@ -77,4 +77,13 @@ size_t dr_plan_group(const double *bytes, const double *ready_ms, size_t n,
  * 1e-9 ms) goes to fewer buckets, then to the earlier one. n >= 1. */
 size_t dr_plan_best(const dr_plan_result_t *r, size_t n);
 
+/* Fits t = alpha + bytes / B to n measured all-reduces (bytes[i] took
+ * ms[i]) by least squares. A negative intercept becomes alpha = 0 with the
+ * slope refitted through the origin; a slope that is not positive (times
+ * that do not grow with size) gives B = DR_PLAN_FAST_BPM and alpha the
+ * mean time. n >= 1. */
+#define DR_PLAN_FAST_BPM 1e15
+void dr_plan_fit(const double *bytes, const double *ms, size_t n,
+                 double *alpha_ms, double *bytes_per_ms);
+
 #endif /* DR_PLAN_H */

@@ -26,6 +26,8 @@ struct dr_reducer {
   size_t n_params;
   size_t *elems;       /* [n_params] */
   size_t *bucket_of;   /* [n_params] */
+  size_t *order;       /* [n_params] the fill order of the buckets */
+  uint64_t *param_ready; /* [n_params] when each was marked ready (us) */
   bucket_t *b;
   size_t nb;
   float *mem;
@@ -128,6 +130,8 @@ static int build(dr_reducer_t *r, const size_t *order) {
   free(fill);
   for (size_t i = 0; i < nb; i++)
     t[i].n_elems = b[i].n_elems;
+  if (order != r->order)
+    memcpy(r->order, order, r->n_params * sizeof(size_t));
   free(r->b);
   free(r->times);
   mem_free(r, r->mem);
@@ -154,10 +158,12 @@ int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
   r->elems = calloc(n, sizeof(size_t));
   r->bucket_of = calloc(n, sizeof(size_t));
   r->observed = calloc(n, sizeof(size_t));
+  r->order = calloc(n, sizeof(size_t));
+  r->param_ready = calloc(n, sizeof(uint64_t));
   size_t *order = calloc(n, sizeof(size_t));
   int rc = -ENOMEM;
   if (r->elems != NULL && r->bucket_of != NULL && r->observed != NULL &&
-      order != NULL) {
+      r->order != NULL && r->param_ready != NULL && order != NULL) {
     for (size_t i = 0; i < r->n_params; i++) {
       r->elems[i] = dr_model_param(m, i)->n_elems;
       order[i] = r->n_params - 1 - i; /* reverse registration order */
@@ -183,6 +189,8 @@ void dr_reducer_free(dr_reducer_t **rp) {
       dr_work_free(&r->b[i].work);
   free(r->elems);
   free(r->bucket_of);
+  free(r->order);
+  free(r->param_ready);
   free(r->observed);
   free(r->b);
   free(r->times);
@@ -270,6 +278,7 @@ void dr_reducer_mark_ready(void *arg, size_t param) {
     return;
   if (r->observing && r->n_observed < r->n_params)
     r->observed[r->n_observed++] = param;
+  r->param_ready[param] = now_us();
   size_t bi = r->bucket_of[param];
   bucket_t *b = &r->b[bi];
   if (b->pending == 0)
@@ -359,4 +368,23 @@ void dr_reducer_stats(const dr_reducer_t *r, dr_reducer_stats_t *s) {
 
 const dr_bucket_times_t *dr_reducer_bucket_times(const dr_reducer_t *r) {
   return r->times;
+}
+
+const size_t *dr_reducer_order(const dr_reducer_t *r) { return r->order; }
+
+const uint64_t *dr_reducer_param_ready_us(const dr_reducer_t *r) {
+  return r->param_ready;
+}
+
+size_t dr_reducer_cap_bytes(const dr_reducer_t *r) { return r->cfg.cap_bytes; }
+
+int dr_reducer_replan(dr_reducer_t *r, size_t cap_bytes) {
+  if (cap_bytes == 0)
+    return DR_EBADARG;
+  size_t old = r->cfg.cap_bytes;
+  r->cfg.cap_bytes = cap_bytes;
+  int rc = build(r, r->order);
+  if (rc != 0)
+    r->cfg.cap_bytes = old;
+  return rc;
 }

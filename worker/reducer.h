@@ -108,4 +108,21 @@ typedef struct {
 } dr_bucket_times_t;
 const dr_bucket_times_t *dr_reducer_bucket_times(const dr_reducer_t *r);
 
+/* ---- planning support (train --bucket-cap-mb auto) ----------------------- */
+
+/* The parameters in the order they fill the buckets ([n_params]). */
+const size_t *dr_reducer_order(const dr_reducer_t *r);
+/* When each parameter was marked ready, monotonic us, indexed by
+ * parameter: in the last synchronised pass, or earlier (then before that
+ * pass began) for one it did not mark; 0 for one never marked. */
+const uint64_t *dr_reducer_param_ready_us(const dr_reducer_t *r);
+size_t dr_reducer_cap_bytes(const dr_reducer_t *r);
+
+/* Rebuilds the buckets with a new cap (the first bucket's is kept), in the
+ * current fill order. Only between steps (nothing launched). Every rank
+ * must pass the same cap (rank 0's decision) so that the buckets agree.
+ * 0, DR_EBADARG, or -ENOMEM (the old buckets stay). Gradients point into
+ * the new memory afterwards. */
+int dr_reducer_replan(dr_reducer_t *r, size_t cap_bytes);
+
 #endif /* DR_REDUCER_H */

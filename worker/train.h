@@ -51,6 +51,7 @@ typedef struct {
   uint64_t t0_us;            /* start of the loop */
   uint64_t start_step;       /* first step this run executes (a resume) */
   struct dr_progress *progress; /* slots the agent watches for hangs */
+  struct dr_train_plan *plan;   /* --bucket-cap-mb auto, --profile-out */
 } dr_run_t;
 
 uint64_t dr_now_us(void);

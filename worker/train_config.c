@@ -67,7 +67,13 @@ static const row_t rows[] = {
     {"seed", K_U64, OFF(seed), "1234", 0, 1.8e19,
      "seed of data, initial weights and sampler"},
     {"bucket-cap-mb", K_F64, OFF(bucket_cap_mb), "25", 0.0001, 65536,
-     "gradient bucket size, MiB"},
+     "gradient bucket size, MiB; auto: measure the all-reduce and the "
+     "backward pass in the first steps and pick the best of 1, 2, 5, 10, "
+     "25, 50 and 100 (starting at 25)"},
+    {"profile-out", K_STR, OFF(profile_out), NULL, 0, 0,
+     "rank 0 writes the bucket planner's profile there (JSON: measured "
+     "all-reduce cost, forward/backward/optimizer times, each gradient's "
+     "size and ready time) for ddprun plan --profile"},
     {"first-bucket-mb", K_F64, OFF(first_bucket_mb), "1", 0.0001, 65536,
      "size of the first bucket, MiB"},
     {"no-overlap", K_FLAG, OFF(no_overlap), "0", 0, 1,
@@ -129,6 +135,13 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
     *(char **)p = copy;
     return 0;
   }
+  if (r->off == OFF(bucket_cap_mb)) {
+    c->bucket_cap_auto = strcmp(v, "auto") == 0;
+    if (c->bucket_cap_auto) {
+      c->bucket_cap_mb = 25; /* until the plan */
+      return 0;
+    }
+  }
   if (r->kind == K_FLAG) {
     int on = strcmp(v, "1") == 0 || strcmp(v, "true") == 0 ||
              strcmp(v, "yes") == 0;
@@ -145,8 +158,9 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
   double d = strtod(v, &end);
   if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < r->min ||
       d > r->max)
-    return fail(err, n, "--%s '%s': expected a number from %g to %g", r->name,
-                v, r->min, r->max);
+    return fail(err, n, "--%s '%s': expected a number from %g to %g%s",
+                r->name, v, r->min, r->max,
+                r->off == OFF(bucket_cap_mb) ? ", or auto" : "");
   if (r->kind != K_F64 && d != floor(d))
     return fail(err, n, "--%s '%s': expected a whole number", r->name, v);
   if (r->kind == K_U32)
@@ -291,6 +305,8 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   if (c->ckpt_every > 0 && c->ckpt_dir == NULL)
     return fail(err, n, "--ckpt-every %llu needs --ckpt-dir",
                 (unsigned long long)c->ckpt_every);
+  if (c->profile_out != NULL && c->profile_out[0] == '\0')
+    return fail(err, n, "--profile-out is empty");
   if (c->ckpt_dir != NULL && c->ckpt_dir[0] == '\0')
     return fail(err, n, "--ckpt-dir is empty");
   return 0;

@@ -24,6 +24,8 @@ typedef struct {
   double min_lr_frac;
   uint64_t seed;
   double bucket_cap_mb, first_bucket_mb;
+  int bucket_cap_auto;  /* --bucket-cap-mb auto: measured and planned */
+  char *profile_out;    /* rank 0 writes the planner's profile here */
   int no_overlap;
   uint32_t grad_accum;
   double comm_timeout;  /* seconds */

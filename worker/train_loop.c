@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include "progress.h"
+#include "train_plan.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   if (pos == 0)
     dr_sampler_shard(c->seed, epoch, dr_data_len(r->data, DR_SPLIT_TRAIN),
                      r->rank, r->world, r->shard);
-  uint64_t t_start = dr_now_us(), data_us = 0;
+  uint64_t t_start = dr_now_us(), data_us = 0, t_bwd0 = 0;
   double loss_sum = 0;
   char err[256] = "";
   for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
@@ -70,6 +71,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     if (rc != 0)
       return dr_train_comm_failed(r, "bucket rebuild", rc, err);
     loss_sum += dr_model_forward(r->model, &r->batch);
+    t_bwd0 = dr_now_us();
     dr_model_backward(r->model, 1.0f / (float)c->grad_accum, micro > 0,
                       dr_reducer_mark_ready, r->red);
   }
@@ -100,7 +102,8 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   st->exposed_ms = rs.exposed_us / 1e3;
   st->step_ms = (t_end - t_start) / 1e3;
   *loss_out = loss;
-  return 0;
+  dr_step_marks_t marks = {t_start, t_bwd0, t_bwd, t_comm, t_end};
+  return dr_train_plan_step(r, step, &marks);
 }
 
 int dr_train_loop(dr_run_t *r, uint64_t start) {

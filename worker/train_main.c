@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "progress.h"
 #include "train.h"
+#include "train_plan.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
   dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
@@ -112,6 +113,7 @@ static int setup(dr_run_t *r) {
 }
 
 static void teardown(dr_run_t *r) {
+  dr_train_plan_free(r);
   dr_progress_close(&r->progress);
   dr_trace_close(&r->trace);
   dr_reducer_free(&r->red);
@@ -172,6 +174,8 @@ int main(int argc, char **argv) {
     dr_report_summary(r);
     code = dr_train_resume(r, &start);
   }
+  if (code == 0)
+    code = dr_train_plan_start(r);
   if (code == 0)
     code = dr_train_loop(r, start);
   if (code == 0) {

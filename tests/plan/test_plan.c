@@ -219,6 +219,30 @@ static void test_group_matches_reducer(void **state) {
   }
 }
 
+/* The fit recovers an exact line, clamps a negative intercept and copes
+ * with times that do not grow. */
+static void test_fit(void **state) {
+  (void)state;
+  const double x[] = {1 * MIB, 2 * MIB, 4 * MIB, 8 * MIB};
+  double t[4], alpha, bpm;
+  for (size_t i = 0; i < 4; i++)
+    t[i] = 0.5 + x[i] / (0.25 * MIB); /* 0.5 ms + 4 ms per MiB */
+  dr_plan_fit(x, t, 4, &alpha, &bpm);
+  near(alpha, 0.5);
+  assert_true(bpm > 0.25 * MIB * (1 - 1e-9) && bpm < 0.25 * MIB * (1 + 1e-9));
+  /* 1, 2, 4 and 8 MiB in 1, 3, 7 and 15 ms: the line 2t - 1 has intercept
+   * -1; through the origin the slope is sum(xt)/sum(xx) = (1 + 6 + 28 +
+   * 120) / (1 + 4 + 16 + 64) = 155/85 ms per MiB. */
+  const double t2[] = {1, 3, 7, 15};
+  dr_plan_fit(x, t2, 4, &alpha, &bpm);
+  near(alpha, 0);
+  near(bpm / MIB, 85.0 / 155.0);
+  const double flat[] = {2, 2, 2, 2};
+  dr_plan_fit(x, flat, 4, &alpha, &bpm);
+  near(alpha, 2);
+  near(bpm, DR_PLAN_FAST_BPM);
+}
+
 /* ---- profiles ----------------------------------------------------------- */
 
 static void sample(dr_plan_profile_t *p) {
@@ -346,6 +370,7 @@ int main(void) {
       cmocka_unit_test(test_no_buckets),
       cmocka_unit_test(test_best),
       cmocka_unit_test(test_group_matches_reducer),
+      cmocka_unit_test(test_fit),
       cmocka_unit_test(test_profile_round_trip),
       cmocka_unit_test(test_profile_errors),
   };

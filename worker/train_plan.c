@@ -1,0 +1,342 @@
+/* --bucket-cap-mb auto and --profile-out: profile the first steps, plan,
+ * rebuild the buckets, re-plan on drift. See train_plan.h. */
+#include "train_plan.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "errors.h"
+#include "plan.h"
+#include "plan_profile.h"
+
+#define MIB 1048576.0
+#define PROF_STEPS 3     /* steps profiled per plan */
+#define PROF_FIRST 1     /* first profiled step, after the rebuild (0-based) */
+#define WINDOW 5         /* steps per drift check */
+#define DRIFT 0.20       /* a step this far from the prediction drifts */
+#define DRIFT_WINDOWS 2  /* consecutive drifting windows before a re-plan */
+#define MAX_REPLANS 3
+
+static const double caps_mib[] = {1, 2, 5, 10, 25, 50, 100};
+#define N_CAPS (sizeof(caps_mib) / sizeof(caps_mib[0]))
+
+enum { ST_OFF, ST_PROFILE, ST_CHECK };
+
+struct dr_train_plan {
+  int state;
+  double alpha_ms, bytes_per_ms;
+  size_t n_params;
+  uint64_t prof_from;       /* executed-step index of the first profiled */
+  size_t prof_n;
+  double *ready;            /* [PROF_STEPS][n_params], in fill order */
+  double fwd[PROF_STEPS], bwd[PROF_STEPS], opt[PROF_STEPS], stp[PROF_STEPS];
+  double predicted_ms;      /* of the cap in use */
+  uint64_t planned_at;      /* first executed step on the planned cap */
+  uint64_t check_from;      /* first step of the current window */
+  int drifting, replans;
+};
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n) {
+  qsort(v, n, sizeof(double), cmp_double);
+  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int probe(dr_run_t *r) {
+  struct dr_train_plan *p = r->plan;
+  size_t total = dr_model_n_elems(r->model) * sizeof(float);
+  char err[256] = "";
+  int rc = dr_train_probe(r->pg, total, &p->alpha_ms, &p->bytes_per_ms, err,
+                          sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "the all-reduce probe", rc, err);
+  if (r->rank == 0)
+    printf("plan: all-reduce probe on %u ranks: alpha %.3f ms, bandwidth "
+           "%.4f MiB/ms\n", r->world, p->alpha_ms, p->bytes_per_ms / MIB);
+  return 0;
+}
+
+int dr_train_plan_start(dr_run_t *r) {
+  const dr_train_config_t *c = &r->c;
+  if (!c->bucket_cap_auto && c->profile_out == NULL)
+    return 0;
+  /* Fail before training, not after it, on a profile that cannot be
+   * written. */
+  if (c->profile_out != NULL && r->rank == 0) {
+    FILE *f = fopen(c->profile_out, "a");
+    if (f == NULL || fclose(f) != 0) {
+      fprintf(stderr, "train: cannot write --profile-out %s (%s)\n",
+              c->profile_out, strerror(errno));
+      return DR_TRAIN_ECONFIG;
+    }
+  }
+  struct dr_train_plan *p = calloc(1, sizeof(*p));
+  size_t n = dr_model_n_params(r->model);
+  if (p == NULL || (p->ready = calloc(PROF_STEPS * (n ? n : 1),
+                                      sizeof(double))) == NULL) {
+    free(p);
+    fprintf(stderr, "train: out of memory for the bucket planner\n");
+    return DR_TRAIN_ECOMM;
+  }
+  p->n_params = n;
+  p->state = ST_PROFILE;
+  p->prof_from = PROF_FIRST;
+  r->plan = p;
+  return probe(r);
+}
+
+void dr_train_plan_free(dr_run_t *r) {
+  if (r->plan == NULL)
+    return;
+  free(r->plan->ready);
+  free(r->plan);
+  r->plan = NULL;
+}
+
+static void record(dr_run_t *r, const dr_step_marks_t *m) {
+  struct dr_train_plan *p = r->plan;
+  const size_t *order = dr_reducer_order(r->red);
+  const uint64_t *ready = dr_reducer_param_ready_us(r->red);
+  double *row = p->ready + p->prof_n * p->n_params;
+  double bwd = (m->backward_end_us - m->backward_us) / 1e3;
+  for (size_t k = 0; k < p->n_params; k++) {
+    uint64_t t = ready[order[k]];
+    /* Never marked (unused): ready when the backward pass ends. */
+    row[k] = t >= m->backward_us ? (t - m->backward_us) / 1e3 : bwd;
+  }
+  p->fwd[p->prof_n] = (m->backward_us - m->start_us) / 1e3;
+  p->bwd[p->prof_n] = bwd;
+  p->opt[p->prof_n] = (m->end_us - m->comm_end_us) / 1e3;
+  p->stp[p->prof_n] = (m->end_us - m->start_us) / 1e3;
+  p->prof_n++;
+}
+
+/* Rank 0: the profile of the recorded steps (medians). */
+static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
+  struct dr_train_plan *p = r->plan;
+  memset(prof, 0, sizeof(*prof));
+  if (dr_plan_profile_alloc(prof, p->n_params) != 0)
+    return -ENOMEM;
+  const size_t *order = dr_reducer_order(r->red);
+  double v[PROF_STEPS];
+  for (size_t k = 0; k < p->n_params; k++) {
+    for (size_t s = 0; s < p->prof_n; s++)
+      v[s] = p->ready[s * p->n_params + k];
+    prof->index[k] = order[k];
+    prof->bytes[k] = (double)dr_model_param(r->model, order[k])->n_elems * 4;
+    prof->ready_ms[k] = median(v, p->prof_n);
+  }
+  prof->world = r->world;
+  prof->cap_bytes = (double)dr_reducer_cap_bytes(r->red);
+  prof->first_cap_bytes = r->c.first_bucket_mb * MIB;
+  prof->alpha_ms = p->alpha_ms;
+  prof->bytes_per_ms = p->bytes_per_ms;
+  prof->forward_ms = median(p->fwd, p->prof_n);
+  prof->backward_ms = median(p->bwd, p->prof_n);
+  prof->optimizer_ms = median(p->opt, p->prof_n);
+  prof->measured_step_ms = median(p->stp, p->prof_n);
+  return 0;
+}
+
+static int write_profile(const char *path, const dr_plan_profile_t *prof) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL)
+    return -errno;
+  int rc = dr_plan_profile_write(f, prof);
+  if (fclose(f) != 0 && rc == 0)
+    rc = -errno;
+  return rc;
+}
+
+/* Rank 0: profile, predictions, printout; *cap_bytes and *pred_ms are the
+ * choice (with auto) or the cap in use. Returns an exit code. */
+static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
+                  double *pred_ms) {
+  struct dr_train_plan *p = r->plan;
+  dr_plan_profile_t prof;
+  if (make_profile(r, &prof) != 0)
+    return DR_TRAIN_ECOMM;
+  if (r->c.profile_out != NULL) {
+    int rc = write_profile(r->c.profile_out, &prof);
+    if (rc != 0) {
+      fprintf(stderr, "train: cannot write --profile-out %s (%s)\n",
+              r->c.profile_out, dr_strerror(rc));
+      dr_plan_profile_free(&prof);
+      return DR_TRAIN_ECONFIG;
+    }
+  }
+  /* Without overlap every bucket waits for the end of the backward
+   * pass. */
+  if (r->c.no_overlap)
+    for (size_t k = 0; k < prof.n_params; k++)
+      prof.ready_ms[k] = prof.backward_ms;
+  double caps[N_CAPS + 1];
+  for (size_t i = 0; i < N_CAPS; i++)
+    caps[i] = caps_mib[i] * MIB;
+  caps[N_CAPS] = (double)dr_reducer_cap_bytes(r->red); /* the cap in use */
+  dr_plan_result_t res[N_CAPS + 1];
+  if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, res) != 0) {
+    dr_plan_profile_free(&prof);
+    return DR_TRAIN_ECOMM;
+  }
+  size_t best = r->c.bucket_cap_auto ? dr_plan_best(res, N_CAPS) : N_CAPS;
+  printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
+         "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms\n",
+         (unsigned long long)(step + 2 - p->prof_n),
+         (unsigned long long)(step + 1), prof.cap_bytes / MIB,
+         prof.forward_ms, prof.backward_ms, prof.optimizer_ms,
+         prof.measured_step_ms);
+  for (size_t i = 0; i < N_CAPS; i++)
+    printf("plan: cap %g MiB: %zu buckets, all-reduce %.2f ms, finish %.2f "
+           "ms, exposed %.2f ms, hidden %.3f, predicted step %.2f ms%s\n",
+           caps_mib[i], res[i].n_buckets, res[i].allreduce_ms,
+           res[i].finish_ms, res[i].exposed_ms, res[i].hidden_frac,
+           res[i].step_ms, i == best ? " (chosen)" : "");
+  if (best == N_CAPS)
+    printf("plan: cap %g MiB as given: predicted step %.2f ms\n",
+           caps[N_CAPS] / MIB, res[N_CAPS].step_ms);
+  *cap_bytes = caps[best];
+  *pred_ms = res[best].step_ms;
+  dr_plan_profile_free(&prof);
+  return 0;
+}
+
+/* Every rank: rank 0's decision, then the rebuild. */
+static int plan(dr_run_t *r, uint64_t step, uint64_t i) {
+  struct dr_train_plan *p = r->plan;
+  double d[2] = {0, 0}; /* cap bytes, predicted ms; or -1, exit code */
+  int code = 0;
+  if (r->rank == 0 && (code = decide(r, step, &d[0], &d[1])) != 0) {
+    d[0] = -1;
+    d[1] = code;
+  }
+  char err[256] = "";
+  if (r->world > 1) {
+    int rc = dr_pg_broadcast_sync(r->pg, d, sizeof(d), 0, err, sizeof(err));
+    if (rc != 0)
+      return dr_train_comm_failed(r, "the bucket plan broadcast", rc, err);
+  }
+  if (d[0] < 0) {
+    if (r->rank != 0)
+      fprintf(stderr, "train: rank %u: rank 0 could not make the bucket plan "
+              "(exit %d there)\n", r->rank, (int)d[1]);
+    return (int)d[1];
+  }
+  size_t cap = (size_t)d[0];
+  if (cap != dr_reducer_cap_bytes(r->red)) {
+    int rc = dr_reducer_replan(r->red, cap);
+    if (rc != 0) {
+      fprintf(stderr, "train: rank %u: cannot rebuild the buckets at %g MiB "
+              "(%s)\n", r->rank, d[0] / MIB, dr_strerror(rc));
+      return DR_TRAIN_ECOMM;
+    }
+  }
+  if (r->c.bucket_cap_auto) {
+    if (r->rank == 0)
+      printf("plan: bucket cap %g MiB from step %llu\n", d[0] / MIB,
+             (unsigned long long)step + 2);
+    fprintf(stderr, "train: rank %u: bucket cap %g MiB from step %llu: %s\n",
+            r->rank, d[0] / MIB, (unsigned long long)step + 2,
+            dr_reducer_describe(r->red));
+  }
+  p->predicted_ms = d[1];
+  p->planned_at = i + 1;
+  p->check_from = i + 1;
+  p->drifting = 0;
+  p->state = r->c.bucket_cap_auto ? ST_CHECK : ST_OFF;
+  return 0;
+}
+
+/* Rank 0 compares the window's median step with the prediction; every
+ * rank learns whether to re-plan. Returns an exit code. */
+static int check(dr_run_t *r, uint64_t step, uint64_t i) {
+  struct dr_train_plan *p = r->plan;
+  int32_t replan = 0;
+  if (r->rank == 0) {
+    double v[WINDOW];
+    size_t n = 0;
+    for (uint64_t s = step + 1 - WINDOW; s <= step; s++)
+      v[n++] = r->times[s].step_ms;
+    double med = median(v, n);
+    double off = p->predicted_ms > 0 ? med / p->predicted_ms - 1 : 0;
+    p->drifting = fabs(off) > DRIFT ? p->drifting + 1 : 0;
+    if (p->drifting > 0)
+      printf("plan: steps %llu-%llu: median step %.2f ms, %+.0f%% from the "
+             "predicted %.2f ms\n", (unsigned long long)(step + 2 - WINDOW),
+             (unsigned long long)step + 1, med, off * 100, p->predicted_ms);
+    replan = p->drifting >= DRIFT_WINDOWS && p->replans < MAX_REPLANS;
+  }
+  if (r->world > 1) {
+    char err[256] = "";
+    int rc = dr_pg_broadcast_sync(r->pg, &replan, sizeof(replan), 0, err,
+                                  sizeof(err));
+    if (rc != 0)
+      return dr_train_comm_failed(r, "the re-plan broadcast", rc, err);
+  }
+  p->check_from = i + 1;
+  if (!replan)
+    return 0;
+  p->replans++;
+  if (r->rank == 0)
+    printf("plan: re-planning (%d of at most %d)\n", p->replans, MAX_REPLANS);
+  p->state = ST_PROFILE;
+  p->prof_from = i + 1;
+  p->prof_n = 0;
+  return probe(r);
+}
+
+/* Rank 0, at the last step: how the plan held up. */
+static void report(dr_run_t *r, uint64_t step) {
+  struct dr_train_plan *p = r->plan;
+  if (r->rank != 0)
+    return;
+  if (r->c.profile_out != NULL && p->planned_at == 0)
+    fprintf(stderr, "train: the run ended before the profile (it needs %d "
+            "steps); --profile-out %s holds nothing\n",
+            PROF_FIRST + PROF_STEPS, r->c.profile_out);
+  if (!r->c.bucket_cap_auto)
+    return;
+  uint64_t from = r->start_step + p->planned_at;
+  if (p->planned_at == 0 || from > step) {
+    printf("plan: the run ended before a plan (it needs %d steps); the "
+           "bucket cap stayed %g MiB\n", PROF_FIRST + PROF_STEPS + 1,
+           dr_reducer_cap_bytes(r->red) / MIB);
+    return;
+  }
+  size_t n = (size_t)(step + 1 - from);
+  double *v = malloc(n * sizeof(double));
+  if (v == NULL)
+    return;
+  for (size_t k = 0; k < n; k++)
+    v[k] = r->times[from + k].step_ms;
+  printf("plan: bucket cap %g MiB over steps %llu-%llu: median step %.2f ms, "
+         "predicted %.2f ms\n", dr_reducer_cap_bytes(r->red) / MIB,
+         (unsigned long long)from + 1, (unsigned long long)step + 1,
+         median(v, n), p->predicted_ms);
+  free(v);
+}
+
+int dr_train_plan_step(dr_run_t *r, uint64_t step, const dr_step_marks_t *m) {
+  struct dr_train_plan *p = r->plan;
+  if (p == NULL)
+    return 0;
+  uint64_t i = step - r->start_step; /* steps executed by this run */
+  int code = 0;
+  if (p->state == ST_PROFILE && i >= p->prof_from) {
+    record(r, m);
+    if (p->prof_n == PROF_STEPS)
+      code = plan(r, step, i);
+  } else if (p->state == ST_CHECK && i + 1 - p->check_from == WINDOW) {
+    code = check(r, step, i);
+  }
+  if (code == 0 && step + 1 == r->total_steps)
+    report(r, step);
+  return code;
+}
