@@ -17,6 +17,18 @@ if(NOT DDPRUN_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND AND NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
     set(DDPRUN_HAVE_CUDA ON)
     message(STATUS "ddprun: GPU code enabled (CUDA ${CUDAToolkit_VERSION}, NCCL ${NCCL_LIBRARY})")
+    # Kernels for the data-centre GPUs (A100 sm_80, H100/H200 sm_90) plus
+    # PTX of the newest, which later GPUs compile at load time.
+    if(NOT CMAKE_CUDA_ARCHITECTURES)
+      set(CMAKE_CUDA_ARCHITECTURES "80-real;90" CACHE STRING "GPU architectures")
+    endif()
+    enable_language(CUDA)
+    # NCCL as an imported target: its headers are system headers, so our
+    # warning flags do not apply to them.
+    add_library(dr_nccl_lib SHARED IMPORTED)
+    set_target_properties(dr_nccl_lib PROPERTIES
+      IMPORTED_LOCATION ${NCCL_LIBRARY}
+      INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
   else()
     set(_why "")
     if(NOT CMAKE_CUDA_COMPILER)

@@ -50,6 +50,10 @@ void dr_optim_free(dr_optim_t **op) {
   *op = NULL;
 }
 
+const dr_optim_config_t *dr_optim_config(const dr_optim_t *o) {
+  return &o->cfg;
+}
+
 float dr_optim_lr(const dr_optim_t *o, uint64_t step) {
   const double lr = o->cfg.lr;
   const uint64_t warmup = o->cfg.warmup_steps, total = o->cfg.total_steps;

@@ -44,6 +44,9 @@ typedef struct dr_optim dr_optim_t;
 int dr_optim_new(const dr_optim_config_t *cfg, dr_model_t *m, dr_optim_t **out);
 void dr_optim_free(dr_optim_t **o);
 
+/* The configuration in effect. */
+const dr_optim_config_t *dr_optim_config(const dr_optim_t *o);
+
 /* The learning rate at step (0-based). */
 float dr_optim_lr(const dr_optim_t *o, uint64_t step);
 

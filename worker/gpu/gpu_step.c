@@ -1,0 +1,331 @@
+/* The training step on the GPU, its timing from CUDA events, and the
+ * evaluation. See gpu_train.h for the streams and what waits on what. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_check.h"
+#include "gpu_step_internal.h"
+#include "gpu_train.h"
+
+/* A failure during the run: the communicator is aborted so no peer waits
+ * on this rank, and train exits 4. */
+static int failed(dr_run_t *r, const char *what) {
+  fprintf(stderr, "train: rank %u: %s failed on cuda:%d (exit %d)\n", r->rank,
+          what, r->gpu->device, DR_TRAIN_ETIMEOUT);
+  dr_nccl_abort(r->gpu->nccl);
+  return DR_TRAIN_ETIMEOUT;
+}
+
+/* Bucket events for buckets [0, n) in every slot. */
+static int grow(dr_gpu_t *g, size_t n) {
+  if (n <= g->cap)
+    return 0;
+  size_t cap = n < 2 * g->cap ? 2 * g->cap : n;
+  cudaEvent_t *ready = realloc(g->ready, cap * sizeof(cudaEvent_t));
+  if (ready == NULL)
+    return -1;
+  g->ready = ready;
+  for (size_t b = g->cap; b < cap; b++)
+    CUDA_CHECK(cudaEventCreateWithFlags(&g->ready[b], cudaEventDisableTiming));
+  for (int s = 0; s < DR_GPU_RING; s++) {
+    dr_gpu_slot_t *sl = &g->ring[s];
+    cudaEvent_t *c0 = realloc(sl->c0, cap * sizeof(cudaEvent_t));
+    if (c0 == NULL)
+      return -1;
+    sl->c0 = c0;
+    cudaEvent_t *c1 = realloc(sl->c1, cap * sizeof(cudaEvent_t));
+    if (c1 == NULL)
+      return -1;
+    sl->c1 = c1;
+    for (size_t b = g->cap; b < cap; b++) {
+      CUDA_CHECK(cudaEventCreate(&sl->c0[b]));
+      CUDA_CHECK(cudaEventCreate(&sl->c1[b]));
+    }
+  }
+  g->cap = cap;
+  return 0;
+}
+
+void dr__gpu_ring_free(dr_gpu_t *g) {
+  for (int s = 0; s < DR_GPU_RING; s++) {
+    dr_gpu_slot_t *sl = &g->ring[s];
+    if (sl->start != NULL) {
+      cudaEventDestroy(sl->start);
+      cudaEventDestroy(sl->bwd_end);
+      cudaEventDestroy(sl->opt_start);
+      cudaEventDestroy(sl->end);
+    }
+    for (size_t b = 0; b < g->cap; b++) {
+      cudaEventDestroy(sl->c0[b]);
+      cudaEventDestroy(sl->c1[b]);
+    }
+    free(sl->c0);
+    free(sl->c1);
+  }
+  for (size_t b = 0; b < g->cap; b++)
+    cudaEventDestroy(g->ready[b]);
+  free(g->ready);
+  g->cap = 0;
+}
+
+int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
+                          size_t n_elems, dr_work_t **w) {
+  dr_run_t *r = arg;
+  dr_gpu_t *g = r->gpu;
+  *w = NULL; /* nothing for the host to wait on: the streams order it */
+  if (grow(g, bucket + 1) != 0)
+    return DR_GPU_ECUDA;
+  dr_gpu_slot_t *sl = g->cur;
+  CUDA_CHECK(cudaEventRecord(g->ready[bucket], g->compute));
+  CUDA_CHECK(cudaStreamWaitEvent(g->comm, g->ready[bucket], 0));
+  CUDA_CHECK(cudaEventRecord(sl->c0[bucket], g->comm));
+  int rc = dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
+  if (rc != 0)
+    return rc;
+  CUDA_CHECK(cudaEventRecord(sl->c1[bucket], g->comm));
+  if (bucket + 1 > sl->nb)
+    sl->nb = bucket + 1;
+  return 0;
+}
+
+static double ms_between(cudaEvent_t a, cudaEvent_t b) {
+  float ms = 0;
+  return cudaEventElapsedTime(&ms, a, b) == cudaSuccess ? ms : 0.0;
+}
+
+static uint64_t host_us(const dr_gpu_t *g, cudaEvent_t e) {
+  double ms = ms_between(g->ref, e);
+  return g->ref_us + (uint64_t)(ms > 0 ? ms * 1000.0 : 0);
+}
+
+static void trace_slot(dr_run_t *r, const dr_gpu_slot_t *sl) {
+  dr_gpu_t *g = r->gpu;
+  if (r->trace == NULL)
+    return;
+  dr_trace_span(r->trace, DR_TRACE_COMPUTE, "forward+backward",
+                host_us(g, sl->start), host_us(g, sl->bwd_end));
+  dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer",
+                host_us(g, sl->opt_start), host_us(g, sl->end));
+  for (size_t b = 0; b < sl->nb; b++) {
+    char name[64];
+    snprintf(name, sizeof(name), "allreduce bucket %zu (%.2f MiB)", b,
+             dr_reducer_bucket_elems(r->red, b) * 4.0 / 1048576.0);
+    dr_trace_span(r->trace, DR_TRACE_COMM, name, host_us(g, sl->c0[b]),
+                  host_us(g, sl->c1[b]));
+  }
+}
+
+/* Waits for the slot's step and reads its times into r->times. */
+static int harvest(dr_run_t *r, dr_gpu_slot_t *sl) {
+  dr_gpu_t *g = r->gpu;
+  if (!sl->used)
+    return 0;
+  if (dr_gpu_wait_event(&g->waiter, sl->end, "a training step") != 0)
+    return failed(r, "waiting for a step");
+  dr_step_time_t *st = &r->times[sl->step];
+  st->compute_ms = ms_between(sl->start, sl->bwd_end);
+  st->comm_ms = st->exposed_ms = 0;
+  for (size_t b = 0; b < sl->nb; b++) {
+    double d = ms_between(sl->c0[b], sl->c1[b]);
+    /* Exposed: the part after the backward pass ended. */
+    double after = ms_between(sl->bwd_end, sl->c1[b]);
+    st->comm_ms += d;
+    st->exposed_ms += after <= 0 ? 0 : after < d ? after : d;
+  }
+  /* A step's time runs from the previous step's end, so that device idle
+   * time (the host preparing data) counts, as it does on the CPU. */
+  double end_ms = ms_between(g->ref, sl->end);
+  if (g->have_last_end && sl->step > r->start_step)
+    st->step_ms = end_ms - g->last_end_ms;
+  else
+    st->step_ms = ms_between(sl->start, sl->end);
+  g->last_end_ms = end_ms;
+  g->have_last_end = 1;
+  trace_slot(r, sl);
+  sl->used = 0;
+  g->harvested = sl->step + 1;
+  return 0;
+}
+
+int dr_gpu_train_harvest(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  /* Oldest first: the step-to-step times need the order. */
+  for (int k = 0; k < DR_GPU_RING; k++) {
+    dr_gpu_slot_t *next = NULL;
+    for (int s = 0; s < DR_GPU_RING; s++)
+      if (g->ring[s].used && (next == NULL || g->ring[s].step < next->step))
+        next = &g->ring[s];
+    if (next == NULL)
+      break;
+    int rc = harvest(r, next);
+    if (rc != 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int slot_events(dr_gpu_slot_t *sl) {
+  if (sl->start != NULL)
+    return 0;
+  CUDA_CHECK(cudaEventCreate(&sl->start));
+  CUDA_CHECK(cudaEventCreate(&sl->bwd_end));
+  CUDA_CHECK(cudaEventCreate(&sl->opt_start));
+  CUDA_CHECK(cudaEventCreate(&sl->end));
+  return 0;
+}
+
+/* Forward and backward of every micro-batch; 0 or an exit code. */
+static int micro_batches(dr_run_t *r, uint64_t pos, uint64_t *data_us) {
+  const dr_train_config_t *c = &r->c;
+  dr_gpu_t *g = r->gpu;
+  char err[256] = "";
+  for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
+    const uint64_t *idx =
+        r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
+    uint64_t d0 = dr_now_us();
+    dr_data_fill(r->data, DR_SPLIT_TRAIN, idx, c->batch, &r->batch);
+    *data_us += dr_now_us() - d0;
+    int sync = micro + 1 == c->grad_accum;
+    int rc = dr_reducer_begin(r->red, sync, err, sizeof(err));
+    if (rc != 0)
+      return dr_train_comm_failed(r, "bucket rebuild", rc, err);
+    if (dr_gpu_model_forward(g->model, &r->batch, &g->loss_acc[0]) != 0)
+      return failed(r, "the forward pass");
+    if (dr_gpu_model_backward(g->model, 1.0f / (float)c->grad_accum,
+                              micro > 0, dr_reducer_mark_ready, r->red) != 0)
+      return failed(r, "the backward pass");
+  }
+  return 0;
+}
+
+int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
+  const dr_train_config_t *c = &r->c;
+  dr_gpu_t *g = r->gpu;
+  uint64_t epoch = step / r->steps_per_epoch;
+  uint64_t pos = step % r->steps_per_epoch;
+  if (pos == 0)
+    dr_sampler_shard(c->seed, epoch, dr_data_len(r->data, DR_SPLIT_TRAIN),
+                     r->rank, r->world, r->shard);
+  if (dr_nccl_poll(g->nccl) != 0)
+    return failed(r, "the NCCL communicator");
+  dr_gpu_slot_t *sl = &g->ring[step % DR_GPU_RING];
+  int rc = harvest(r, sl); /* the step DR_GPU_RING back: bounds the queue */
+  if (rc != 0)
+    return rc;
+  if (slot_events(sl) != 0)
+    return failed(r, "creating events");
+  sl->step = step;
+  sl->nb = 0;
+  g->cur = sl;
+  if (cudaEventRecord(sl->start, g->compute) != cudaSuccess)
+    return failed(r, "cudaEventRecord");
+  uint64_t data_us = 0;
+  rc = micro_batches(r, pos, &data_us);
+  if (rc != 0)
+    return rc;
+  dr_reducer_end_backward(r->red);
+  char err[256] = "";
+  rc = dr_reducer_wait(r->red, err, sizeof(err)); /* launch errors only */
+  if (rc != 0) {
+    dr_nccl_abort(g->nccl);
+    return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
+  }
+  /* The optimizer after the last bucket's all-reduce: one event suffices,
+   * the communication stream runs its buckets in order. */
+  if (cudaEventRecord(sl->bwd_end, g->compute) != cudaSuccess ||
+      cudaEventRecord(g->comm_done, g->comm) != cudaSuccess ||
+      cudaStreamWaitEvent(g->compute, g->comm_done, 0) != cudaSuccess ||
+      cudaEventRecord(sl->opt_start, g->compute) != cudaSuccess)
+    return failed(r, "ordering the optimizer after the all-reduce");
+  if (dr_gpu_optim_step(g->optim, g->model, r->model, step) != 0)
+    return failed(r, "the optimizer step");
+  if (cudaEventRecord(sl->end, g->compute) != cudaSuccess)
+    return failed(r, "cudaEventRecord");
+  sl->used = 1;
+  memset(st, 0, sizeof(*st));
+  st->data_ms = data_us / 1e3;
+  return 0;
+}
+
+/* Copies n doubles of device memory to g->readback and waits. */
+static int read_back(dr_run_t *r, const void *src, size_t n_bytes,
+                     const char *what) {
+  dr_gpu_t *g = r->gpu;
+  if (cudaMemcpyAsync(g->readback, src, n_bytes, cudaMemcpyDeviceToHost,
+                      g->compute) != cudaSuccess ||
+      cudaEventRecord(g->readback_done, g->compute) != cudaSuccess)
+    return failed(r, what);
+  if (dr_gpu_wait_event(&g->waiter, g->readback_done, what) != 0)
+    return failed(r, what);
+  return 0;
+}
+
+int dr_gpu_train_loss(dr_run_t *r, double *sum) {
+  dr_gpu_t *g = r->gpu;
+  int rc = read_back(r, &g->loss_acc[0], sizeof(double), "reading the loss");
+  if (rc != 0)
+    return rc;
+  *sum = g->readback[0] / r->c.grad_accum;
+  if (cudaMemsetAsync(&g->loss_acc[0], 0, sizeof(double), g->compute) !=
+      cudaSuccess)
+    return failed(r, "cudaMemsetAsync");
+  rc = dr_gpu_train_harvest(r);
+  if (rc != 0)
+    return rc;
+  if (!isfinite(*sum)) {
+    fprintf(stderr, "train: rank %u: the loss is %f by step %llu; stopping "
+            "(exit %d: non-finite loss, not restarted). Lower --lr?\n",
+            r->rank, *sum, (unsigned long long)g->harvested,
+            DR_TRAIN_ENONFINITE);
+    return DR_TRAIN_ENONFINITE;
+  }
+  return 0;
+}
+
+int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
+                          double *count) {
+  dr_gpu_t *g = r->gpu;
+  uint64_t n = dr_data_len(r->data, DR_SPLIT_EVAL);
+  uint64_t cap = r->batch.cap;
+  uint64_t *idx = malloc(cap * sizeof(uint64_t));
+  if (idx == NULL)
+    return DR_TRAIN_ECOMM;
+  if (cudaMemsetAsync(&g->loss_acc[1], 0, sizeof(double), g->compute) !=
+          cudaSuccess ||
+      cudaMemsetAsync(g->count, 0, sizeof(uint32_t), g->compute) !=
+          cudaSuccess) {
+    free(idx);
+    return failed(r, "cudaMemsetAsync");
+  }
+  double k_total = 0;
+  uint64_t i = r->rank;
+  while (i < n) {
+    uint32_t k = 0;
+    for (; k < cap && i < n; k++, i += r->world)
+      idx[k] = i;
+    dr_data_fill(r->data, DR_SPLIT_EVAL, idx, k, &r->batch);
+    if (dr_gpu_model_evaluate(g->model, &r->batch, &g->loss_acc[1],
+                              g->count) != 0) {
+      free(idx);
+      return failed(r, "the evaluation");
+    }
+    k_total += k;
+  }
+  free(idx);
+  int rc = read_back(r, &g->loss_acc[1], sizeof(double),
+                     "reading the evaluation loss");
+  if (rc != 0)
+    return rc;
+  *loss_sum = g->readback[0];
+  rc = read_back(r, g->count, sizeof(uint32_t),
+                 "reading the evaluation count");
+  if (rc != 0)
+    return rc;
+  uint32_t hits;
+  memcpy(&hits, g->readback, sizeof(hits));
+  *correct = hits;
+  *count = k_total;
+  return 0;
+}

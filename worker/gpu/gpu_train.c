@@ -1,0 +1,199 @@
+/* train's GPU context: device choice, streams, model, optimizer, NCCL, the
+ * reducer's device hooks, checkpoints' copies and the summary. The step
+ * itself is in gpu_step.c. See gpu_train.h. */
+#include "gpu_train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_check.h"
+#include "gpu_device.h"
+#include "gpu_step_internal.h"
+
+int dr_gpu_train_resolve(dr_run_t *r) {
+  const dr_train_config_t *c = &r->c;
+  char why[256] = "";
+  if (strcmp(c->device, "cuda") == 0)
+    r->use_gpu = 1;
+  else if (strcmp(c->device, "cpu") == 0)
+    r->use_gpu = 0;
+  else
+    r->use_gpu = dr_gpu_count(why, sizeof(why)) > 0;
+  if (!r->use_gpu && strcmp(c->precision, "bf16") == 0) {
+    fprintf(stderr, "train: --precision bf16 needs --device cuda (the CPU "
+            "model computes in fp32 only)%s%s\n", why[0] ? "; no GPU: " : "",
+            why);
+    return DR_TRAIN_ECONFIG;
+  }
+  return 0;
+}
+
+/* The reducer's buckets on the device: stream-ordered allocations on the
+ * compute stream, so a rebuild never waits for the device (the old
+ * buckets are released after the work already enqueued). */
+static void *bucket_alloc(void *arg, size_t n_bytes) {
+  dr_gpu_t *g = arg;
+  void *p = NULL;
+  if (cudaMallocAsync(&p, n_bytes, g->compute) != cudaSuccess) {
+    dr__gpu_fail(DR_GPU_ECUDA, __FILE__, __LINE__, "cudaMallocAsync(buckets)",
+                 cudaGetErrorString(cudaGetLastError()));
+    return NULL;
+  }
+  if (cudaMemsetAsync(p, 0, n_bytes, g->compute) != cudaSuccess) {
+    cudaFreeAsync(p, g->compute);
+    return NULL;
+  }
+  return p;
+}
+
+static void bucket_free(void *arg, void *p) {
+  dr_gpu_t *g = arg;
+  cudaFreeAsync(p, g->compute);
+}
+
+static int open_device(dr_run_t *r, dr_gpu_t *g) {
+  CUDA_CHECK(cudaSetDevice(g->device));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&g->comm, cudaStreamNonBlocking));
+  CUBLAS_CHECK(cublasCreate(&g->blas));
+  CUBLAS_CHECK(cublasSetStream(g->blas, g->compute));
+  CUDA_CHECK(cudaMalloc((void **)&g->loss_acc, 2 * sizeof(double)));
+  CUDA_CHECK(cudaMemsetAsync(g->loss_acc, 0, 2 * sizeof(double), g->compute));
+  CUDA_CHECK(cudaMalloc((void **)&g->count, sizeof(uint32_t)));
+  CUDA_CHECK(cudaMallocHost((void **)&g->readback, 4 * sizeof(double)));
+  CUDA_CHECK(cudaEventCreateWithFlags(&g->readback_done,
+                                      cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreateWithFlags(&g->comm_done, cudaEventDisableTiming));
+  CUDA_CHECK(cudaEventCreate(&g->ref));
+  (void)r;
+  return 0;
+}
+
+int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
+  char err[512] = "";
+  dr_gpu_check_identity(r->rank, r->host);
+  dr_gpu_t *g = calloc(1, sizeof(*g));
+  if (g == NULL)
+    return DR_TRAIN_ECOMM;
+  r->gpu = g;
+  g->dtype = strcmp(r->c.precision, "bf16") == 0 ? DR_BF16 : DR_F32;
+  g->waiter.timeout_ms = r->pgc.timeout_ms;
+  if (dr_gpu_pick(r->local_rank, &g->device, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: rank %u: %s\n", r->rank, err);
+    return DR_TRAIN_ECONFIG;
+  }
+  if (open_device(r, g) != 0)
+    return DR_TRAIN_ECOMM;
+  dr_gpu_model_opts_t mo = {g->dtype, r->c.tf32, g->compute, g->blas,
+                            &g->waiter};
+  int rc2 = dr_gpu_model_new(r->model, &mo, &g->model);
+  if (rc2 != 0) {
+    fprintf(stderr, "train: rank %u: cannot put the model on cuda:%d "
+            "(%s)\n", r->rank, g->device,
+            rc2 == DR_GPU_ECUDA ? "see the CUDA error above"
+                                : "see the error above");
+    return DR_TRAIN_ECOMM;
+  }
+  if (dr_gpu_optim_new(dr_optim_config(r->opt), r->opt,
+                       dr_model_n_elems(r->model),
+                       g->compute, &g->waiter, &g->optim) != 0)
+    return DR_TRAIN_ECOMM;
+  /* NCCL after the model: a rank that cannot hold the model fails before
+   * the others wait for it in the communicator's set-up. */
+  dr_pg_config_t pc = r->pgc;
+  if (dr_nccl_init(&pc, &g->nccl, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: rank %u: cannot set up NCCL: %s (exit %d)\n",
+            r->rank, err, DR_TRAIN_ECOMM);
+    return DR_TRAIN_ECOMM;
+  }
+  g->waiter.poll = dr_nccl_poll;
+  g->waiter.poll_arg = g->nccl;
+  /* The device clock's origin on the host's monotonic clock, for traces. */
+  if (cudaEventRecord(g->ref, g->compute) != cudaSuccess ||
+      dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
+    return DR_TRAIN_ECOMM;
+  g->ref_us = dr_now_us();
+  rc->launch = dr__gpu_launch_bucket;
+  rc->launch_arg = r;
+  rc->mem_alloc = bucket_alloc;
+  rc->mem_free = bucket_free;
+  rc->mem_arg = g;
+  return 0;
+}
+
+void dr_gpu_train_close(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (g == NULL)
+    return;
+  /* Idle first: freeing memory that kernels still use is undefined. A
+   * device that does not finish in time is left to the process exit. */
+  int idle = 1;
+  if (g->compute != NULL)
+    idle &= dr_gpu_wait_stream(&g->waiter, g->compute, "the compute stream") == 0;
+  if (g->comm != NULL)
+    idle &= dr_gpu_wait_stream(&g->waiter, g->comm, "the NCCL stream") == 0;
+  if (idle)
+    dr_nccl_destroy(&g->nccl);
+  else
+    dr_nccl_abort(g->nccl);
+  dr__gpu_ring_free(g);
+  dr_gpu_optim_free(&g->optim);
+  dr_gpu_model_free(&g->model);
+  if (g->blas != NULL)
+    cublasDestroy(g->blas);
+  cudaFree(g->loss_acc);
+  cudaFree(g->count);
+  if (g->readback != NULL)
+    cudaFreeHost(g->readback);
+  if (g->readback_done != NULL)
+    cudaEventDestroy(g->readback_done);
+  if (g->comm_done != NULL)
+    cudaEventDestroy(g->comm_done);
+  if (g->ref != NULL)
+    cudaEventDestroy(g->ref);
+  if (g->compute != NULL)
+    cudaStreamDestroy(g->compute);
+  if (g->comm != NULL)
+    cudaStreamDestroy(g->comm);
+  if (!idle)
+    dr_nccl_destroy(&g->nccl); /* aborted above: frees the rest */
+  free(g);
+  r->gpu = NULL;
+}
+
+void dr_gpu_train_summary(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  char dev[2048];
+  dr_gpu_describe(g->device, dev, sizeof(dev));
+  fprintf(stderr, "train: rank %u: device %s; precision %s%s; model on the "
+          "device %.1f MiB; backend NCCL on its own stream, CPU process "
+          "group for control\n", r->rank, dev,
+          g->dtype == DR_BF16 ? "bf16 (fp32 master weights)" : "fp32",
+          g->dtype == DR_F32 ? (r->c.tf32 ? " with TF32 GEMMs"
+                                          : " (TF32 off)")
+                             : "",
+          dr_gpu_model_bytes(g->model) / 1048576.0);
+}
+
+int dr_gpu_train_to_host(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (dr_gpu_model_download(g->model, r->model) != 0 ||
+      dr_gpu_optim_download(g->optim) != 0) {
+    fprintf(stderr, "train: rank %u: cannot copy the model from cuda:%d "
+            "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
+    return DR_TRAIN_ETIMEOUT;
+  }
+  return 0;
+}
+
+int dr_gpu_train_from_host(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (dr_gpu_model_upload(g->model, r->model) != 0 ||
+      dr_gpu_optim_upload(g->optim) != 0) {
+    fprintf(stderr, "train: rank %u: cannot copy the model to cuda:%d "
+            "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
+    return DR_TRAIN_ETIMEOUT;
+  }
+  return 0;
+}

@@ -1,0 +1,67 @@
+/* train without GPU support (the build found no CUDA toolkit or NCCL):
+ * --device auto is the CPU, --device cuda and --precision bf16 are
+ * configuration errors. The other functions of gpu_train.h are never
+ * reached (r->gpu stays NULL) and fail if they are. */
+#include "gpu_train.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int dr_gpu_train_resolve(dr_run_t *r) {
+  const dr_train_config_t *c = &r->c;
+  r->use_gpu = 0;
+  if (strcmp(c->device, "cuda") == 0) {
+    fprintf(stderr, "train: --device cuda: this train was built without GPU "
+            "support (no CUDA toolkit or NCCL when it was configured; see "
+            "README, GPU); use --device cpu\n");
+    return DR_TRAIN_ECONFIG;
+  }
+  if (strcmp(c->precision, "bf16") == 0) {
+    fprintf(stderr, "train: --precision bf16 needs --device cuda (the CPU "
+            "model computes in fp32 only)\n");
+    return DR_TRAIN_ECONFIG;
+  }
+  return 0;
+}
+
+int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
+  (void)r, (void)rc;
+  return DR_TRAIN_ECONFIG;
+}
+
+void dr_gpu_train_close(dr_run_t *r) { (void)r; }
+
+void dr_gpu_train_summary(dr_run_t *r) { (void)r; }
+
+int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
+  (void)r, (void)step, (void)st;
+  return DR_TRAIN_ECONFIG;
+}
+
+int dr_gpu_train_loss(dr_run_t *r, double *sum) {
+  (void)r;
+  *sum = 0;
+  return DR_TRAIN_ECONFIG;
+}
+
+int dr_gpu_train_harvest(dr_run_t *r) {
+  (void)r;
+  return 0;
+}
+
+int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
+                          double *count) {
+  (void)r;
+  *correct = *loss_sum = *count = 0;
+  return DR_TRAIN_ECONFIG;
+}
+
+int dr_gpu_train_to_host(dr_run_t *r) {
+  (void)r;
+  return 0;
+}
+
+int dr_gpu_train_from_host(dr_run_t *r) {
+  (void)r;
+  return 0;
+}

@@ -1,0 +1,240 @@
+/* NCCL communicators through the rendezvous store. See nccl_backend.h. */
+#include "nccl_backend.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nccl.h>
+
+#include "client.h"
+#include "errors.h"
+#include "gpu_check.h"
+
+struct dr_nccl {
+  ncclComm_t comm;
+  uint32_t rank, world;
+  uint32_t timeout_ms;
+  int broken;
+};
+
+/* The n-th communicator this process creates: the same on every rank
+ * when all create them in the same order. */
+static _Atomic uint64_t instances;
+
+static uint64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void nap(void) {
+  struct timespec ts = {0, 100000};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls the communicator until it leaves ncclInProgress. 0, or
+ * DR_GPU_ETIMEOUT / DR_GPU_ENCCL with err filled. */
+static int settle(dr_nccl_t *n, uint64_t deadline_ms, const char *what,
+                  char *err, size_t err_len) {
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    ncclResult_t r = ncclCommGetAsyncError(n->comm, &state);
+    if (r != ncclSuccess) {
+      snprintf(err, err_len, "%s: ncclCommGetAsyncError failed: %s", what,
+               ncclGetErrorString(r));
+      return DR_GPU_ENCCL;
+    }
+    if (state == ncclSuccess)
+      return 0;
+    if (state != ncclInProgress) {
+      snprintf(err, err_len, "%s: %s (%s)", what, ncclGetErrorString(state),
+               ncclGetLastError(n->comm));
+      return DR_GPU_ENCCL;
+    }
+    if (now_ms() >= deadline_ms) {
+      snprintf(err, err_len, "%s: not done within %.1f s", what,
+               n->timeout_ms / 1000.0);
+      return DR_GPU_ETIMEOUT;
+    }
+    nap();
+  }
+}
+
+/* This generation's unique id: drawn by rank 0, read by the others. */
+static int exchange_id(const dr_pg_config_t *cfg, ncclUniqueId *id,
+                       uint64_t deadline_ms, char *err, size_t err_len) {
+  if (cfg->rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(id);
+    if (r != ncclSuccess) {
+      snprintf(err, err_len, "ncclGetUniqueId failed: %s",
+               ncclGetErrorString(r));
+      return DR_GPU_ENCCL;
+    }
+  }
+  if (cfg->world <= 1 || cfg->store_host == NULL)
+    return 0;
+  uint64_t now = now_ms();
+  int left_ms = now < deadline_ms ? (int)(deadline_ms - now) : 1;
+  dr_client_opts_t o = {
+      .host = cfg->store_host,
+      .port = cfg->store_port,
+      .run_id = cfg->run_id,
+      .secret = cfg->secret,
+      .secret_len = cfg->secret_len,
+      .connect_timeout_ms = left_ms,
+      .io_timeout_ms = 30000,
+  };
+  dr_client_t *c = NULL;
+  char cerr[256] = "";
+  int rc = dr_client_open(&o, &c, cerr, sizeof(cerr));
+  if (rc != 0) {
+    snprintf(err, err_len, "cannot reach the store at %s:%u: %s%s%s",
+             cfg->store_host, (unsigned)cfg->store_port, dr_strerror(rc),
+             cerr[0] ? ": " : "", cerr);
+    return rc == -ETIMEDOUT ? DR_GPU_ETIMEOUT : rc;
+  }
+  char key[64];
+  snprintf(key, sizeof(key), "nccl/%" PRIu64 "/id",
+           atomic_fetch_add(&instances, 1) + 1);
+  if (cfg->rank == 0) {
+    rc = dr_client_set(c, cfg->gen, key, id->internal, sizeof(id->internal));
+    if (rc != 0)
+      snprintf(err, err_len, "publishing the NCCL id failed: %s%s%s",
+               dr_strerror(rc), *dr_client_errmsg(c) ? ": " : "",
+               dr_client_errmsg(c));
+  } else {
+    uint8_t *v = NULL;
+    size_t vn = 0;
+    now = now_ms();
+    rc = dr_client_get(c, cfg->gen, key,
+                       now < deadline_ms ? deadline_ms - now : 1, &v, &vn);
+    if (rc == 0 && vn != sizeof(id->internal))
+      rc = DR_EBADARG;
+    if (rc == 0)
+      memcpy(id->internal, v, vn);
+    else
+      snprintf(err, err_len, "no NCCL id from rank 0 in the store (%s)%s",
+               rc == DR_EBADARG ? "wrong size" : dr_strerror(rc),
+               rc == -ETIMEDOUT ? ": is rank 0 running with --device cuda?"
+                                : "");
+    free(v);
+    if (rc == -ETIMEDOUT)
+      rc = DR_GPU_ETIMEOUT;
+  }
+  dr_client_close(&c);
+  return rc;
+}
+
+int dr_nccl_init(const dr_pg_config_t *cfg, dr_nccl_t **out, char *err,
+                 size_t err_len) {
+  *out = NULL;
+  dr_nccl_t *n = calloc(1, sizeof(*n));
+  if (n == NULL)
+    return -ENOMEM;
+  n->rank = cfg->rank;
+  n->world = cfg->world > 0 ? cfg->world : 1;
+  n->timeout_ms = cfg->timeout_ms;
+  uint64_t deadline = now_ms() + cfg->timeout_ms;
+  ncclUniqueId id;
+  memset(&id, 0, sizeof(id));
+  int rc = exchange_id(cfg, &id, deadline, err, err_len);
+  if (rc != 0) {
+    free(n);
+    return rc;
+  }
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclResult_t r = ncclCommInitRankConfig(&n->comm, (int)n->world, id,
+                                          (int)n->rank, &config);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    snprintf(err, err_len, "ncclCommInitRankConfig failed: %s (%s)",
+             ncclGetErrorString(r), ncclGetLastError(NULL));
+    if (n->comm != NULL)
+      ncclCommAbort(n->comm);
+    free(n);
+    return DR_GPU_ENCCL;
+  }
+  rc = settle(n, deadline, "NCCL communicator set-up", err, err_len);
+  if (rc != 0) {
+    ncclCommAbort(n->comm);
+    free(n);
+    return rc;
+  }
+  *out = n;
+  return 0;
+}
+
+void dr_nccl_abort(dr_nccl_t *n) {
+  if (n == NULL || n->comm == NULL)
+    return;
+  ncclCommAbort(n->comm);
+  n->comm = NULL;
+  n->broken = 1;
+}
+
+void dr_nccl_destroy(dr_nccl_t **np) {
+  dr_nccl_t *n = *np;
+  if (n == NULL)
+    return;
+  if (n->comm != NULL) {
+    char err[256];
+    int ok = ncclCommFinalize(n->comm) != ncclSystemError &&
+             settle(n, now_ms() + n->timeout_ms, "NCCL finalize", err,
+                    sizeof(err)) == 0;
+    if (ok)
+      ncclCommDestroy(n->comm);
+    else
+      ncclCommAbort(n->comm);
+  }
+  free(n);
+  *np = NULL;
+}
+
+int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s) {
+  if (n->broken || n->comm == NULL)
+    return DR_GPU_ENCCL;
+  NCCL_CHECK(ncclAllReduce(buf, buf, n_elems, ncclFloat32, ncclAvg, n->comm,
+                           s));
+  /* A non-blocking communicator may still be enqueueing: the call is
+   * complete (on the host) once the state leaves ncclInProgress. */
+  char err[512];
+  int rc = settle(n, now_ms() + n->timeout_ms, "ncclAllReduce enqueue", err,
+                  sizeof(err));
+  if (rc != 0) {
+    dr__gpu_fail(rc, __FILE__, __LINE__, "ncclAllReduce", err);
+    dr_nccl_abort(n);
+  }
+  return rc;
+}
+
+int dr_nccl_poll(void *arg) {
+  dr_nccl_t *n = arg;
+  if (n == NULL)
+    return 0;
+  if (n->broken || n->comm == NULL)
+    return DR_GPU_ENCCL;
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = ncclCommGetAsyncError(n->comm, &state);
+  if (r == ncclSuccess && (state == ncclSuccess || state == ncclInProgress))
+    return 0;
+  dr__gpu_fail(DR_GPU_ENCCL, __FILE__, __LINE__, "ncclCommGetAsyncError",
+               ncclGetErrorString(r != ncclSuccess ? r : state));
+  dr_nccl_abort(n);
+  return DR_GPU_ENCCL;
+}
+
+void dr_nccl_version(char *buf, size_t len) {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) {
+    snprintf(buf, len, "NCCL (version unknown)");
+    return;
+  }
+  /* Since 2.9: major * 10000 + minor * 100 + patch. */
+  snprintf(buf, len, "NCCL %d.%d.%d", v / 10000, (v / 100) % 100, v % 100);
+}
