@@ -15,6 +15,9 @@
 #include "trace.h"
 #include "train_config.h"
 
+/* The GPU path's state (worker/gpu/gpu_train.h). */
+typedef struct dr_gpu dr_gpu_t;
+
 /* Exit codes of train (documented in --help and README). */
 enum {
   DR_TRAIN_OK = 0,
@@ -51,6 +54,8 @@ typedef struct {
   uint64_t t0_us;            /* start of the loop */
   uint64_t start_step;       /* first step this run executes (a resume) */
   struct dr_progress *progress; /* slots the agent watches for hangs */
+  int use_gpu;               /* --device resolved to cuda */
+  dr_gpu_t *gpu;             /* NULL on the CPU */
   struct dr_train_plan *plan;   /* --bucket-cap-mb auto, --profile-out */
 } dr_run_t;
 

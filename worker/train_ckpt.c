@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "ckpt.h"
+#include "gpu_train.h"
 #include "progress.h"
 
 /* What rank 0 tells the others at start and after each save. */
@@ -251,6 +252,9 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   free(spans);
   if (rc != 0)
     return dr_train_comm_failed(r, "checkpoint broadcast", rc, err);
+  /* The host copy is the checkpoint's: whichever device wrote it. */
+  if (r->gpu != NULL && (rc = dr_gpu_train_from_host(r)) != 0)
+    return rc;
   *start = v.step;
   return 0;
 }
@@ -275,6 +279,13 @@ static int save(dr_run_t *r, uint64_t done) {
   const dr_train_config_t *c = &r->c;
   dr_ckpt_header_t h;
   run_header(r, done, &h);
+  /* A GPU run saves the host copy of its device state: the same file as
+   * a CPU run's, so either resumes the other's. */
+  if (r->gpu != NULL) {
+    int g = dr_gpu_train_to_host(r);
+    if (g != 0)
+      return g;
+  }
   size_t n;
   dr_ckpt_span_t *spans = run_spans(r, &n);
   if (spans == NULL)

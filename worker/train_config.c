@@ -89,6 +89,16 @@ static const row_t rows[] = {
      "replaced; else .rankN is added when there are several)"},
     {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
      "use TCP even between ranks on one host"},
+    {"device", K_STR, OFF(device), "auto", 0, 0,
+     "cpu, cuda (the GPU numbered LOCAL_RANK, or the only one visible; "
+     "gradients all-reduced by NCCL), or auto: cuda when this train has GPU "
+     "support and a GPU is visible, else cpu"},
+    {"precision", K_STR, OFF(precision), "fp32", 0, 0,
+     "fp32, or bf16 (cuda only: bf16 activations and GEMM inputs, fp32 "
+     "master weights, gradients, softmax and loss)"},
+    {"tf32", K_FLAG, OFF(tf32), "0", 0, 1,
+     "cuda, fp32: run the GEMMs on TF32 tensor cores (10-bit mantissa "
+     "inputs, fp32 accumulation); off by default, as in PyTorch"},
     {"dump-weights", K_STR, OFF(dump_weights), NULL, 0, 0,
      "rank 0 writes the final weights there: raw little-endian fp32, the "
      "parameters in registration order"},
@@ -299,6 +309,13 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   if (strcmp(c->optimizer, "sgd") != 0 && strcmp(c->optimizer, "adamw") != 0)
     return fail(err, n, "--optimizer '%s': expected sgd or adamw",
                 c->optimizer);
+  if (strcmp(c->device, "auto") != 0 && strcmp(c->device, "cpu") != 0 &&
+      strcmp(c->device, "cuda") != 0)
+    return fail(err, n, "--device '%s': expected auto, cpu or cuda",
+                c->device);
+  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
+    return fail(err, n, "--precision '%s': expected fp32 or bf16",
+                c->precision);
   if (strcmp(c->data, "synthetic") != 0 && strncmp(c->data, "text:", 5) != 0)
     return fail(err, n, "--data '%s': expected synthetic or text:PATH",
                 c->data);

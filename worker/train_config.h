@@ -32,6 +32,9 @@ typedef struct {
   uint32_t log_every;
   char *trace;          /* Chrome trace path; {rank} is replaced */
   int force_tcp;
+  char *device;         /* auto | cpu | cuda */
+  char *precision;      /* fp32 | bf16 (cuda only) */
+  int tf32;             /* cuda, fp32: GEMMs on TF32 tensor cores */
   char *dump_weights;   /* rank 0 writes the final fp32 weights here */
   char *ckpt_dir;       /* NULL: no checkpoints */
   uint64_t ckpt_every;  /* steps between checkpoints; 0 = never write */

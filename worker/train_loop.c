@@ -2,6 +2,7 @@
  * all-reduce, optimizer; then the evaluation across ranks. */
 #include "train.h"
 
+#include "gpu_train.h"
 #include "progress.h"
 #include "train_plan.h"
 
@@ -118,8 +119,11 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
                      dr_data_len(r->data, DR_SPLIT_TRAIN), r->rank, r->world,
                      r->shard);
   for (uint64_t step = start; step < r->total_steps; step++) {
-    double loss;
-    int rc = one_step(r, step, &loss, &r->times[step]);
+    double loss = 0;
+    /* On a GPU the step is enqueued; its loss stays on the device until
+     * it is logged, and its times are read then. */
+    int rc = r->gpu != NULL ? dr_gpu_train_step(r, step, &r->times[step])
+                            : one_step(r, step, &loss, &r->times[step]);
     if (rc != 0)
       return rc;
     dr_progress_report(r->progress, step + 1);
@@ -128,6 +132,8 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     int last = step + 1 == r->total_steps;
     if ((step + 1) % c->log_every == 0 || last) {
       double mean;
+      if (r->gpu != NULL && (rc = dr_gpu_train_loss(r, &window_loss)) != 0)
+        return rc;
       rc = global_mean(r, window_loss, (double)window_n, &mean);
       if (rc != 0)
         return rc;
@@ -137,6 +143,8 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
       window_n = 0;
     }
     if ((step + 1) % 100 == 0 || last) {
+      if (r->gpu != NULL && (rc = dr_gpu_train_harvest(r)) != 0)
+        return rc;
       rc = dr_report_stragglers(r, straggler_from, step + 1);
       if (rc != 0)
         return rc;
@@ -159,7 +167,14 @@ int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss) {
     return DR_TRAIN_ECOMM;
   /* Rank r takes r, r + world, ...: every sample once, no padding. */
   double correct = 0, loss_sum = 0, count = 0;
-  uint64_t i = r->rank;
+  uint64_t i = r->gpu != NULL ? n : r->rank;
+  if (r->gpu != NULL) {
+    int g = dr_gpu_train_evaluate(r, &correct, &loss_sum, &count);
+    if (g != 0) {
+      free(idx);
+      return g;
+    }
+  }
   while (i < n) {
     uint32_t k = 0;
     for (; k < cap && i < n; k++, i += r->world)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "gpu_train.h"
 #include "progress.h"
 #include "train.h"
 #include "train_plan.h"
@@ -95,6 +96,13 @@ static int setup(dr_run_t *r) {
     fprintf(stderr, "train: bucket sizes must hold at least one float\n");
     return DR_TRAIN_ECONFIG;
   }
+  if (r->use_gpu) {
+    /* The model and optimizer state go to the device; the reducer's
+     * buckets then live there and launch on NCCL's stream. */
+    int g = dr_gpu_train_open(r, &rc);
+    if (g != 0)
+      return g;
+  }
   if (dr_reducer_new(&rc, r->model, r->pg, &r->red) != 0)
     return DR_TRAIN_ECOMM;
 
@@ -117,6 +125,7 @@ static void teardown(dr_run_t *r) {
   dr_progress_close(&r->progress);
   dr_trace_close(&r->trace);
   dr_reducer_free(&r->red);
+  dr_gpu_train_close(r);
   dr_optim_free(&r->opt);
   dr_model_free(&r->model);
   dr_batch_free(&r->batch);
@@ -150,6 +159,11 @@ int main(int argc, char **argv) {
   if (gethostname(r->host, sizeof(r->host)) != 0)
     snprintf(r->host, sizeof(r->host), "localhost");
   r->host[sizeof(r->host) - 1] = '\0';
+  code = dr_gpu_train_resolve(r);
+  if (code != 0) {
+    teardown(r);
+    return code;
+  }
 
   if (dr_pg_config_from_env(&r->pgc, err, sizeof(err)) != 0) {
     fprintf(stderr, "train: %s\n", err);
@@ -172,6 +186,8 @@ int main(int argc, char **argv) {
   uint64_t start = 0;
   if (code == 0) {
     dr_report_summary(r);
+    if (r->gpu != NULL)
+      dr_gpu_train_summary(r);
     code = dr_train_resume(r, &start);
   }
   if (code == 0)
@@ -181,6 +197,9 @@ int main(int argc, char **argv) {
   if (code == 0) {
     double acc = 0, eval_loss = 0;
     code = dr_train_evaluate(r, &acc, &eval_loss);
+    /* The final checksum and --dump-weights read the host's copy. */
+    if (code == 0 && r->gpu != NULL)
+      code = dr_gpu_train_to_host(r);
     if (code == 0)
       code = dr_report_final(r, acc, eval_loss);
   }

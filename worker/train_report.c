@@ -12,10 +12,13 @@ void dr_report_summary(dr_run_t *r) {
   char buckets[512];
   snprintf(buckets, sizeof(buckets), "%s", dr_reducer_describe(r->red));
   fprintf(stderr,
-          "train: rank %u: local rank %u, world %u, host %s, device cpu, "
-          "backend cpu (%s), BLAS %s (%d threads), model %zu parameters, "
+          "train: rank %u: local rank %u, world %u, host %s, device %s, "
+          "backend %s (%s), BLAS %s (%d threads), model %zu parameters, "
           "%s, data %s, batch %u x %u ranks x %u accum = %llu, %llu steps\n",
-          r->rank, r->local_rank, r->world, r->host, dr_pg_describe(r->pg),
+          r->rank, r->local_rank, r->world, r->host,
+          r->gpu != NULL ? "cuda" : "cpu",
+          r->gpu != NULL ? "nccl for gradients, cpu" : "cpu",
+          dr_pg_describe(r->pg),
           openblas_get_config(), openblas_get_num_threads(),
           dr_model_n_elems(r->model), buckets, c->data, c->batch, r->world,
           c->grad_accum, (unsigned long long)r->global_batch,
