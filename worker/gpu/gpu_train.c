@@ -26,6 +26,12 @@ int dr_gpu_train_resolve(dr_run_t *r) {
             why);
     return DR_TRAIN_ECONFIG;
   }
+  if (r->use_gpu && (c->bucket_cap_auto || c->profile_out != NULL)) {
+    fprintf(stderr, "train: --bucket-cap-mb auto and --profile-out measure "
+            "the CPU step's phases; with --device cuda give a fixed "
+            "--bucket-cap-mb (or use --device cpu)\n");
+    return DR_TRAIN_ECONFIG;
+  }
   return 0;
 }
 

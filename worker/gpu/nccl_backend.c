@@ -183,7 +183,8 @@ void dr_nccl_destroy(dr_nccl_t **np) {
     return;
   if (n->comm != NULL) {
     char err[256];
-    int ok = ncclCommFinalize(n->comm) != ncclSystemError &&
+    ncclResult_t r = ncclCommFinalize(n->comm);
+    int ok = (r == ncclSuccess || r == ncclInProgress) &&
              settle(n, now_ms() + n->timeout_ms, "NCCL finalize", err,
                     sizeof(err)) == 0;
     if (ok)
