@@ -34,7 +34,8 @@ typedef struct {
   const char *client_host;
   const uint8_t *secret;  /* borrowed until on_ready or on_lost */
   size_t secret_len;
-  uint32_t connect_timeout_ms; /* keep retrying refused connects this long */
+  uint32_t connect_timeout_ms; /* keep retrying refused connects, and a
+                                  name that does not resolve, this long */
   dr_limits_t limits;
 } dr_arz_opts_t;
 

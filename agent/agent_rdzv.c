@@ -40,6 +40,7 @@ struct dr_arz {
   size_t in_len, in_cap, need;
   int last_err;
   int ever_connected;
+  int warned_resolve; /* said once that the name does not resolve yet */
   uint8_t nonce[DR_NONCE_LEN];
 };
 
@@ -252,6 +253,15 @@ static void try_connect(dr_arz_t *a);
 
 static void on_retry(uv_timer_t *t) { try_connect(t->data); }
 
+static void schedule_retry(dr_arz_t *a) {
+  uint64_t now = uv_now(a->loop);
+  uint64_t delay = a->backoff_ms;
+  if (now + delay > a->deadline)
+    delay = a->deadline > now ? a->deadline - now : 0;
+  a->backoff_ms = a->backoff_ms * 2 > 1000 ? 1000 : a->backoff_ms * 2;
+  uv_timer_start(&a->retry, on_retry, delay, 0);
+}
+
 static void on_tcp_closed_for_retry(uv_handle_t *h) {
   dr_arz_t *a = h->data;
   a->handles--;
@@ -260,12 +270,7 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
     arz_free_if_done(a);
     return;
   }
-  uint64_t now = uv_now(a->loop);
-  uint64_t delay = a->backoff_ms;
-  if (now + delay > a->deadline)
-    delay = a->deadline > now ? a->deadline - now : 0;
-  a->backoff_ms = a->backoff_ms * 2 > 1000 ? 1000 : a->backoff_ms * 2;
-  uv_timer_start(&a->retry, on_retry, delay, 0);
+  schedule_retry(a);
 }
 
 static void on_connect(uv_connect_t *req, int status) {
@@ -297,16 +302,37 @@ static void on_connect(uv_connect_t *req, int status) {
   uv_close((uv_handle_t *)&a->tcp, on_tcp_closed_for_retry);
 }
 
+static int resolve(const char *host, uint16_t port,
+                   struct sockaddr_storage *out);
+
 static void try_connect(dr_arz_t *a) {
   if (a->closing || a->state == ARZ_DEAD)
     return;
+  /* Resolved on every attempt: a Kubernetes pod's name exists only once
+   * the pod does, and names a new address when the pod is recreated. */
+  int rc = resolve(a->host, a->port, &a->addr);
+  if (rc != 0) {
+    a->last_err = rc;
+    if (uv_now(a->loop) >= a->deadline) {
+      arz_lost(a, rc, "cannot resolve the rendezvous endpoint '%s' (%s); "
+               "gave up after the join timeout", a->host, dr_strerror(rc));
+      return;
+    }
+    if (!a->warned_resolve)
+      fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
+              "yet (%s); retrying until the join timeout\n", a->host,
+              dr_strerror(rc));
+    a->warned_resolve = 1;
+    schedule_retry(a);
+    return;
+  }
   uv_tcp_init(a->loop, &a->tcp);
   a->tcp.data = a;
   a->handles++;
   a->tcp_open = 1;
   a->conn_req.data = a;
-  int rc = uv_tcp_connect(&a->conn_req, &a->tcp,
-                          (const struct sockaddr *)&a->addr, on_connect);
+  rc = uv_tcp_connect(&a->conn_req, &a->tcp,
+                      (const struct sockaddr *)&a->addr, on_connect);
   if (rc != 0)
     on_connect(&a->conn_req, rc);
 }
@@ -331,11 +357,6 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
   dr_arz_t *a = calloc(1, sizeof(*a));
   if (a == NULL)
     return -ENOMEM;
-  int rc = resolve(o->host, o->port, &a->addr);
-  if (rc != 0) {
-    free(a);
-    return rc;
-  }
   a->loop = loop;
   a->cb = *cb;
   a->port = o->port;
