@@ -33,10 +33,19 @@ static void on_conn_closed(uv_handle_t *h) {
   dr__server_handle_closed(s);
 }
 
+static void count_refused(dr_conn_t *c, dr_refuse_t why) {
+  if (!c->refused)
+    c->srv->stats.refused[why]++;
+  c->refused = 1;
+}
+
 void dr__conn_close(dr_conn_t *c, const char *why) {
   if (c->state == DR_CONN_CLOSING)
     return;
   dr_server_t *s = c->srv;
+  /* Asked for the secret, it went away: a client that has none. */
+  if (c->state == DR_CONN_AUTH && !s->closing)
+    count_refused(c, DR_REFUSE_NO_SECRET);
   c->state = DR_CONN_CLOSING;
   DR_DEBUG("closing connection from %s: %s", c->peer, why);
   if (c->doomed != NULL) {
@@ -168,7 +177,7 @@ static void conn_reject(dr_conn_t *c, int code, const char *what,
   DR_WARN("dropping %s: %s (%s); first bytes: \"%s\"", c->peer, what,
           dr_strerror(code), sample);
   if (c->state != DR_CONN_READY)
-    c->srv->stats.refused[DR_REFUSE_MALFORMED]++;
+    count_refused(c, DR_REFUSE_MALFORMED);
   dr__conn_send_error(c, 0, code, "%s: %s", what, dr_strerror(code));
   dr__conn_close(c, what);
 }
@@ -186,7 +195,7 @@ static void handle_hello(dr_conn_t *c, const dr_msg_t *m) {
     dr_log_sample(run_id.p, run_id.len, sample, sizeof(sample));
     DR_WARN("refused %s (%s): run id '%s' is not this job's '%s'", c->peer,
             c->host, sample, s->run_id);
-    s->stats.refused[DR_REFUSE_RUN_ID]++;
+    count_refused(c, DR_REFUSE_RUN_ID);
     dr__conn_send_error(c, m->req_id, DR_ERUNID,
                         "run id '%s' does not match this server's job '%s'",
                         sample, s->run_id);
@@ -212,7 +221,7 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   if (m->type != DR_MSG_AUTH) {
     DR_WARN("refused %s (%s): no shared secret presented", c->peer, c->host);
-    s->stats.refused[DR_REFUSE_NO_SECRET]++;
+    count_refused(c, DR_REFUSE_NO_SECRET);
     dr__conn_send_error(c, m->req_id, DR_ENOAUTH,
                         "this job requires a shared secret (--secret-file "
                         "or DDPRUN_SECRET)");
@@ -222,7 +231,7 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
   if (dr_auth_verify(s->secret, s->cfg.secret_len, c->nonce,
                      dr_str(s->run_id), m->f[0].b) != 0) {
     DR_WARN("refused %s (%s): wrong shared secret", c->peer, c->host);
-    s->stats.refused[DR_REFUSE_BAD_SECRET]++;
+    count_refused(c, DR_REFUSE_BAD_SECRET);
     dr__conn_send_error(c, m->req_id, DR_EAUTH,
                         "authentication failed: wrong shared secret");
     dr__conn_close(c, "wrong secret");
@@ -366,7 +375,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
       if (err == DR_EVERSION) {
         DR_WARN("refused %s: protocol version %u (this server speaks %u)",
                 c->peer, m.version, DR_PROTO_VERSION);
-        c->srv->stats.refused[DR_REFUSE_VERSION]++;
+        count_refused(c, DR_REFUSE_VERSION);
         dr__conn_send_error(c, m.req_id, DR_EVERSION,
                             "protocol version %u is not supported; this "
                             "server speaks version %u",
@@ -444,7 +453,7 @@ void dr__conn_sweep(dr_server_t *s, uint64_t now) {
         now - c->accepted_ms > s->cfg.handshake_timeout_ms) {
       DR_WARN("dropping %s: no handshake within %u ms", c->peer,
               s->cfg.handshake_timeout_ms);
-      s->stats.refused[DR_REFUSE_TIMEOUT]++;
+      count_refused(c, DR_REFUSE_TIMEOUT);
       dr__conn_close(c, "handshake timeout");
     }
   }

@@ -19,7 +19,8 @@ typedef struct dr_metrics dr_metrics_t;
 /* Why a connection was refused before it became a client of the job. */
 typedef enum {
   DR_REFUSE_RUN_ID,     /* HELLO with another job's run id */
-  DR_REFUSE_NO_SECRET,  /* no AUTH where a secret is required */
+  DR_REFUSE_NO_SECRET,  /* no AUTH where a secret is required (another
+                         * request, or a hang-up after the WELCOME) */
   DR_REFUSE_BAD_SECRET, /* AUTH with a wrong secret */
   DR_REFUSE_VERSION,    /* another protocol version */
   DR_REFUSE_MALFORMED,  /* a frame that does not decode, or not HELLO first */
@@ -68,6 +69,7 @@ struct dr_conn {
   char host[256];       /* from HELLO */
   dr_node_t *node;      /* set while this connection is a node of the job */
   int64_t prev_rank;    /* node rank in the last generation, or -1 */
+  int refused;          /* counted in stats.refused already */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
   dr_waiter_t *waiters; /* store requests blocked on this connection */
