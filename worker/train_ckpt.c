@@ -282,7 +282,7 @@ static int save(dr_run_t *r, uint64_t done) {
   /* A GPU run saves the host copy of its device state: the same file as
    * a CPU run's, so either resumes the other's. */
   if (r->gpu != NULL) {
-    int g = dr_gpu_train_to_host(r);
+    int g = dr_gpu_train_to_host(r, 1);
     if (g != 0)
       return g;
   }

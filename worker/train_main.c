@@ -199,7 +199,7 @@ int main(int argc, char **argv) {
     code = dr_train_evaluate(r, &acc, &eval_loss);
     /* The final checksum and --dump-weights read the host's copy. */
     if (code == 0 && r->gpu != NULL)
-      code = dr_gpu_train_to_host(r);
+      code = dr_gpu_train_to_host(r, 0);
     if (code == 0)
       code = dr_report_final(r, acc, eval_loss);
   }
