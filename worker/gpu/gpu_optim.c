@@ -44,8 +44,11 @@ int dr_gpu_optim_new(const dr_optim_config_t *cfg, dr_optim_t *host,
       rc = dr_gpu_staging_new(&o->staging, n_bytes < STAGING_BYTES
                                                ? n_bytes
                                                : STAGING_BYTES);
-    if (rc == 0)
-      rc = dr_gpu_optim_upload(o);
+    /* The host state starts at zero (optim.h): no need to copy it. */
+    if (rc == 0 && cudaMemsetAsync(o->state, 0, n_bytes, s) != cudaSuccess)
+      rc = dr__gpu_fail(DR_GPU_ECUDA, __FILE__, __LINE__,
+                        "cudaMemsetAsync(optimizer state)",
+                        cudaGetErrorString(cudaGetLastError()));
   }
   if (rc != 0) {
     dr_gpu_optim_free(&o);

@@ -22,7 +22,7 @@ typedef struct dr_gpu_optim dr_gpu_optim_t;
 
 /* host: the host optimizer of the same configuration (borrowed; its
  * schedule and its state buffer are used); cfg: that configuration. The
- * device state starts as the host's (upload). */
+ * device state starts at zero, as the host's does. */
 int dr_gpu_optim_new(const dr_optim_config_t *cfg, dr_optim_t *host,
                      size_t n_elems, cudaStream_t s,
                      const dr_gpu_waiter_t *waiter, dr_gpu_optim_t **out);

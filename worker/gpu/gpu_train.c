@@ -182,10 +182,10 @@ void dr_gpu_train_summary(dr_run_t *r) {
           dr_gpu_model_bytes(g->model) / 1048576.0);
 }
 
-int dr_gpu_train_to_host(dr_run_t *r) {
+int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
   dr_gpu_t *g = r->gpu;
   if (dr_gpu_model_download(g->model, r->model) != 0 ||
-      dr_gpu_optim_download(g->optim) != 0) {
+      (optimizer_too && dr_gpu_optim_download(g->optim) != 0)) {
     fprintf(stderr, "train: rank %u: cannot copy the model from cuda:%d "
             "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
     return DR_TRAIN_ETIMEOUT;

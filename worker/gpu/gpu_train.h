@@ -70,9 +70,10 @@ int dr_gpu_train_harvest(dr_run_t *r);
 int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
                           double *count);
 
-/* Device weights and optimizer state to the host model and optimizer
- * (before a checkpoint or the final report), and back (after a resume). */
-int dr_gpu_train_to_host(dr_run_t *r);
+/* Device weights, and with optimizer_too the optimizer state, to the host
+ * model and optimizer (before a checkpoint: both; before the final
+ * report: the weights), and both back (after a resume). */
+int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too);
 int dr_gpu_train_from_host(dr_run_t *r);
 
 #endif /* DR_GPU_TRAIN_H */

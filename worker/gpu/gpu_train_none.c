@@ -56,8 +56,8 @@ int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
   return DR_TRAIN_ECONFIG;
 }
 
-int dr_gpu_train_to_host(dr_run_t *r) {
-  (void)r;
+int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
+  (void)r, (void)optimizer_too;
   return 0;
 }
 
