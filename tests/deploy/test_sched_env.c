@@ -263,6 +263,13 @@ static void test_k8s(void **state) {
   assert_string_equal(f->o.rdzv_host, "big-job-0.svc.ns.svc.cluster.local");
   assert_string_equal(f->o.rdzv_id, "mine");
   assert_int_equal(f->o.min_nodes, 2);
+  /* A JobSet's pod <jobset>-<job>-<job index>-<pod index>. */
+  set_env(f, "JOB_COMPLETION_INDEX=1", "HOSTNAME=js-workers-0-1",
+          "DDPRUN_K8S_SERVICE=js", NULL);
+  assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2:4", "train",
+                     NULL));
+  assert_string_equal(f->o.rdzv_host, "js-workers-0-0.js");
+  assert_string_equal(f->o.rdzv_id, "js-workers-0");
   /* An endpoint given needs no Service. */
   set_env(f, "JOB_COMPLETION_INDEX=1", NULL);
   assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2",
