@@ -181,7 +181,7 @@ exec)
     if command -v systemd-analyze >/dev/null 2>&1; then
       expand @system-service | sort -u >"$tmp/allowed"
       expand @privileged | sort -u >"$tmp/denied"
-      sed -n 's/^[0-9]* \([a-z0-9_]*\)(.*/\1/p' "$tmp/trace" | sort -u >"$tmp/used"
+      sed -n 's/^[0-9]\{1,\} \{1,\}\([a-z0-9_]*\)(.*/\1/p' "$tmp/trace" | sort -u >"$tmp/used"
       [ -s "$tmp/used" ] || fail "strace recorded no system calls"
       # execve is strace's own start of the binary, before the filter
       # would apply under systemd.
@@ -193,7 +193,7 @@ exec)
     else
       echo "no systemd-analyze: system calls recorded, not checked"
     fi
-    fams=$(sed -n 's/^[0-9]* socket(\(AF_[A-Z0-9]*\),.*/\1/p' "$tmp/trace" | sort -u | tr '\n' ' ')
+    fams=$(sed -n 's/^[0-9]\{1,\} \{1,\}socket(\(AF_[A-Z0-9]*\),.*/\1/p' "$tmp/trace" | sort -u | tr '\n' ' ')
     case " $fams" in
     *" AF_INET "*) ;;
     *) fail "no AF_INET socket traced (families: $fams)" ;;
