@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include "data.h"
+#include "model.h"
 #include "gpu_kernels.h"
 #include "gpu_sync.h"
 
@@ -49,6 +50,16 @@ void read_values(float *out, const void *dev, size_t n, dr_dtype_t t);
 /* Compares and prints one line; returns 1 when within tol. */
 int check(const char *what, const float *gpu, const float *ref, size_t n,
           double tol);
+
+/* As check, with the norm-wise relative error ||gpu - cpu|| / ||cpu||. */
+int check_l2(const char *what, const float *gpu, const float *ref, size_t n,
+             double tol);
+
+/* gpu_check_ref.c: the bf16 GPU model's CPU reference: *loss and every
+ * gradient (registration order, scale as dr_model_backward's) of m on b,
+ * rounded where the GPU rounds. */
+int ref_bf16(dr_model_t *m, const dr_batch_t *b, float scale, float *loss,
+             float *grads);
 
 /* The checks, by file. */
 void check_kernels(void);

@@ -143,6 +143,31 @@ int check(const char *what, const float *gpu, const float *ref, size_t n,
   return ok;
 }
 
+int check_l2(const char *what, const float *gpu, const float *ref, size_t n,
+             double tol) {
+  double e2 = 0, r2 = 0;
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isfinite(gpu[i])) {
+      bad++;
+      continue;
+    }
+    double e = (double)gpu[i] - (double)ref[i];
+    e2 += e * e;
+    r2 += (double)ref[i] * ref[i];
+  }
+  double rel = r2 > 0 ? sqrt(e2 / r2) : sqrt(e2);
+  int ok = bad == 0 && rel <= tol;
+  if (bad > 0)
+    printf("FAIL %-44s %zu of %zu elements not finite\n", what, bad, n);
+  else
+    printf("%s %-44s rel L2 err %.3g (limit %.0e, %zu elements)\n",
+           ok ? "ok  " : "FAIL", what, rel, tol, n);
+  if (!ok)
+    g_failures++;
+  return ok;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   for (int i = 1; i < argc; i++) {
