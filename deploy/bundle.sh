@@ -78,6 +78,12 @@ exec "\$here/libexec/$p" "\$@"
 EOF
   chmod +x "$out/bin/$p"
 done
+{
+  echo "built from: $(git -C "$here" describe --always --dirty 2>/dev/null || echo unknown)"
+  echo "bundled: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
+  grep -E '^(DDPRUN_CUDA|CMAKE_BUILD_TYPE|CMAKE_CUDA_ARCHITECTURES):' \
+    "$build/CMakeCache.txt" 2>/dev/null
+} >"$out/BUILD_INFO"
 cp "$here"/tests/gpu/check.sh "$here"/tests/gpu/torch_mlp.py "$out/tests/gpu/"
 chmod +x "$out"/tests/gpu/*
 du -sh "$out" | awk -v n="${#programs[@]}" \

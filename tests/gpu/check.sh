@@ -99,8 +99,9 @@ reldiff() {
   echo "bundle: $B"
   date -u
   uname -a
-  command -v nvidia-smi >/dev/null && nvidia-smi -L
-  command -v nvidia-smi >/dev/null &&
+  cat "$B/BUILD_INFO" 2>/dev/null
+  command -v nvidia-smi >/dev/null && timeout 30 nvidia-smi -L
+  command -v nvidia-smi >/dev/null && timeout 30 \
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 } >"$OUT/env.txt" 2>&1
 missing() {
