@@ -130,6 +130,19 @@ static int exchange_id(const dr_pg_config_t *cfg, ncclUniqueId *id,
   return rc;
 }
 
+_Static_assert(sizeof(ncclUniqueId) == DR_NCCL_ID_BYTES,
+               "ncclUniqueId is 128 bytes");
+
+int dr_nccl_unique_id(const dr_pg_config_t *cfg, uint8_t id[DR_NCCL_ID_BYTES],
+                      char *err, size_t err_len) {
+  ncclUniqueId u;
+  memset(&u, 0, sizeof(u));
+  int rc = exchange_id(cfg, &u, now_ms() + cfg->timeout_ms, err, err_len);
+  if (rc == 0)
+    memcpy(id, u.internal, DR_NCCL_ID_BYTES);
+  return rc;
+}
+
 int dr_nccl_init(const dr_pg_config_t *cfg, dr_nccl_t **out, char *err,
                  size_t err_len) {
   *out = NULL;

@@ -33,6 +33,14 @@ typedef struct dr_nccl dr_nccl_t;
 int dr_nccl_init(const dr_pg_config_t *cfg, dr_nccl_t **out, char *err,
                  size_t err_len);
 
+/* The unique id of this generation's communicator (128 bytes, an
+ * ncclUniqueId) as dr_nccl_init obtains it: drawn by rank 0, through the
+ * store to the others, within cfg->timeout_ms. Needs no GPU. 0, or a code
+ * with a one-line reason in err. */
+#define DR_NCCL_ID_BYTES 128
+int dr_nccl_unique_id(const dr_pg_config_t *cfg, uint8_t id[DR_NCCL_ID_BYTES],
+                      char *err, size_t err_len);
+
 /* Flushes (ncclCommFinalize, polled within the timeout) and destroys; a
  * communicator that failed or does not finalise in time is aborted.
  * Sets *n to NULL. */
