@@ -19,6 +19,7 @@ packages=(
   libcmocka-dev                      # unit tests
   clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
   iproute2                           # network-namespace tests
+  systemd strace python3             # tests/systemd and tests/metrics
   python3-yaml                       # deploy tests: parse the Kubernetes manifests
 )
 
