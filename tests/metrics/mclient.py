@@ -8,6 +8,8 @@ failure exits 1 with one line on stderr.
   mclient.py get PORT PATH        print the status code, then the body
   mclient.py store PORT RUN_ID    a fixed sequence of store requests
   mclient.py refuse PORT RUN_ID   one handshake refused for each reason
+  mclient.py silent PORT SECS     connect, send nothing, expect a close
+                                  within SECS; print how long it took
   mclient.py bad PORT DEADLINE_S  bad, huge and slow HTTP requests
 """
 import re
@@ -187,7 +189,8 @@ def request(s, req, mtype, fields, want):
 
 def cmd_store(port, run_id):
     """Job scope (generation 0): 3 SET, 2 GET, 1 MULTI_GET, 2 ADD, 1 CAS,
-    1 DELETE, 1 CHECK, 1 BARRIER; leaves keys a, c, d."""
+    1 DELETE, 1 CHECK, 1 BARRIER; leaves keys a, c, d. Then one GET of a
+    generation that is not current, refused as stale."""
     s = connect(port, run_id)
     request(s, 2, "SET", [0, b"mc/a", b"1"], "OK")
     request(s, 3, "SET", [0, b"mc/b", b"2"], "OK")
@@ -201,6 +204,7 @@ def cmd_store(port, run_id):
     request(s, 11, "DELETE", [0, b"mc/b"], "INT")
     request(s, 12, "CHECK", [0, [b"mc/a"]], "INT")
     request(s, 13, "BARRIER", [0, b"mc/bar", 1, 1000], "OK")
+    request(s, 14, "GET", [99, b"mc/a", 0], "ERROR")
     s.close()
 
 
@@ -221,6 +225,24 @@ def cmd_refuse(port, run_id):
     refused(port, frame("HELLO", 1, [run_id.encode(), b"mc"], version=9),
             "version")
     refused(port, frame("SET", 1, [0, b"k", b"v"]), "SET before HELLO")
+
+
+def cmd_silent(port, secs):
+    t = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=secs + 5) as s:
+        try:
+            data = s.recv(4096)
+        except socket.timeout:
+            die("a silent connection was not closed within %s s" % secs)
+        if data:
+            # The server may say why before it closes.
+            while s.recv(4096):
+                pass
+    took = time.monotonic() - t
+    if took > secs:
+        die("a silent connection was closed after %.2f s, over %s s" %
+            (took, secs))
+    print("a silent connection was closed after %.2f s" % took)
 
 
 def cmd_bad(port, deadline_s):
@@ -286,6 +308,8 @@ def main(argv):
         cmd_store(port, argv[3])
     elif cmd == "refuse" and len(argv) == 4:
         cmd_refuse(port, argv[3])
+    elif cmd == "silent" and len(argv) == 4:
+        cmd_silent(port, float(argv[3]))
     elif cmd == "bad" and len(argv) == 4:
         cmd_bad(port, float(argv[3]))
     else:

@@ -143,13 +143,25 @@ job)
   done
   expect running 'ddprun_rdzv_store_keys{scope="job"}' 3
   expect running ddprun_rdzv_store_waiters 0
+  expect running ddprun_rdzv_store_stale_requests_total 1
   expect running 'ddprun_rdzv_handshakes_refused_total{reason="run_id"}' 1
   expect running 'ddprun_rdzv_handshakes_refused_total{reason="version"}' 1
   expect running 'ddprun_rdzv_handshakes_refused_total{reason="malformed"}' 1
   expect running 'ddprun_rdzv_handshakes_refused_total{reason="no_secret"}' 0
   expect running 'ddprun_rdzv_http_responses_total{code="200"}' 3
+  expect running ddprun_rdzv_joins_refused_total 0
   health 200
   grep -q "running generation 1" "$tmp/health" || fail "/healthz: $(cat "$tmp/health")"
+
+  # A third node for a job of two is refused, and counted.
+  node n2 --nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id $id \
+    --rdzv-conf is_host=0,join_timeout=10
+  finish "$agent_pid"
+  [ "$rc" != 0 ] || fail "a third node was let into a job of two"
+  scrape refused
+  expect refused ddprun_rdzv_joins_refused_total 1
+  expect refused ddprun_rdzv_nodes_alive 2
+  expect refused ddprun_rdzv_generation 1
 
   # A forced restart: rank 1 killed, both nodes start generation 2.
   victim=$(pid_of 1 0)
@@ -209,6 +221,13 @@ http)
   expect after 'ddprun_rdzv_http_responses_total{code="200"}' 6
   # The rendezvous port was never touched by any of it.
   expect after ddprun_rdzv_connections_accepted_total 0
+  # A silent client of the rendezvous port is dropped after the handshake
+  # timeout, and counted.
+  mc silent "$port" 3 || fail "a silent client was not dropped"
+  scrape silent
+  expect silent 'ddprun_rdzv_handshakes_refused_total{reason="timeout"}' 1
+  expect silent ddprun_rdzv_connections_accepted_total 1
+  expect silent ddprun_rdzv_connections 0
   health 200
   kill -TERM "$(child_of "$s")"
   finish "$s"
