@@ -179,16 +179,16 @@ static void examine(http_conn_t *c) {
   char sample[96];
   dr_log_sample(c->head, c->len < 40 ? c->len : 40, sample, sizeof(sample));
   DR_DEBUG("metrics endpoint: answering %d to \"%s\"", code, sample);
-  static const char *const text[] = {
-      "bad request: expected GET /metrics or GET /healthz over HTTP/1.x\n",
-      "not found: try /metrics or /healthz\n",
-      "method not allowed: only GET\n",
-      "request head too large\n"};
-  respond_text(c, code,
-               code == 400   ? text[0]
-               : code == 404 ? text[1]
-               : code == 405 ? text[2]
-                             : text[3]);
+  const char *text;
+  switch (code) {
+  case 404: text = "not found: try /metrics or /healthz\n"; break;
+  case 405: text = "method not allowed: only GET\n"; break;
+  case 431: text = "request head too large (over 4 KiB)\n"; break;
+  default:
+    text = "bad request: expected GET /metrics or GET /healthz over "
+           "HTTP/1.x\n";
+  }
+  respond_text(c, code, text);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
