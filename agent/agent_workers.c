@@ -305,10 +305,19 @@ static int is_echo(const dr_worker_t *w) {
   return w->signal == 0 && (w->exit_code == 3 || w->exit_code == 4);
 }
 
+/* 0: a failure of its own; 1: an echo; 2: a success, reported last: a
+ * worker that exited 0 in the same batch as the last failing one would
+ * otherwise end the node as a success, and the failure be ignored. */
+static int report_order(const dr_worker_t *w) {
+  if (w->signal == 0 && w->exit_code == 0)
+    return 2;
+  return is_echo(w);
+}
+
 static void report_batch(dr_agent_t *ag, dr_worker_t **w, size_t n) {
-  for (int pass = 0; pass < 2; pass++)
+  for (int pass = 0; pass < 3; pass++)
     for (size_t i = 0; i < n; i++)
-      if (is_echo(w[i]) == pass)
+      if (report_order(w[i]) == pass)
         dr__agent_worker_exited(ag, w[i]);
 }
 
