@@ -168,6 +168,21 @@ int dr_gpu_train_harvest(dr_run_t *r) {
   return 0;
 }
 
+static int record(cudaEvent_t e, cudaStream_t s) {
+  CUDA_CHECK(cudaEventRecord(e, s));
+  return 0;
+}
+
+/* The optimizer after the last bucket's all-reduce: one event suffices,
+ * the communication stream runs its buckets in order. */
+static int order_optimizer(dr_gpu_t *g, dr_gpu_slot_t *sl) {
+  CUDA_CHECK(cudaEventRecord(sl->bwd_end, g->compute));
+  CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm));
+  CUDA_CHECK(cudaStreamWaitEvent(g->compute, g->comm_done, 0));
+  CUDA_CHECK(cudaEventRecord(sl->opt_start, g->compute));
+  return 0;
+}
+
 static int slot_events(dr_gpu_slot_t *sl) {
   if (sl->start != NULL)
     return 0;
@@ -286,8 +301,8 @@ int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
   sl->step = step;
   sl->nb = 0;
   g->cur = sl;
-  if (cudaEventRecord(sl->start, g->compute) != cudaSuccess)
-    return failed(r, "cudaEventRecord");
+  if (record(sl->start, g->compute) != 0)
+    return failed(r, "marking the step's start");
   uint64_t data_us = 0;
   rc = micro_batches(r, pos, &data_us);
   if (rc != 0)
@@ -299,30 +314,36 @@ int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
     dr_nccl_abort(g->nccl);
     return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
   }
-  /* The optimizer after the last bucket's all-reduce: one event suffices,
-   * the communication stream runs its buckets in order. */
-  if (cudaEventRecord(sl->bwd_end, g->compute) != cudaSuccess ||
-      cudaEventRecord(g->comm_done, g->comm) != cudaSuccess ||
-      cudaStreamWaitEvent(g->compute, g->comm_done, 0) != cudaSuccess ||
-      cudaEventRecord(sl->opt_start, g->compute) != cudaSuccess)
+  if (order_optimizer(g, sl) != 0)
     return failed(r, "ordering the optimizer after the all-reduce");
   if (dr_gpu_optim_step(g->optim, g->model, r->model, step) != 0)
     return failed(r, "the optimizer step");
-  if (cudaEventRecord(sl->end, g->compute) != cudaSuccess)
-    return failed(r, "cudaEventRecord");
+  if (record(sl->end, g->compute) != 0)
+    return failed(r, "marking the step's end");
   sl->used = 1;
   memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
   return 0;
 }
 
-/* Copies n doubles of device memory to g->readback and waits. */
+static int enqueue_read(dr_gpu_t *g, const void *src, size_t n_bytes) {
+  CUDA_CHECK(cudaMemcpyAsync(g->readback, src, n_bytes,
+                             cudaMemcpyDeviceToHost, g->compute));
+  CUDA_CHECK(cudaEventRecord(g->readback_done, g->compute));
+  return 0;
+}
+
+static int zero(void *p, size_t n_bytes, cudaStream_t s) {
+  CUDA_CHECK(cudaMemsetAsync(p, 0, n_bytes, s));
+  return 0;
+}
+
+/* Copies n_bytes (at most 4 doubles) of device memory to g->readback and
+ * waits. */
 static int read_back(dr_run_t *r, const void *src, size_t n_bytes,
                      const char *what) {
   dr_gpu_t *g = r->gpu;
-  if (cudaMemcpyAsync(g->readback, src, n_bytes, cudaMemcpyDeviceToHost,
-                      g->compute) != cudaSuccess ||
-      cudaEventRecord(g->readback_done, g->compute) != cudaSuccess)
+  if (enqueue_read(g, src, n_bytes) != 0)
     return failed(r, what);
   if (dr_gpu_wait_event(&g->waiter, g->readback_done, what) != 0)
     return failed(r, what);
@@ -335,9 +356,8 @@ int dr_gpu_train_loss(dr_run_t *r, double *sum) {
   if (rc != 0)
     return rc;
   *sum = g->readback[0] / r->c.grad_accum;
-  if (cudaMemsetAsync(&g->loss_acc[0], 0, sizeof(double), g->compute) !=
-      cudaSuccess)
-    return failed(r, "cudaMemsetAsync");
+  if (zero(&g->loss_acc[0], sizeof(double), g->compute) != 0)
+    return failed(r, "resetting the loss");
   rc = dr_gpu_train_harvest(r);
   if (rc != 0)
     return rc;
@@ -359,12 +379,10 @@ int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
   uint64_t *idx = malloc(cap * sizeof(uint64_t));
   if (idx == NULL)
     return DR_TRAIN_ECOMM;
-  if (cudaMemsetAsync(&g->loss_acc[1], 0, sizeof(double), g->compute) !=
-          cudaSuccess ||
-      cudaMemsetAsync(g->count, 0, sizeof(uint32_t), g->compute) !=
-          cudaSuccess) {
+  if (zero(&g->loss_acc[1], sizeof(double), g->compute) != 0 ||
+      zero(g->count, sizeof(uint32_t), g->compute) != 0) {
     free(idx);
-    return failed(r, "cudaMemsetAsync");
+    return failed(r, "resetting the evaluation sums");
   }
   double k_total = 0;
   uint64_t i = r->rank;

@@ -47,6 +47,8 @@ static void *bucket_alloc(void *arg, size_t n_bytes) {
     return NULL;
   }
   if (cudaMemsetAsync(p, 0, n_bytes, g->compute) != cudaSuccess) {
+    dr__gpu_fail(DR_GPU_ECUDA, __FILE__, __LINE__, "cudaMemsetAsync(buckets)",
+                 cudaGetErrorString(cudaGetLastError()));
     cudaFreeAsync(p, g->compute);
     return NULL;
   }
@@ -73,6 +75,11 @@ static int open_device(dr_run_t *r, dr_gpu_t *g) {
   CUDA_CHECK(cudaEventCreateWithFlags(&g->comm_done, cudaEventDisableTiming));
   CUDA_CHECK(cudaEventCreate(&g->ref));
   (void)r;
+  return 0;
+}
+
+static int record_origin(dr_gpu_t *g) {
+  CUDA_CHECK(cudaEventRecord(g->ref, g->compute));
   return 0;
 }
 
@@ -116,7 +123,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   g->waiter.poll = dr_nccl_poll;
   g->waiter.poll_arg = g->nccl;
   /* The device clock's origin on the host's monotonic clock, for traces. */
-  if (cudaEventRecord(g->ref, g->compute) != cudaSuccess ||
+  if (record_origin(g) != 0 ||
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
     return DR_TRAIN_ECOMM;
   g->ref_us = dr_now_us();
