@@ -245,9 +245,11 @@ static void usage(void) {
     printf("\n");
   }
   printf("\nExit codes: 0 done; 2 bad configuration (also a checkpoint "
-         "that does not fit\nthe run); 3 communication failure, or a "
-         "checkpoint that cannot be written or\nread; 4 a collective timed "
-         "out or lost a peer; 5 the loss became non-finite\n(not "
+         "that does not fit\nthe run, or --device cuda without a usable GPU);"
+         " 3 communication failure (NCCL\nset-up included), or a "
+         "checkpoint that cannot be written or read; 4 a\ncollective timed "
+         "out or lost a peer, or the GPU failed during the run; 5 the\nloss "
+         "became non-finite\n(not "
          "restarted); 75 preempted: SIGUSR1 stopped every rank after a step,\n"
          "with a checkpoint when --ckpt-dir is given (not restarted by ddprun;"
          "\nrun the job again to resume).\n");
