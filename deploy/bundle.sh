@@ -83,6 +83,10 @@ done
   echo "bundled: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n)"
   grep -E '^(DDPRUN_CUDA|CMAKE_BUILD_TYPE|CMAKE_CUDA_ARCHITECTURES):' \
     "$build/CMakeCache.txt" 2>/dev/null
+  # The oldest C library the bundle runs on.
+  need=$(objdump -T "$out"/libexec/* "$out"/lib/* 2>/dev/null |
+         grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
+  echo "needs: glibc ${need#GLIBC_} or later"
 } >"$out/BUILD_INFO"
 cp "$here"/tests/gpu/check.sh "$here"/tests/gpu/torch_mlp.py "$out/tests/gpu/"
 chmod +x "$out"/tests/gpu/*
