@@ -137,6 +137,14 @@ if [ -n "$need" ]; then
   failed "env: train cannot load: $(echo $need) (set CUDA_HOME / NCCL_HOME or LD_LIBRARY_PATH; see $OUT/env.txt)"
   exit 1
 fi
+# Every program starts (a C library older than the bundle needs, or a
+# missing library, shows here).
+for p in train ddprun gpu_kernel_check gpu_bench; do
+  if ! timeout 30 "$B/bin/$p" --help >"$OUT/start_$p.log" 2>&1; then
+    failed "env: $p does not start: $(head -2 "$OUT/start_$p.log" | tr '\n' ' ') ($(cat "$B/BUILD_INFO" 2>/dev/null | grep needs))"
+    exit 1
+  fi
+done
 echo "results in $OUT"
 
 # ---- kernels ---------------------------------------------------------------
