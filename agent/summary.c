@@ -103,7 +103,11 @@ static void print_rec(const char *host, const dr_failure_rec_t *f) {
 
 void dr_summary_print(int exit_code, const char *host, const char *server_reason,
                       const dr_failure_rec_t *recs, size_t n_recs) {
-  fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
+  if (exit_code == 75) /* train's answer to SIGUSR1, after a checkpoint */
+    fprintf(stderr, "ddprun: job preempted (exit code 75): the workers "
+            "stopped on SIGUSR1; run it again to resume\n");
+  else
+    fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
   int have_reason = server_reason != NULL && server_reason[0] != '\0';
   /* The server names the job's first failure; when that is not this
    * node's first one, the server's account is the root cause. */

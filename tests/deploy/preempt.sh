@@ -53,6 +53,8 @@ preempt() {
   [ "$rc" -eq 75 ] || die "$tag" "ddprun exited $rc after SIGUSR1, not 75"
   grep -q "preempted (SIGUSR1), not restarted" "$tmp/$tag.err" ||
     die "$tag" "the rendezvous did not report the preemption"
+  grep -q "^ddprun: job preempted (exit code 75)" "$tmp/$tag.err" ||
+    die "$tag" "ddprun did not say the job was preempted"
   grep -q "restart 1 of" "$tmp/$tag.err" &&
     die "$tag" "a preempted job was restarted"
   return 0
