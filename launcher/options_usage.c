@@ -71,7 +71,15 @@ static const char help_tail[] =
     "Exit status: 0 when every worker on every node exited 0; 2 for bad\n"
     "options or a program that cannot be executed; otherwise the code of "
     "the\n"
-    "first worker that failed (128+N for signal N).\n";
+    "first worker that failed (128+N for signal N); 75 when the workers\n"
+    "stopped on SIGUSR1 after a checkpoint (preempted; never restarted).\n"
+    "\n"
+    "Schedulers:\n"
+    "  In a Slurm job (SLURM_JOB_ID set, none of --nnodes, --rdzv-endpoint,\n"
+    "  --node-rank, --rdzv-backend, --standalone given) ddprun uses\n"
+    "  --rdzv-backend slurm and prints one line saying so. In a Kubernetes\n"
+    "  Indexed Job, give --rdzv-backend k8s, --nnodes and DDPRUN_K8S_SERVICE\n"
+    "  (the headless Service of the Job's pods).\n";
 
 void dr__opt_usage_write(FILE *f) {
   fputs("usage: ddprun [options] PROGRAM [ARGS...]\n"
