@@ -21,7 +21,8 @@ train=${1:?usage: preempt.sh TRAIN DDPRUN} ddprun=${2:?}
 steps=800
 args=(--data synthetic --layers 2 --width 256 --input-dim 32 --classes 16
       --batch 32 --steps "$steps" --log-every 20)
-launch=("$ddprun" --standalone --nproc-per-node 2
+# A restart budget, so that a restart after 75 would be seen.
+launch=("$ddprun" --standalone --nproc-per-node 2 --max-restarts 2
         --signals-to-handle SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1)
 export OMP_NUM_THREADS=1
 
