@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Helpers of the deploy tests (sourced): a temporary directory, processes
 # that are killed at exit, bounded waits, and the final CRC of train.
 # The sourcing script sets `name` first and may define `extra_cleanup`.
