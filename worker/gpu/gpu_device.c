@@ -26,7 +26,8 @@ int dr_gpu_count(char *why, size_t why_len) {
   return n;
 }
 
-int dr_gpu_pick(uint32_t local_rank, int *dev, char *err, size_t err_len) {
+int dr_gpu_pick(uint32_t local_rank, uint32_t local_world, int *dev,
+                char *err, size_t err_len) {
   char why[256] = "";
   int n = dr_gpu_count(why, sizeof(why));
   const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
@@ -36,15 +37,19 @@ int dr_gpu_pick(uint32_t local_rank, int *dev, char *err, size_t err_len) {
              cvd != NULL ? cvd : "(unset)");
     return DR_GPU_ENODEV;
   }
-  if (n == 1) {
+  /* One GPU per rank, as NCCL needs: a lone visible GPU is this rank's own
+   * when CUDA_VISIBLE_DEVICES chose it (--gpu-bind isolate), or when this
+   * rank is alone on the node. */
+  if (n == 1 && (local_world <= 1 || (cvd != NULL && cvd[0] != '\0'))) {
     *dev = 0;
     return 0;
   }
-  if (local_rank >= (uint32_t)n) {
-    snprintf(err, err_len, "--device cuda: local rank %u but only %d GPUs "
-             "visible (CUDA_VISIBLE_DEVICES=%s); run at most %d workers per "
-             "node (--nproc-per-node gpu) or use --gpu-bind isolate",
-             local_rank, n, cvd != NULL ? cvd : "(unset)", n);
+  if (local_world > (uint32_t)n || local_rank >= (uint32_t)n) {
+    snprintf(err, err_len, "--device cuda: %u local ranks but %d GPU%s "
+             "visible (CUDA_VISIBLE_DEVICES=%s), and NCCL needs one GPU per "
+             "rank; run at most %d workers per node (--nproc-per-node gpu), "
+             "or use --device cpu", local_world, n, n == 1 ? "" : "s",
+             cvd != NULL ? cvd : "(unset)", n);
     return DR_GPU_ENODEV;
   }
   *dev = (int)local_rank;

@@ -14,9 +14,11 @@
  * visible; why then says which, for messages). */
 int dr_gpu_count(char *why, size_t why_len);
 
-/* The device of local_rank among n visible ones. 0 and *dev, or
- * DR_GPU_ENODEV with a one-line reason in err. */
-int dr_gpu_pick(uint32_t local_rank, int *dev, char *err, size_t err_len);
+/* The device of local_rank (of local_world on this node): 0 and *dev, or
+ * DR_GPU_ENODEV with a one-line reason in err when no GPU is visible or
+ * ranks would share one (NCCL refuses two ranks on one GPU). */
+int dr_gpu_pick(uint32_t local_rank, uint32_t local_world, int *dev,
+                char *err, size_t err_len);
 
 /* The summary's description of dev: name, UUID, PCI bus id, memory,
  * compute capability, driver and runtime versions, the NCCL version, the

@@ -11,19 +11,34 @@
 #include "gpu_device.h"
 #include "gpu_step_internal.h"
 
+/* LOCAL_RANK and LOCAL_WORLD_SIZE as ddprun sets them (0 and 1 alone). */
+static uint32_t env_u32(const char *name, uint32_t dflt) {
+  const char *v = getenv(name);
+  char *end;
+  unsigned long x = v != NULL ? strtoul(v, &end, 10) : 0;
+  return v != NULL && v[0] != '\0' && *end == '\0' && x < UINT32_MAX
+             ? (uint32_t)x
+             : dflt;
+}
+
 int dr_gpu_train_resolve(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
-  char why[256] = "";
-  if (strcmp(c->device, "cuda") == 0)
-    r->use_gpu = 1;
-  else if (strcmp(c->device, "cpu") == 0)
-    r->use_gpu = 0;
-  else
-    r->use_gpu = dr_gpu_count(why, sizeof(why)) > 0;
+  char why[512] = "";
+  int dev = 0;
+  int usable = 0;
+  if (strcmp(c->device, "cpu") != 0)
+    usable = dr_gpu_pick(env_u32("LOCAL_RANK", 0),
+                         env_u32("LOCAL_WORLD_SIZE", 1), &dev, why,
+                         sizeof(why)) == 0;
+  if (strcmp(c->device, "cuda") == 0 && !usable) {
+    /* Before anything is built: a configuration error, never restarted. */
+    fprintf(stderr, "train: %s\n", why);
+    return DR_TRAIN_ECONFIG;
+  }
+  r->use_gpu = usable;
   if (!r->use_gpu && strcmp(c->precision, "bf16") == 0) {
-    fprintf(stderr, "train: --precision bf16 needs --device cuda (the CPU "
-            "model computes in fp32 only)%s%s\n", why[0] ? "; no GPU: " : "",
-            why);
+    fprintf(stderr, "train: --precision bf16 needs --device cuda and a "
+            "usable GPU (the CPU model computes in fp32 only)\n");
     return DR_TRAIN_ECONFIG;
   }
   if (r->use_gpu && (c->bucket_cap_auto || c->profile_out != NULL)) {
@@ -92,7 +107,8 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   r->gpu = g;
   g->dtype = strcmp(r->c.precision, "bf16") == 0 ? DR_BF16 : DR_F32;
   g->waiter.timeout_ms = r->pgc.timeout_ms;
-  if (dr_gpu_pick(r->local_rank, &g->device, err, sizeof(err)) != 0) {
+  if (dr_gpu_pick(r->local_rank, r->pgc.local_world, &g->device, err,
+                  sizeof(err)) != 0) {
     fprintf(stderr, "train: rank %u: %s\n", r->rank, err);
     return DR_TRAIN_ECONFIG;
   }
