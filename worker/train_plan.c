@@ -188,11 +188,12 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
   }
   size_t best = r->c.bucket_cap_auto ? dr_plan_best(res, N_CAPS) : N_CAPS;
   printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
-         "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms\n",
+         "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms (the "
+         "model's at this cap: %.2f ms)\n",
          (unsigned long long)(step + 2 - p->prof_n),
          (unsigned long long)(step + 1), prof.cap_bytes / MIB,
          prof.forward_ms, prof.backward_ms, prof.optimizer_ms,
-         prof.measured_step_ms);
+         prof.measured_step_ms, res[N_CAPS].step_ms);
   for (size_t i = 0; i < N_CAPS; i++)
     printf("plan: cap %g MiB: %zu buckets, all-reduce %.2f ms, finish %.2f "
            "ms, exposed %.2f ms, hidden %.3f, predicted step %.2f ms%s\n",
