@@ -248,7 +248,7 @@ static void usage(void) {
          "that does not fit\nthe run, or --device cuda without a usable GPU);"
          " 3 communication failure (NCCL\nset-up included), or a "
          "checkpoint that cannot be written or read; 4 a\ncollective timed "
-         "out or lost a peer, or the GPU failed during the run; 5 the\nloss "
+         "out or lost a peer, or the GPU failed during the run;\n5 the loss "
          "became non-finite\n(not "
          "restarted); 75 preempted: SIGUSR1 stopped every rank after a step,\n"
          "with a checkpoint when --ckpt-dir is given (not restarted by ddprun;"
