@@ -32,8 +32,13 @@
 #
 # Usage: plan_netns.sh [--smoke] [--steps N] [--runs N] [--caps "1 2 5"]
 #                      [--batch B] [--burst SIZE] [--gso-max-size BYTES]
+#                      [--quiet PCT]
 #                      DDPRUN DDPRUN_RDZV TRAIN
 #   --gso-max-size: as in overlap_netns.sh (see tests/bench/README.md).
+#   --quiet PCT: before each job, wait (up to 300 s) until the CPU pressure
+#   of the last 10 s (/proc/pressure/cpu, "some avg10") is under PCT%, so
+#   that other work on a shared machine does not land on one cap only;
+#   every job's line gives the 1-minute load average at its start.
 #   --smoke: caps 1 and 25, 8 steps of --batch 32, one run, no targets,
 #   well under a minute. Needs root, iproute2 and tc with tbf; otherwise
 #   prints "SKIP: <reason>" and exits 77. Every process and both namespaces
@@ -47,6 +52,7 @@ caps="1 2 5 10 25 50 100"
 batch=768
 burst=64kb
 gso=
+quiet=
 while [ $# -gt 3 ]; do
   case $1 in
     --smoke) smoke=1; shift ;;
@@ -56,6 +62,7 @@ while [ $# -gt 3 ]; do
     --batch) batch=$2; shift 2 ;;
     --burst) burst=$2; shift 2 ;;
     --gso-max-size) gso=$2; shift 2 ;;
+    --quiet) quiet=$2; shift 2 ;;
     *) echo "plan_netns: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -112,12 +119,29 @@ model="--data synthetic --layers 16 --width 512 --input-dim 256
        --classes 256 --batch $batch --optimizer sgd --lr 0.01 --samples 65536
        --eval-samples 256 --first-bucket-mb 1"
 
+# wait_quiet: with --quiet, until the CPU pressure is under it (at most
+# 300 s); sets $load to the 1-minute load average.
+wait_quiet() {
+  local t=0 p
+  if [ -n "$quiet" ] && [ -r /proc/pressure/cpu ]; then
+    while [ "$t" -lt 300 ]; do
+      p=$(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/cpu)
+      awk -v p="$p" -v q="$quiet" 'BEGIN { exit !(p < q) }' && break
+      sleep 2
+      t=$((t + 2))
+    done
+    [ "$t" -lt 300 ] || echo "plan_netns: the CPU pressure stayed at or above $quiet% for 300 s; running anyway" >&2
+  fi
+  load=$(cut -d' ' -f1 /proc/loadavg)
+}
+
 # run_job TAG TRAIN_ARGS...: one 2x1 job; rank 0's output lines (without
 # the [rank0]: prefix) in $tmp/TAG.rank0, its final line in $line.
 run_job() {
   local tag=$1
   shift
   local port
+  wait_quiet
   netns_rdzv port "$((job_secs + 20))" "$rdzv" --nnodes 2 --rdzv-id "$tag"
   local rdzv_pid=$netns_rdzv_pid
   local node p_a p_b
@@ -168,7 +192,7 @@ while [ "$r" -lt "$runs" ]; do
   probe=$(grep '^plan: all-reduce probe' "$tmp/auto-$r.rank0" | tail -n 1)
   echo "plan_netns run=$r auto_cap_mib=$acap auto_step_ms=$astep" \
        "auto_predicted_ms=$apred auto_run_median_ms=$(field "$line" median_step_ms)" \
-       "replans=$replans probe=\"${probe#plan: all-reduce probe on 2 ranks: }\""
+       "replans=$replans load=$load probe=\"${probe#plan: all-reduce probe on 2 ranks: }\""
   echo "$acap $astep $apred $(field "$line" median_step_ms) $replans" >>"$tmp/auto"
   "$ddprun" plan --profile "$tmp/profile.$r.json" --bucket-mib "$caps_csv" \
     --json >"$tmp/pred.$r.json" 2>"$tmp/err" ||
@@ -182,7 +206,7 @@ while [ "$r" -lt "$runs" ]; do
     nb=$(echo "$pl" | sed -n 's/.*"buckets": \([0-9]*\),.*/\1/p')
     err=$(awk -v p="$pred" -v m="$meas" 'BEGIN { printf "%+.3f", (m > 0 ? p / m - 1 : 0) }')
     echo "plan_netns run=$r cap_mib=$cap buckets=$nb predicted_ms=$pred" \
-         "measured_ms=$meas err=$err"
+         "measured_ms=$meas err=$err load=$load"
     echo "$cap $nb $pred $meas" >>"$tmp/rows"
   done
 done
