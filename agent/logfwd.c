@@ -161,15 +161,16 @@ static void emit_line(dr_logfwd_t *f, const char *a, size_t alen,
   if (f->fd[DEST_CONSOLE] < 0 && f->fd[DEST_FILE] < 0) return;
   size_t total = f->prefix_len + alen + blen + 1;
   if (f->out_len + total > sizeof(f->out)) out_flush(f);
-  if (total <= sizeof(f->out)) {
-    char *p = f->out + f->out_len;
-    memcpy(p, f->prefix, f->prefix_len);
-    p += f->prefix_len;
-    if (alen > 0) memcpy(p, a, alen);
-    p += alen;
-    if (blen > 0) memcpy(p, b, blen);
-    p[blen] = '\n';
-    f->out_len += total;
+  if (total <= sizeof(f->out) - f->out_len) { /* out_flush empties it */
+    size_t o = f->out_len;
+    memcpy(f->out + o, f->prefix, f->prefix_len);
+    o += f->prefix_len;
+    if (alen > 0) memcpy(f->out + o, a, alen);
+    o += alen;
+    if (blen > 0) memcpy(f->out + o, b, blen);
+    o += blen;
+    memcpy(f->out + o, "\n", 1);
+    f->out_len = o + 1;
     return;
   }
   /* Longer than one atomic write: alone, in one writev(), uncopied. */

@@ -31,6 +31,7 @@ typedef struct {
 } buf_t;
 
 static void buf_add(buf_t *b, const void *s, size_t n) {
+  if (n > SIZE_MAX / 2) abort(); /* a negative length cast by a caller */
   if (b->len + n + 1 > b->cap) {
     size_t cap = b->cap ? b->cap : 4096;
     while (cap < b->len + n + 1) cap *= 2;
