@@ -155,6 +155,20 @@ static void test_slurm_not_detected(void **state) {
   assert_int_equal(f->o.max_nodes, 1);
   assert_string_equal(f->o.rdzv_host, "h0");
   assert_null(f->o.notice);
+  /* A config file counts too. */
+  char path[] = "/tmp/test_sched_env.XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  static const char ini[] = "[ddprun]\nrdzv-endpoint = h1:2000\n";
+  assert_int_equal(write(fd, ini, sizeof(ini) - 1), (ssize_t)sizeof(ini) - 1);
+  close(fd);
+  set_env(f, SLURM_ENV("1"), NULL);
+  int rc = parse(f, "--config", path, "train", NULL);
+  unlink(path);
+  assert_ok(f, rc);
+  assert_string_equal(f->o.rdzv_host, "h1");
+  assert_int_equal(f->o.max_nodes, 1);
+  assert_null(f->o.notice);
   /* Without SLURM_JOB_ID nothing is derived. */
   set_env(f, "SLURM_NNODES=3", "SLURM_NODEID=1",
           "SLURM_JOB_NODELIST=gpu-a[01-02],gpu-b5", NULL);
