@@ -13,7 +13,7 @@
 #include "plan_profile.h"
 
 #define MIB 1048576.0
-#define PROF_STEPS 3     /* steps profiled per plan */
+#define PROF_STEPS 5     /* steps profiled per plan (their medians) */
 #define PROF_FIRST 1     /* first profiled step, after the rebuild (0-based) */
 #define WINDOW 5         /* steps per drift check */
 #define DRIFT 0.20       /* a step this far from the prediction drifts */
@@ -272,7 +272,7 @@ static int check(dr_run_t *r, uint64_t step, uint64_t i) {
       printf("plan: steps %llu-%llu: median step %.2f ms, %+.0f%% from the "
              "predicted %.2f ms\n", (unsigned long long)(step + 2 - WINDOW),
              (unsigned long long)step + 1, med, off * 100, p->predicted_ms);
-    replan = p->drifting >= DRIFT_WINDOWS && p->replans < MAX_REPLANS;
+    replan = p->drifting >= DRIFT_WINDOWS;
   }
   if (r->world > 1) {
     char err[256] = "";
@@ -335,7 +335,14 @@ int dr_train_plan_step(dr_run_t *r, uint64_t step, const dr_step_marks_t *m) {
     if (p->prof_n == PROF_STEPS)
       code = plan(r, step, i);
   } else if (p->state == ST_CHECK && i + 1 - p->check_from == WINDOW) {
-    code = check(r, step, i);
+    /* Every rank knows as well as rank 0 when a re-plan is no longer
+     * allowed, or would not take effect before the end: then no more
+     * checks. */
+    if (p->replans < MAX_REPLANS &&
+        step + 1 + PROF_STEPS + WINDOW <= r->total_steps)
+      code = check(r, step, i);
+    else
+      p->state = ST_OFF;
   }
   if (code == 0 && step + 1 == r->total_steps)
     report(r, step);

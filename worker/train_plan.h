@@ -2,8 +2,8 @@
  * profile (--profile-out).
  *
  * At start, every rank all-reduces a few sizes (the probe); rank 0 fits
- * alpha and B and broadcasts them. The three steps after the first bucket
- * rebuild (executed steps 2-4) are the profile: when each gradient became
+ * alpha and B and broadcasts them. The five steps after the first bucket
+ * rebuild (executed steps 2-6) are the profile: when each gradient became
  * ready after the start of the backward pass, the backward pass's end, the
  * time before it (data and forward) and after the all-reduces (the
  * optimizer); rank 0 takes the median of each. Then rank 0 predicts the
@@ -14,9 +14,10 @@
  * Afterwards, every 5 steps, rank 0 compares the median measured step with
  * the prediction for the chosen cap (both from the step's start to the end
  * of its optimizer step). When two windows in a row are off by more than
- * 20%, every rank probes again, the next 3 steps are profiled again, and
+ * 20%, every rank probes again, the next 5 steps are profiled again, and
  * the plan is redone; at most 3 times in a run, so a prediction that
- * cannot be met does not make the run re-plan forever.
+ * cannot be met does not make the run re-plan forever, and not when the
+ * new plan would have less than a window of steps left.
  */
 #ifndef DR_TRAIN_PLAN_H
 #define DR_TRAIN_PLAN_H

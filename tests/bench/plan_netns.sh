@@ -8,7 +8,7 @@
 #
 # Per run:
 #  1. a job with --bucket-cap-mb auto --profile-out: its probe, its profile
-#     (steps 2-4), its choice, and the median step over the steps after the
+#     (steps 2-6), its choice, and the median step over the steps after the
 #     (last) plan;
 #  2. `ddprun plan --profile` on that profile predicts the step for each
 #     cap (--caps, MiB);
@@ -39,7 +39,7 @@
 #   of the last 10 s (/proc/pressure/cpu, "some avg10") is under PCT%, so
 #   that other work on a shared machine does not land on one cap only;
 #   every job's line gives the 1-minute load average at its start.
-#   --smoke: caps 1 and 25, 8 steps of --batch 32, one run, no targets,
+#   --smoke: caps 1 and 25, 10 steps of --batch 32, one run, no targets,
 #   well under a minute. Needs root, iproute2 and tc with tbf; otherwise
 #   prints "SKIP: <reason>" and exits 77. Every process and both namespaces
 #   are removed on every exit path.
@@ -70,12 +70,12 @@ ddprun=${1:?usage: plan_netns.sh [options] DDPRUN DDPRUN_RDZV TRAIN}
 rdzv=${2:?}
 train=${3:?}
 if [ "$smoke" -eq 1 ]; then
-  steps=8
+  steps=10
   runs=1
   caps="1 25"
   batch=32
 fi
-[ "$steps" -ge 6 ] || { echo "plan_netns: --steps must be at least 6 (auto plans after step 4)" >&2; exit 2; }
+[ "$steps" -ge 8 ] || { echo "plan_netns: --steps must be at least 8 (auto plans after step 6)" >&2; exit 2; }
 job_secs=$((smoke ? 25 : 60 + steps * 3))
 
 skip() {
@@ -183,6 +183,8 @@ r=0
 while [ "$r" -lt "$runs" ]; do
   r=$((r + 1))
   run_job "auto-$r" --bucket-cap-mb auto --profile-out "$tmp/profile.$r.json"
+  # The job's plan as rank 0 printed it.
+  sed -n "s/^plan: /plan_netns auto-$r: /p" "$tmp/auto-$r.rank0"
   sum=$(grep '^plan: bucket cap [0-9.]* MiB over steps' "$tmp/auto-$r.rank0" | tail -n 1)
   [ -n "$sum" ] || { tail -n 30 "$tmp/auto-$r.rank0" >&2; fail "auto-$r: no plan was made"; }
   acap=$(echo "$sum" | sed -n 's/^plan: bucket cap \([0-9.]*\) MiB.*/\1/p')

@@ -19,7 +19,7 @@ ddprun=${1:?usage: plan_auto.sh DDPRUN TRAIN}
 train=${2:?}
 
 # 8 layers of 512: about 8 MiB of gradients, so the caps make 2 to 15
-# buckets. 20 steps: the plan takes effect at step 5.
+# buckets. 20 steps: the plan takes effect at step 7.
 model="--layers 8 --width 512 --input-dim 64 --classes 16 --samples 4096
        --eval-samples 256 --batch 16 --steps 20 --log-every 10 --seed 7
        --optimizer adamw --first-bucket-mb 1"
@@ -81,14 +81,14 @@ awk -v want="$params" -F'[:,}]' '
 run 60 short "$ddprun" --standalone --nproc-per-node 2 --log-level warn \
   "$train" $model --steps 3 --bucket-cap-mb auto
 [ "$rc" -eq 0 ] || { show short; fail "the short run exited $rc"; }
-grep -q "plan: the run ended before a plan (it needs 5 steps); the bucket cap stayed 25 MiB" \
+grep -q "plan: the run ended before a plan (it needs 7 steps); the bucket cap stayed 25 MiB" \
   "$tmp/short.out" || { show short; fail "the short run does not say it did not plan"; }
 
 # A single process.
 run 60 single env -u RANK -u WORLD_SIZE -u LOCAL_RANK "$train" $model \
-  --steps 6 --bucket-cap-mb auto
+  --steps 8 --bucket-cap-mb auto
 [ "$rc" -eq 0 ] || { show single; fail "a single process with auto exited $rc"; }
-grep -q "^plan: bucket cap [0-9.]* MiB from step 5$" "$tmp/single.out" ||
+grep -q "^plan: bucket cap [0-9.]* MiB from step 7$" "$tmp/single.out" ||
   { show single; fail "a single process did not plan"; }
 
 # A profile that cannot be written: exit 2 before training.
