@@ -129,7 +129,7 @@ static int count_expr(ctx_t *c, const char *e, size_t len, size_t *count) {
       return fail(c, "brackets do not nest; write n[1-2]m[3-4]");
     const char *g = e + i + 1;
     size_t glen = (size_t)(close - g), pos = 0, in_group = 0;
-    range_t r;
+    range_t r = {0, 0, 0};
     int rc;
     while ((rc = next_range(c, g, glen, &pos, &r)) == 1) {
       uint64_t span = r.hi - r.lo + 1;
@@ -176,7 +176,7 @@ static int expand_expr(ctx_t *c, const char *e, size_t len, char *acc,
   const char *g = open + 1, *rest = close + 1;
   size_t glen = (size_t)(close - g), pos = 0;
   size_t rest_len = len - (size_t)(rest - e);
-  range_t r;
+  range_t r = {0, 0, 0};
   int rc;
   while ((rc = next_range(c, g, glen, &pos, &r)) == 1) {
     for (uint64_t v = r.lo;; v++) {
