@@ -165,14 +165,13 @@ static verdict_t pick(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
   verdict_t v = {0, 0, 0};
   char err[4400] = "";
-  if (c->ckpt_every > 0) {
-    int rc = make_dirs(c->ckpt_dir);
-    if (rc != 0) {
-      fprintf(stderr, "train: rank 0: cannot create --ckpt-dir %s (%s) "
-              "(exit %d)\n", c->ckpt_dir, strerror(-rc), DR_TRAIN_ECONFIG);
-      v.code = DR_TRAIN_ECONFIG;
-      return v;
-    }
+  /* Also without --ckpt-every: a preemption (SIGUSR1) writes one. */
+  int made = make_dirs(c->ckpt_dir);
+  if (made != 0) {
+    fprintf(stderr, "train: rank 0: cannot create --ckpt-dir %s (%s) "
+            "(exit %d)\n", c->ckpt_dir, strerror(-made), DR_TRAIN_ECONFIG);
+    v.code = DR_TRAIN_ECONFIG;
+    return v;
   }
   dr_ckpt_header_t h;
   char path[4096];
