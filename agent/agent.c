@@ -404,7 +404,13 @@ static void on_join_timeout(uv_timer_t *t) {
   if (ag->state != DR_AG_JOINING)
     return;
   int err = ag->arz != NULL ? dr_arz_last_error(ag->arz) : 0;
-  if (ag->arz != NULL && !dr_arz_connected(ag->arz))
+  if (ag->arz != NULL && dr_arz_resolve_error(ag->arz) != NULL)
+    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
+            "(%s); gave up after join_timeout=%.3g s; check the host name of "
+            "--rdzv-endpoint\n", ag->cfg->server_host,
+            dr_arz_resolve_error(ag->arz),
+            ag->o->join_timeout_ms / 1000.0);
+  else if (ag->arz != NULL && !dr_arz_connected(ag->arz))
     fprintf(stderr, "ddprun: connect() to %s:%u failed while joining (%d: "
             "%s); gave up after join_timeout=%.3g s\n", ag->cfg->server_host,
             ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "

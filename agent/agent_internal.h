@@ -50,6 +50,9 @@ void dr_arz_send(dr_arz_t *a, const dr_buf_t *b);
 /* 1 once a TCP connection has been made; the last connect() error. */
 int dr_arz_connected(const dr_arz_t *a);
 int dr_arz_last_error(const dr_arz_t *a);
+/* Why the last attempt could not resolve the endpoint's name; NULL when
+ * it could. */
+const char *dr_arz_resolve_error(const dr_arz_t *a);
 
 /* Milliseconds since the server was last heard from. */
 uint64_t dr_arz_idle_ms(const dr_arz_t *a);

@@ -39,6 +39,8 @@ struct dr_arz {
   uint8_t *in;
   size_t in_len, in_cap, need;
   int last_err;
+  int unresolved; /* the last attempt could not resolve the name */
+  int gai_err;    /* getaddrinfo's code of that attempt */
   int ever_connected;
   int warned_resolve; /* said once that the name does not resolve yet */
   uint8_t nonce[DR_NONCE_LEN];
@@ -303,25 +305,27 @@ static void on_connect(uv_connect_t *req, int status) {
 }
 
 static int resolve(const char *host, uint16_t port,
-                   struct sockaddr_storage *out);
+                   struct sockaddr_storage *out, int *gai_err);
 
 static void try_connect(dr_arz_t *a) {
   if (a->closing || a->state == ARZ_DEAD)
     return;
   /* Resolved on every attempt: a Kubernetes pod's name exists only once
    * the pod does, and names a new address when the pod is recreated. */
-  int rc = resolve(a->host, a->port, &a->addr);
+  int rc = resolve(a->host, a->port, &a->addr, &a->gai_err);
+  a->unresolved = rc != 0;
   if (rc != 0) {
     a->last_err = rc;
     if (uv_now(a->loop) >= a->deadline) {
       arz_lost(a, rc, "cannot resolve the rendezvous endpoint '%s' (%s); "
-               "gave up after the join timeout", a->host, dr_strerror(rc));
+               "gave up after the join timeout", a->host,
+               dr_arz_resolve_error(a));
       return;
     }
     if (!a->warned_resolve)
       fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
               "yet (%s); retrying until the join timeout\n", a->host,
-              dr_strerror(rc));
+              dr_arz_resolve_error(a));
     a->warned_resolve = 1;
     schedule_retry(a);
     return;
@@ -337,7 +341,8 @@ static void try_connect(dr_arz_t *a) {
     on_connect(&a->conn_req, rc);
 }
 
-static int resolve(const char *host, uint16_t port, struct sockaddr_storage *out) {
+static int resolve(const char *host, uint16_t port,
+                   struct sockaddr_storage *out, int *gai_err) {
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
@@ -345,6 +350,7 @@ static int resolve(const char *host, uint16_t port, struct sockaddr_storage *out
   char ps[8];
   snprintf(ps, sizeof(ps), "%u", port);
   int rc = getaddrinfo(host, ps, &hints, &res);
+  *gai_err = rc;
   if (rc != 0)
     return rc == EAI_SYSTEM ? -errno : -ENOENT;
   memcpy(out, res->ai_addr, res->ai_addrlen);
@@ -389,6 +395,13 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
 int dr_arz_connected(const dr_arz_t *a) { return a->ever_connected; }
 
 int dr_arz_last_error(const dr_arz_t *a) { return a->last_err; }
+
+const char *dr_arz_resolve_error(const dr_arz_t *a) {
+  if (!a->unresolved)
+    return NULL;
+  return a->gai_err == EAI_SYSTEM ? dr_strerror(a->last_err)
+                                  : gai_strerror(a->gai_err);
+}
 
 uint64_t dr_arz_idle_ms(const dr_arz_t *a) {
   return uv_now(a->loop) - a->last_heard;
