@@ -243,6 +243,80 @@ static void test_fit(void **state) {
   near(bpm, DR_PLAN_FAST_BPM);
 }
 
+/* A launch that completes at once: the reducer needs no process group. */
+static int launch_none(void *arg, size_t bucket, float *data, size_t n_elems,
+                       dr_work_t **w) {
+  (void)arg;
+  (void)bucket;
+  (void)data;
+  (void)n_elems;
+  *w = NULL;
+  return 0;
+}
+
+/* dr_reducer_replan: the buckets follow the new cap (as dr_bucket_plan
+ * groups the same fill order), every gradient lies in one of them, the
+ * fill order stays, and a bad cap changes nothing. 2 layers of 64 over 32
+ * inputs and 8 classes: w0 2048, b0 64, w1 4096, b1 64, w2 512, b2 8
+ * elements, filled from b2 back to w0; a first bucket of 64 bytes. At
+ * 25 MiB: [b2] [w2 b1 w1 b0 w0]. At 4 KiB: [b2] [w2 b1: 2304 bytes]
+ * [w1: 16 KiB, alone] [b0] (w0's 8 KiB would overflow it) [w0]. */
+static void test_reducer_replan(void **state) {
+  (void)state;
+  dr_model_config_t mc;
+  memset(&mc, 0, sizeof(mc));
+  mc.input_dim = 32;
+  mc.width = 64;
+  mc.layers = 2;
+  mc.classes = 8;
+  mc.max_batch = 4;
+  mc.seed = 1;
+  dr_model_t *m = NULL;
+  char err[128];
+  assert_int_equal(dr_model_new(&mc, &m, err, sizeof(err)), 0);
+  dr_reducer_config_t rc;
+  memset(&rc, 0, sizeof(rc));
+  rc.cap_bytes = 25u << 20;
+  rc.first_cap_bytes = 64;
+  rc.overlap = 1;
+  rc.launch = launch_none;
+  dr_reducer_t *r = NULL;
+  assert_int_equal(dr_reducer_new(&rc, m, NULL, &r), 0);
+  assert_int_equal(dr_reducer_n_buckets(r), 2);
+  size_t n = dr_model_n_params(m);
+  size_t order[16];
+  memcpy(order, dr_reducer_order(r), n * sizeof(size_t));
+  size_t elems[16], bucket_of[16];
+  for (size_t i = 0; i < n; i++)
+    elems[i] = dr_model_param(m, i)->n_elems;
+  size_t want = dr_bucket_plan(order, n, elems, 4096, 64, bucket_of);
+  assert_int_equal(want, 5);
+  assert_int_equal(dr_reducer_replan(r, 4096), 0);
+  assert_int_equal(dr_reducer_cap_bytes(r), 4096);
+  assert_int_equal(dr_reducer_n_buckets(r), want);
+  assert_int_equal(dr_reducer_bucket_elems(r, 1), 512 + 64);
+  assert_int_equal(dr_reducer_bucket_elems(r, 2), 4096);
+  assert_memory_equal(dr_reducer_order(r), order, n * sizeof(size_t));
+  /* The gradients tile the buckets' memory exactly once, in fill order. */
+  size_t total = 0;
+  for (size_t b = 0; b < dr_reducer_n_buckets(r); b++)
+    total += dr_reducer_bucket_elems(r, b);
+  assert_int_equal(total, dr_model_n_elems(m));
+  float *base = dr_model_param(m, order[0])->g;
+  size_t off = 0;
+  for (size_t k = 0; k < n; k++) {
+    dr_param_t *p = dr_model_param(m, order[k]);
+    assert_ptr_equal(p->g, base + off);
+    off += p->n_elems;
+  }
+  assert_int_equal(dr_reducer_replan(r, 0), DR_EBADARG);
+  assert_int_equal(dr_reducer_n_buckets(r), want);
+  assert_int_equal(dr_reducer_replan(r, 25u << 20), 0);
+  assert_int_equal(dr_reducer_n_buckets(r), 2);
+  dr_reducer_free(&r);
+  dr_model_free(&m);
+}
+
 /* ---- profiles ----------------------------------------------------------- */
 
 static void sample(dr_plan_profile_t *p) {
@@ -371,6 +445,7 @@ int main(void) {
       cmocka_unit_test(test_best),
       cmocka_unit_test(test_group_matches_reducer),
       cmocka_unit_test(test_fit),
+      cmocka_unit_test(test_reducer_replan),
       cmocka_unit_test(test_profile_round_trip),
       cmocka_unit_test(test_profile_errors),
   };
