@@ -205,6 +205,13 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
            caps[N_CAPS] / MIB, res[N_CAPS].step_ms);
   *cap_bytes = caps[best];
   *pred_ms = res[best].step_ms;
+  /* For tests: a prediction the run cannot meet, to exercise re-plans. */
+  const char *scale = getenv("DDPRUN_PLAN_TEST_SCALE");
+  if (scale != NULL && atof(scale) > 0) {
+    *pred_ms *= atof(scale);
+    printf("plan: DDPRUN_PLAN_TEST_SCALE: the prediction is scaled to %.2f "
+           "ms\n", *pred_ms);
+  }
   dr_plan_profile_free(&prof);
   return 0;
 }

@@ -8,6 +8,9 @@
 #  - --profile-out writes a profile that ddprun plan --profile reads, and
 #    that names the same best cap (the same model on the same numbers), with
 #    every parameter of the model once;
+#  - a prediction the run cannot meet (DDPRUN_PLAN_TEST_SCALE=0.3) makes it
+#    re-plan exactly 3 times, the ranks agreeing on the buckets each time,
+#    and its weights are those of the last chosen cap given by hand;
 #  - a run too short to plan says so and keeps its cap; a single process
 #    plans too; --profile-out into a missing directory is exit 2 at start.
 # Usage: plan_auto.sh DDPRUN TRAIN
@@ -76,6 +79,29 @@ awk -v want="$params" -F'[:,}]' '
     if (n != 18 || bytes != want * 4) exit 1
   }' "$tmp/profile.json" ||
   { head -n 30 "$tmp/profile.json" >&2; fail "the profile does not list the 18 parameters of $params once each"; }
+
+# Drift: predictions at 0.3 of what can be met. Plans at steps 7, 22, 37
+# and 52 (each re-plan after two windows of 5 steps and 5 profiled steps),
+# then no more: at most 3 re-plans.
+run 100 drift env DDPRUN_PLAN_TEST_SCALE=0.3 "$ddprun" --standalone \
+  --nproc-per-node 2 --log-level warn "$train" $model --steps 60 \
+  --bucket-cap-mb auto --dump-weights "$tmp/drift.bin"
+[ "$rc" -eq 0 ] || { show drift; fail "the drifting run exited $rc"; }
+n=$(grep -c '^\[rank0\]:plan: re-planning ([1-3] of at most 3)$' "$tmp/drift.out")
+[ "$n" -eq 3 ] || { show drift; fail "$n re-plans, want 3"; }
+sed -n 's/^\[rank0\]:train: rank 0: \(bucket cap .*\)$/\1/p' "$tmp/drift.err" >"$tmp/drift.0"
+sed -n 's/^\[rank1\]:train: rank 1: \(bucket cap .*\)$/\1/p' "$tmp/drift.err" >"$tmp/drift.1"
+[ "$(grep -c 'from step \(7\|22\|37\|52\):' "$tmp/drift.0")" -eq 4 ] ||
+  { show drift; fail "rank 0 did not rebuild at steps 7, 22, 37 and 52"; }
+cmp -s "$tmp/drift.0" "$tmp/drift.1" ||
+  { diff "$tmp/drift.0" "$tmp/drift.1" >&2; fail "the ranks' buckets differ after a re-plan"; }
+dcap=$(sed -n 's/^bucket cap \([0-9.]*\) MiB from step 52:.*/\1/p' "$tmp/drift.0")
+run 100 drifthand "$ddprun" --standalone --nproc-per-node 2 --log-level warn \
+  "$train" $model --steps 60 --bucket-cap-mb "$dcap" --dump-weights "$tmp/drifthand.bin"
+[ "$rc" -eq 0 ] || { show drifthand; fail "the run at $dcap MiB exited $rc"; }
+cmp -s "$tmp/drift.bin" "$tmp/drifthand.bin" ||
+  fail "the weights after 3 re-plans differ from those of --bucket-cap-mb $dcap"
+echo "drift: 3 re-plans, last at $dcap MiB, weights as by hand"
 
 # Too short to plan: said, and the cap stays.
 run 60 short "$ddprun" --standalone --nproc-per-node 2 --log-level warn \
