@@ -87,38 +87,9 @@ if [ "$smoke" -eq 1 ]; then
 fi
 job_secs=$((smoke ? 25 : 60 + steps * 3))
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-fail() {
-  echo "FAIL: overlap_netns: $*" >&2
-  exit 1
-}
-
-command -v tc >/dev/null 2>&1 || skip "no 'tc' command (iproute2)"
-command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
-for f in "$ddprun" "$rdzv" "$train"; do
-  [ -x "$f" ] || fail "not an executable: $f"
-done
-
-# shellcheck source=../lib/netns.sh
-. "$(dirname "$0")/../lib/netns.sh"
-netns_init overlap_netns
-
-# Before the link goes up: GSO segments no larger than the tbf burst, when
-# asked (see README.md).
-cap_gso() {
-  [ -n "$gso" ] || return 0
-  ip -n "$1" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||
-    fail "gso_max_size $gso in $1: $(head -n 1 "$tmp/err")"
-}
-netns_make_pair cap_gso
-for ns in $ns_a $ns_b; do
-  ip netns exec "$ns" tc qdisc add dev veth0 root tbf rate 1gbit \
-    burst "$burst" latency 50ms 2>"$tmp/err" ||
-    skip "tc tbf in $ns failed: $(head -n 1 "$tmp/err")"
-done
+bench=overlap_netns
+# shellcheck source=ratelimited_pair.sh
+. "$(dirname "$0")/ratelimited_pair.sh"
 
 # bounded TAG SECS CMD...: runs CMD in the background (so that a signal
 # runs the traps at once), output in $tmp/TAG.{out,err}; status in $rc.
@@ -131,12 +102,6 @@ bounded() {
   rc=0
   wait "$p" || rc=$?
   pids=${pids% "$p"}
-}
-
-field() {
-  local v=" $1 "
-  v=${v#*" $2="}
-  echo "${v%% *}"
 }
 
 model="--data synthetic --layers $layers --width $width --input-dim 256
@@ -176,43 +141,6 @@ if [ -n "$params" ]; then
        "to send and receive per step at line rate"
 fi
 
-run_job() {
-  local tag=$1
-  shift
-  local port
-  netns_rdzv port "$((job_secs + 20))" "$rdzv" --nnodes 2 --rdzv-id "$tag"
-  local rdzv_pid=$netns_rdzv_pid
-  local node p_a p_b trace=
-  [ -n "$trace_dir" ] && trace="--trace $trace_dir/$tag.{rank}.json"
-  for node in a b; do
-    eval ns=\$ns_$node
-    OMP_NUM_THREADS=1 timeout -k 2 "$job_secs" ip netns exec "$ns" \
-      "$ddprun" --nnodes 2 --nproc-per-node 1 \
-      --rdzv-endpoint "$addr_a:$port" --rdzv-id "$tag" \
-      --rdzv-conf is_host=0,join_timeout=30 --log-level warn \
-      "$train" $model --steps "$steps" --log-every "$steps" $trace "$@" \
-      >"$tmp/$tag.$node.out" 2>"$tmp/$tag.$node.err" &
-    eval p_$node=\$!
-    eval pids=\"\$pids \$p_$node\"
-  done
-  local rc_a=0 rc_b=0
-  wait "$p_a" || rc_a=$?
-  wait "$p_b" || rc_b=$?
-  wait "$rdzv_pid" 2>/dev/null
-  pids=
-  if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
-    for node in a b; do
-      echo "--- $tag node $node" >&2
-      tail -n 20 "$tmp/$tag.$node.out" "$tmp/$tag.$node.err" >&2
-    done
-    fail "$tag: ddprun exited $rc_a in $ns_a and $rc_b in $ns_b"
-  fi
-  grep -q "ring of 2: tcp" "$tmp/$tag.a.out" "$tmp/$tag.a.err" ||
-    { tail -n 20 "$tmp/$tag.a.err" >&2; fail "$tag: the ring does not use TCP across the link"; }
-  line=$(sed -n 's/^\[rank0\]:final \(.*\)$/\1/p' "$tmp/$tag.a.out" "$tmp/$tag.b.out" | tail -n 1)
-  [ -n "$line" ] || fail "$tag: no final line from rank 0"
-}
-
 : >"$tmp/rows"
 for cap in $caps; do
   for mode in $modes; do
@@ -221,7 +149,9 @@ for cap in $caps; do
     r=0
     while [ "$r" -lt "$runs" ]; do
       r=$((r + 1))
-      run_job "ovl-$cap-$mode-$r" --bucket-cap-mb "$cap" $flag
+      trace=
+      [ -n "$trace_dir" ] && trace="--trace $trace_dir/ovl-$cap-$mode-$r.{rank}.json"
+      pair_job "ovl-$cap-$mode-$r" --bucket-cap-mb "$cap" $flag $trace
       step=$(field "$line" median_step_ms)
       comm=$(field "$line" comm_ms)
       exposed=$(field "$line" exposed_comm_ms)

@@ -78,42 +78,9 @@ fi
 [ "$steps" -ge 8 ] || { echo "plan_netns: --steps must be at least 8 (auto plans after step 6)" >&2; exit 2; }
 job_secs=$((smoke ? 25 : 60 + steps * 3))
 
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-fail() {
-  echo "FAIL: plan_netns: $*" >&2
-  exit 1
-}
-
-command -v tc >/dev/null 2>&1 || skip "no 'tc' command (iproute2)"
-command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
-for f in "$ddprun" "$rdzv" "$train"; do
-  [ -x "$f" ] || fail "not an executable: $f"
-done
-
-# shellcheck source=../lib/netns.sh
-. "$(dirname "$0")/../lib/netns.sh"
-netns_init plan_netns
-
-cap_gso() {
-  [ -n "$gso" ] || return 0
-  ip -n "$1" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||
-    fail "gso_max_size $gso in $1: $(head -n 1 "$tmp/err")"
-}
-netns_make_pair cap_gso
-for ns in $ns_a $ns_b; do
-  ip netns exec "$ns" tc qdisc add dev veth0 root tbf rate 1gbit \
-    burst "$burst" latency 50ms 2>"$tmp/err" ||
-    skip "tc tbf in $ns failed: $(head -n 1 "$tmp/err")"
-done
-
-field() {
-  local v=" $1 "
-  v=${v#*" $2="}
-  echo "${v%% *}"
-}
+bench=plan_netns
+# shellcheck source=ratelimited_pair.sh
+. "$(dirname "$0")/ratelimited_pair.sh"
 
 model="--data synthetic --layers 16 --width 512 --input-dim 256
        --classes 256 --batch $batch --optimizer sgd --lr 0.01 --samples 65536
@@ -135,46 +102,7 @@ wait_quiet() {
   load=$(cut -d' ' -f1 /proc/loadavg)
 }
 
-# run_job TAG TRAIN_ARGS...: one 2x1 job; rank 0's output lines (without
-# the [rank0]: prefix) in $tmp/TAG.rank0, its final line in $line.
-run_job() {
-  local tag=$1
-  shift
-  local port
-  wait_quiet
-  netns_rdzv port "$((job_secs + 20))" "$rdzv" --nnodes 2 --rdzv-id "$tag"
-  local rdzv_pid=$netns_rdzv_pid
-  local node p_a p_b
-  for node in a b; do
-    eval ns=\$ns_$node
-    OMP_NUM_THREADS=1 timeout -k 2 "$job_secs" ip netns exec "$ns" \
-      "$ddprun" --nnodes 2 --nproc-per-node 1 \
-      --rdzv-endpoint "$addr_a:$port" --rdzv-id "$tag" \
-      --rdzv-conf is_host=0,join_timeout=30 --log-level warn \
-      "$train" $model --steps "$steps" --log-every "$steps" "$@" \
-      >"$tmp/$tag.$node.out" 2>"$tmp/$tag.$node.err" &
-    eval p_$node=\$!
-    eval pids=\"\$pids \$p_$node\"
-  done
-  local rc_a=0 rc_b=0
-  wait "$p_a" || rc_a=$?
-  wait "$p_b" || rc_b=$?
-  wait "$rdzv_pid" 2>/dev/null
-  pids=
-  if [ "$rc_a" -ne 0 ] || [ "$rc_b" -ne 0 ]; then
-    for node in a b; do
-      echo "--- $tag node $node" >&2
-      tail -n 20 "$tmp/$tag.$node.out" "$tmp/$tag.$node.err" >&2
-    done
-    fail "$tag: ddprun exited $rc_a in $ns_a and $rc_b in $ns_b"
-  fi
-  grep -q "ring of 2: tcp" "$tmp/$tag.a.err" "$tmp/$tag.b.err" ||
-    { tail -n 20 "$tmp/$tag.a.err" >&2; fail "$tag: the ring does not use TCP across the link"; }
-  sed -n 's/^\[rank0\]:\(.*\)$/\1/p' "$tmp/$tag.a.out" "$tmp/$tag.b.out" \
-    "$tmp/$tag.a.err" "$tmp/$tag.b.err" >"$tmp/$tag.rank0"
-  line=$(sed -n 's/^final \(.*\)$/\1/p' "$tmp/$tag.rank0" | tail -n 1)
-  [ -n "$line" ] || fail "$tag: no final line from rank 0"
-}
+pair_before_job() { wait_quiet; }
 
 caps_csv=$(echo $caps | tr ' ' ',')
 : >"$tmp/rows"
@@ -182,7 +110,7 @@ caps_csv=$(echo $caps | tr ' ' ',')
 r=0
 while [ "$r" -lt "$runs" ]; do
   r=$((r + 1))
-  run_job "auto-$r" --bucket-cap-mb auto --profile-out "$tmp/profile.$r.json"
+  pair_job "auto-$r" --bucket-cap-mb auto --profile-out "$tmp/profile.$r.json"
   # The job's plan as rank 0 printed it.
   sed -n "s/^plan: /plan_netns auto-$r: /p" "$tmp/auto-$r.rank0"
   sum=$(grep '^plan: bucket cap [0-9.]* MiB over steps' "$tmp/auto-$r.rank0" | tail -n 1)
@@ -200,7 +128,7 @@ while [ "$r" -lt "$runs" ]; do
     --json >"$tmp/pred.$r.json" 2>"$tmp/err" ||
     fail "ddprun plan --profile: $(cat "$tmp/err")"
   for cap in $caps; do
-    run_job "cap-$cap-$r" --bucket-cap-mb "$cap"
+    pair_job "cap-$cap-$r" --bucket-cap-mb "$cap"
     meas=$(field "$line" median_step_ms)
     # {"bucket_mib": 5, "buckets": 5, ... "step_ms": 301.2}
     pl=$(grep "{\"bucket_mib\": $cap," "$tmp/pred.$r.json")
