@@ -16,69 +16,7 @@
 
 #include "errors.h"
 #include "options.h"
-
-#define MAX_ARGS 32
-
-typedef struct {
-  dr_options_t o;
-  char err[1024];
-  char *argv[MAX_ARGS + 1];
-  char *env[MAX_ARGS + 1];
-} fx_t;
-
-static int setup(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
-  assert_non_null(f);
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx_t *f = *state;
-  dr_options_free(&f->o);
-  free(f);
-  return 0;
-}
-
-/* The environment: NULL-terminated "NAME=value" strings. */
-static void set_env(fx_t *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = 0;
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-    f->env[n++] = (char *)s;
-  f->env[n] = NULL;
-  va_end(ap);
-}
-
-/* Parses "ddprun" followed by the NULL-terminated arguments. */
-static int parse(fx_t *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = 0;
-  f->argv[n++] = "ddprun";
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
-    assert_true(n < MAX_ARGS);
-    f->argv[n++] = (char *)s;
-  }
-  f->argv[n] = NULL;
-  va_end(ap);
-  dr_options_free(&f->o);
-  memset(f->err, 0, sizeof(f->err));
-  return dr_options_parse(n, f->argv, f->env, &f->o, f->err, sizeof(f->err));
-}
-
-static void assert_ok(fx_t *f, int rc) {
-  if (rc != 0)
-    fail_msg("rc %d: %s", rc, f->err);
-}
-
-static void assert_err(fx_t *f, int rc, const char *want) {
-  if (rc != DR_EBADARG || strstr(f->err, want) == NULL)
-    fail_msg("rc %d, err \"%s\", wanted DR_EBADARG and \"%s\"", rc, f->err,
-             want);
-  assert_null(strchr(f->err, '\n'));
-}
+#include "options_fixture.h"
 
 #define SLURM_ENV(nodeid)                                                      \
   "SLURM_JOB_ID=4242", "SLURM_NNODES=3", "SLURM_NODEID=" nodeid,               \
@@ -86,8 +24,8 @@ static void assert_err(fx_t *f, int rc, const char *want) {
 
 static void test_slurm_backend(void **state) {
   fx_t *f = *state;
-  set_env(f, SLURM_ENV("1"), NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "--nproc-per-node", "2",
+  fx_set_env(f, SLURM_ENV("1"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--nproc-per-node", "2",
                      "train", NULL));
   assert_int_equal(f->o.rdzv_backend, DR_RDZV_C10D);
   assert_int_equal(f->o.min_nodes, 3);
@@ -109,21 +47,21 @@ static void test_slurm_backend(void **state) {
 
 static void test_slurm_node0_hosts(void **state) {
   fx_t *f = *state;
-  set_env(f, SLURM_ENV("0"), NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "train", NULL));
+  fx_set_env(f, SLURM_ENV("0"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL));
   assert_int_equal(f->o.node_rank, 0);
   assert_int_equal(f->o.is_host, 1);
   assert_non_null(strstr(f->o.notice, "(hosted here)"));
   /* is_host given in --rdzv-conf is kept. */
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "--rdzv-conf", "is_host=0",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--rdzv-conf", "is_host=0",
                      "train", NULL));
   assert_int_equal(f->o.is_host, 0);
 }
 
 static void test_slurm_detected(void **state) {
   fx_t *f = *state;
-  set_env(f, SLURM_ENV("2"), NULL);
-  assert_ok(f, parse(f, "--nproc-per-node", "4", "--max-restarts", "3",
+  fx_set_env(f, SLURM_ENV("2"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--nproc-per-node", "4", "--max-restarts", "3",
                      "train", NULL));
   assert_int_equal(f->o.rdzv_backend, DR_RDZV_C10D);
   assert_int_equal(f->o.max_nodes, 3);
@@ -140,18 +78,18 @@ static void test_slurm_detected(void **state) {
 /* Any node flag, in any layer, means the user set the job up. */
 static void test_slurm_not_detected(void **state) {
   fx_t *f = *state;
-  set_env(f, SLURM_ENV("1"), NULL);
-  assert_ok(f, parse(f, "--standalone", "train", NULL));
+  fx_set_env(f, SLURM_ENV("1"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--standalone", "train", NULL));
   assert_string_not_equal(f->o.rdzv_id, "4242");
   assert_null(f->o.notice);
-  assert_ok(f, parse(f, "--nnodes", "1", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--nnodes", "1", "train", NULL));
   assert_int_equal(f->o.max_nodes, 1);
   assert_null(f->o.notice);
-  assert_ok(f, parse(f, "--rdzv-backend", "c10d", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "c10d", "train", NULL));
   assert_false(f->o.have_endpoint);
   assert_null(f->o.notice);
-  set_env(f, SLURM_ENV("1"), "PET_RDZV_ENDPOINT=h0:1234", NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_set_env(f, SLURM_ENV("1"), "PET_RDZV_ENDPOINT=h0:1234", NULL);
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.max_nodes, 1);
   assert_string_equal(f->o.rdzv_host, "h0");
   assert_null(f->o.notice);
@@ -162,17 +100,17 @@ static void test_slurm_not_detected(void **state) {
   static const char ini[] = "[ddprun]\nrdzv-endpoint = h1:2000\n";
   assert_int_equal(write(fd, ini, sizeof(ini) - 1), (ssize_t)sizeof(ini) - 1);
   close(fd);
-  set_env(f, SLURM_ENV("1"), NULL);
-  int rc = parse(f, "--config", path, "train", NULL);
+  fx_set_env(f, SLURM_ENV("1"), NULL);
+  int rc = fx_parse(f, "--config", path, "train", NULL);
   unlink(path);
-  assert_ok(f, rc);
+  fx_assert_ok(f, rc);
   assert_string_equal(f->o.rdzv_host, "h1");
   assert_int_equal(f->o.max_nodes, 1);
   assert_null(f->o.notice);
   /* Without SLURM_JOB_ID nothing is derived. */
-  set_env(f, "SLURM_NNODES=3", "SLURM_NODEID=1",
+  fx_set_env(f, "SLURM_NNODES=3", "SLURM_NODEID=1",
           "SLURM_JOB_NODELIST=gpu-a[01-02],gpu-b5", NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.max_nodes, 1);
   assert_false(f->o.have_endpoint);
   assert_null(f->o.notice);
@@ -180,8 +118,8 @@ static void test_slurm_not_detected(void **state) {
 
 static void test_slurm_flags_win(void **state) {
   fx_t *f = *state;
-  set_env(f, SLURM_ENV("1"), "PET_RDZV_ID=from-env", NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "--rdzv-endpoint",
+  fx_set_env(f, SLURM_ENV("1"), "PET_RDZV_ID=from-env", NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--rdzv-endpoint",
                      "127.0.0.1:5000", "--nnodes", "2:3", "train", NULL));
   assert_string_equal(f->o.rdzv_host, "127.0.0.1");
   assert_int_equal(f->o.rdzv_port, 5000);
@@ -190,7 +128,7 @@ static void test_slurm_flags_win(void **state) {
   assert_int_equal(f->o.max_nodes, 3);
   assert_string_equal(f->o.rdzv_id, "from-env");
   assert_int_equal(f->o.node_rank, 1);
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "--node-rank", "0",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--node-rank", "0",
                      "--signals-to-handle", "TERM,USR1", "train", NULL));
   assert_int_equal(f->o.node_rank, 0);
   assert_string_equal(f->o.signals_to_handle, "SIGTERM,SIGUSR1");
@@ -198,50 +136,50 @@ static void test_slurm_flags_win(void **state) {
 
 static void test_slurm_nnodes_from_list(void **state) {
   fx_t *f = *state;
-  set_env(f, "SLURM_JOB_ID=7", "SLURM_NODEID=4",
+  fx_set_env(f, "SLURM_JOB_ID=7", "SLURM_NODEID=4",
           "SLURM_NODELIST=r[1-2]n[01-03]", NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "slurm", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL));
   assert_int_equal(f->o.max_nodes, 6);
   assert_string_equal(f->o.rdzv_host, "r1n01");
 }
 
 static void test_slurm_errors(void **state) {
   fx_t *f = *state;
-  set_env(f, "SLURM_NNODES=2", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_set_env(f, "SLURM_NNODES=2", NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_JOB_ID is not set");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=0", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=0", NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_JOB_NODELIST is not set");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=0",
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=0",
           "SLURM_JOB_NODELIST=n[1-", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_JOB_NODELIST: hostlist 'n[1-': '[' without ']'");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=3", "SLURM_NODEID=0",
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=3", "SLURM_NODEID=0",
           "SLURM_JOB_NODELIST=n[1-2]", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_NNODES 3 does not match the 2 hosts");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_JOB_NODELIST=n[1-2]",
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_JOB_NODELIST=n[1-2]",
           NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_NODEID is not set; start one ddprun per node with srun");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=x1",
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=x1",
           "SLURM_JOB_NODELIST=n[1-2]", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_NODEID 'x1' is not a number");
-  set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=2",
+  fx_set_env(f, "SLURM_JOB_ID=1", "SLURM_NNODES=2", "SLURM_NODEID=2",
           "SLURM_JOB_NODELIST=n[1-2]", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "--node-rank 2 is out of range for --nnodes 2");
-  set_env(f, "SLURM_JOB_ID=1/2", "SLURM_NNODES=2", "SLURM_NODEID=0",
+  fx_set_env(f, "SLURM_JOB_ID=1/2", "SLURM_NNODES=2", "SLURM_NODEID=0",
           "SLURM_JOB_NODELIST=n[1-2]", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "train", NULL),
              "SLURM_JOB_ID '1/2': may hold only");
-  set_env(f, SLURM_ENV("0"), NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "slurm", "--standalone", "train",
+  fx_set_env(f, SLURM_ENV("0"), NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "slurm", "--standalone", "train",
                       NULL),
              "drop --rdzv-backend slurm");
-  assert_err(f, parse(f, "--rdzv-backend", "pbs", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "pbs", "train", NULL),
              "must be c10d, static, slurm or k8s");
 }
 
@@ -251,8 +189,8 @@ static void test_slurm_errors(void **state) {
 
 static void test_k8s(void **state) {
   fx_t *f = *state;
-  set_env(f, K8S_ENV("2", "ddp-train-2"), NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
+  fx_set_env(f, K8S_ENV("2", "ddp-train-2"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
                      NULL));
   assert_int_equal(f->o.rdzv_backend, DR_RDZV_C10D);
   assert_int_equal(f->o.node_rank, 2);
@@ -263,30 +201,30 @@ static void test_k8s(void **state) {
   assert_int_equal(f->o.is_host, 0);
   assert_non_null(strstr(f->o.notice, "Kubernetes: nnodes 4, node rank 2"));
   /* PET_ variables, as a pod spec sets them. */
-  set_env(f, K8S_ENV("0", "ddp-train-0"), "PET_NNODES=2",
+  fx_set_env(f, K8S_ENV("0", "ddp-train-0"), "PET_NNODES=2",
           "PET_RDZV_BACKEND=k8s", NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.node_rank, 0);
   assert_int_equal(f->o.is_host, 1);
   assert_string_equal(f->o.rdzv_host, "ddp-train-0.ddp-svc");
   /* The Job's name given outright, and a port. */
-  set_env(f, "JOB_COMPLETION_INDEX=1", "DDPRUN_K8S_JOB=big-job",
+  fx_set_env(f, "JOB_COMPLETION_INDEX=1", "DDPRUN_K8S_JOB=big-job",
           "DDPRUN_K8S_SERVICE=svc.ns.svc.cluster.local", NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2:8",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "2:8",
                      "--rdzv-id", "mine", "train", NULL));
   assert_string_equal(f->o.rdzv_host, "big-job-0.svc.ns.svc.cluster.local");
   assert_string_equal(f->o.rdzv_id, "mine");
   assert_int_equal(f->o.min_nodes, 2);
   /* A JobSet's pod <jobset>-<job>-<job index>-<pod index>. */
-  set_env(f, "JOB_COMPLETION_INDEX=1", "HOSTNAME=js-workers-0-1",
+  fx_set_env(f, "JOB_COMPLETION_INDEX=1", "HOSTNAME=js-workers-0-1",
           "DDPRUN_K8S_SERVICE=js", NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2:4", "train",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "2:4", "train",
                      NULL));
   assert_string_equal(f->o.rdzv_host, "js-workers-0-0.js");
   assert_string_equal(f->o.rdzv_id, "js-workers-0");
   /* An endpoint given needs no Service. */
-  set_env(f, "JOB_COMPLETION_INDEX=1", NULL);
-  assert_ok(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2",
+  fx_set_env(f, "JOB_COMPLETION_INDEX=1", NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "2",
                      "--rdzv-endpoint", "rdzv.example:29500", "train", NULL));
   assert_string_equal(f->o.rdzv_host, "rdzv.example");
   assert_int_equal(f->o.rdzv_port, 29500);
@@ -295,29 +233,29 @@ static void test_k8s(void **state) {
 
 static void test_k8s_errors(void **state) {
   fx_t *f = *state;
-  set_env(f, "HOSTNAME=ddp-train-2", "DDPRUN_K8S_SERVICE=ddp-svc", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
+  fx_set_env(f, "HOSTNAME=ddp-train-2", "DDPRUN_K8S_SERVICE=ddp-svc", NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
                       NULL),
              "JOB_COMPLETION_INDEX is not set; --rdzv-backend k8s runs in "
              "the pods of an Indexed Job");
-  set_env(f, K8S_ENV("2", "ddp-train-2"), NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "train", NULL),
+  fx_set_env(f, K8S_ENV("2", "ddp-train-2"), NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "train", NULL),
              "--rdzv-backend k8s needs --nnodes");
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "2", "train",
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "2", "train",
                       NULL),
              "--node-rank 2 is out of range for --nnodes 2");
-  set_env(f, "JOB_COMPLETION_INDEX=2", "HOSTNAME=ddp-train-2", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
+  fx_set_env(f, "JOB_COMPLETION_INDEX=2", "HOSTNAME=ddp-train-2", NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
                       NULL),
              "DDPRUN_K8S_SERVICE is not set");
-  set_env(f, K8S_ENV("2", "laptop"), NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
+  fx_set_env(f, K8S_ENV("2", "laptop"), NULL);
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
                       NULL),
              "HOSTNAME does not end in -2 (JOB_COMPLETION_INDEX); set "
              "DDPRUN_K8S_JOB");
-  set_env(f, "JOB_COMPLETION_INDEX=2", "HOSTNAME=j-2",
+  fx_set_env(f, "JOB_COMPLETION_INDEX=2", "HOSTNAME=j-2",
           "DDPRUN_K8S_SERVICE=bad/name", NULL);
-  assert_err(f, parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
+  fx_assert_err(f, fx_parse(f, "--rdzv-backend", "k8s", "--nnodes", "4", "train",
                       NULL),
              "is not a host name or address");
 }
@@ -345,16 +283,16 @@ static void test_help(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_slurm_backend, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_node0_hosts, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_detected, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_not_detected, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_flags_win, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_nnodes_from_list, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(test_slurm_errors, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_k8s, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_k8s_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_backend, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_node0_hosts, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_detected, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_not_detected, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_flags_win, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_nnodes_from_list,
+                                      fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_slurm_errors, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_k8s, fx_setup, fx_teardown),
+      cmocka_unit_test_setup_teardown(test_k8s_errors, fx_setup, fx_teardown),
       cmocka_unit_test(test_help),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

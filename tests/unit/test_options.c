@@ -15,99 +15,8 @@
 #include "errors.h"
 #include "log.h"
 #include "options.h"
+#include "options_fixture.h"
 #include "options_internal.h"
-
-#define MAX_ARGS 32
-
-typedef struct {
-  dr_options_t o;
-  char err[1024];
-  char *argv[MAX_ARGS + 1];
-  char *env[MAX_ARGS + 1];
-  char dir[64];   /* a temporary directory for config files */
-  char path[128]; /* the last file written by write_file() */
-} fx_t;
-
-static int setup(void **state) {
-  fx_t *f = calloc(1, sizeof(*f));
-  assert_non_null(f);
-  snprintf(f->dir, sizeof(f->dir), "/tmp/test_options.XXXXXX");
-  assert_non_null(mkdtemp(f->dir));
-  *state = f;
-  return 0;
-}
-
-static int teardown(void **state) {
-  fx_t *f = *state;
-  dr_options_free(&f->o);
-  char cmd[128];
-  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", f->dir);
-  assert_int_equal(system(cmd), 0);
-  free(f);
-  return 0;
-}
-
-/* Writes text to DIR/name and returns its path (in f->path). */
-static const char *write_file(fx_t *f, const char *name, const char *text) {
-  snprintf(f->path, sizeof(f->path), "%s/%s", f->dir, name);
-  FILE *fp = fopen(f->path, "w");
-  assert_non_null(fp);
-  fputs(text, fp);
-  fclose(fp);
-  return f->path;
-}
-
-/* Sets the environment: NULL-terminated "NAME=value" strings. */
-static void set_env(fx_t *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = 0;
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-    f->env[n++] = (char *)s;
-  f->env[n] = NULL;
-  va_end(ap);
-}
-
-/* Parses "ddprun" followed by the NULL-terminated arguments. */
-static int parse(fx_t *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = 0;
-  f->argv[n++] = "ddprun";
-  for (const char *s; (s = va_arg(ap, const char *)) != NULL;) {
-    assert_true(n < MAX_ARGS);
-    f->argv[n++] = (char *)s;
-  }
-  f->argv[n] = NULL;
-  va_end(ap);
-  dr_options_free(&f->o);
-  memset(f->err, 0, sizeof(f->err));
-  return dr_options_parse(n, f->argv, f->env, &f->o, f->err, sizeof(f->err));
-}
-
-/* Parses an argv array (NULL-terminated, argv[0] included). */
-static int parse_v(fx_t *f, const char *const *args) {
-  int n = 0;
-  for (; args[n] != NULL; n++)
-    f->argv[n] = (char *)args[n];
-  f->argv[n] = NULL;
-  dr_options_free(&f->o);
-  memset(f->err, 0, sizeof(f->err));
-  return dr_options_parse(n, f->argv, f->env, &f->o, f->err, sizeof(f->err));
-}
-
-static void assert_err(fx_t *f, int rc, const char *want) {
-  if (rc != DR_EBADARG || strstr(f->err, want) == NULL)
-    fail_msg("rc %d, err \"%s\", wanted DR_EBADARG and \"%s\"", rc, f->err,
-             want);
-  assert_null(strchr(f->err, '\n'));
-  assert_null(strstr(f->err, "ddprun:"));
-}
-
-static void assert_ok(fx_t *f, int rc) {
-  if (rc != 0)
-    fail_msg("rc %d: %s", rc, f->err);
-}
 
 /* Runs fn with stdout going to a file; returns what it printed (free it). */
 static char *capture(fx_t *f, int *rc, const char *arg) {
@@ -116,7 +25,7 @@ static char *capture(fx_t *f, int *rc, const char *arg) {
   FILE *tmp = tmpfile();
   assert_non_null(tmp);
   dup2(fileno(tmp), 1);
-  *rc = parse(f, arg, "train", NULL);
+  *rc = fx_parse(f, arg, "train", NULL);
   fflush(stdout);
   dup2(saved, 1);
   close(saved);
@@ -133,7 +42,7 @@ static char *capture(fx_t *f, int *rc, const char *arg) {
 
 static void test_defaults(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   const dr_options_t *o = &f->o;
   assert_int_equal(o->min_nodes, 1);
   assert_int_equal(o->max_nodes, 1);
@@ -216,10 +125,10 @@ static void test_help_defaults_are_real(void **state) {
     snprintf(env, sizeof(env), "PET_%s=%s", names[i], env_v);
     for (char *c = env + 4; *c != '='; c++)
       *c = *c == '-' ? '_' : (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
-    set_env(f, env, NULL);
-    int rc = row->kind == DR__OPT_FLAG ? parse(f, "train", NULL)
-                                       : parse(f, arg, "train", NULL);
-    assert_ok(f, rc);
+    fx_set_env(f, env, NULL);
+    int rc = row->kind == DR__OPT_FLAG ? fx_parse(f, "train", NULL)
+                                       : fx_parse(f, arg, "train", NULL);
+    fx_assert_ok(f, rc);
     const dr_options_t *o = &f->o;
     assert_int_equal(o->min_nodes, def.min_nodes);
     assert_int_equal(o->max_nodes, def.max_nodes);
@@ -407,7 +316,7 @@ static void test_every_flag_every_spelling(void **state) {
     const char *spell[2] = {dashed, under};
     for (int s = 0; s < 2; s++) {
       for (int form = 0; form < (flags[i].value != NULL ? 2 : 1); form++) {
-        const char *args[MAX_ARGS] = {"ddprun"};
+        const char *args[FX_MAX_ARGS] = {"ddprun"};
         int n = 1;
         for (const char *const *c = companions(flags[i].name); *c; c++)
           args[n++] = *c;
@@ -422,7 +331,7 @@ static void test_every_flag_every_spelling(void **state) {
         }
         args[n++] = "train";
         args[n] = NULL;
-        int rc = parse_v(f, args);
+        int rc = fx_parse_v(f, args);
         if (rc != 0)
           fail_msg("%s (form %d): rc %d: %s", spell[s], form, rc, f->err);
         flags[i].check(&f->o);
@@ -458,14 +367,14 @@ static void test_every_flag_from_env(void **state) {
       env[k++] = *c == '-' ? '_' : (char)(*c - 32);
     snprintf(env + k, sizeof(env) - (size_t)k, "=%s",
              flags[i].value != NULL ? flags[i].value : truths[i % 3]);
-    set_env(f, env, "PET_RDZV_ENDPOINT=h", NULL);
+    fx_set_env(f, env, "PET_RDZV_ENDPOINT=h", NULL);
     if (strcmp(flags[i].name, "node-rank") == 0)
-      set_env(f, env, "PET_NNODES=2", "PET_RDZV_ENDPOINT=h", NULL);
+      fx_set_env(f, env, "PET_NNODES=2", "PET_RDZV_ENDPOINT=h", NULL);
     if (strcmp(flags[i].name, "rdzv-endpoint") == 0 ||
         strcmp(flags[i].name, "rdzv-backend") == 0 ||
         strcmp(flags[i].name, "standalone") == 0)
-      set_env(f, env, NULL);
-    int rc = parse(f, "train", NULL);
+      fx_set_env(f, env, NULL);
+    int rc = fx_parse(f, "train", NULL);
     if (rc != 0)
       fail_msg("%s: rc %d: %s", env, rc, f->err);
     flags[i].check(&f->o);
@@ -474,21 +383,21 @@ static void test_every_flag_from_env(void **state) {
 
 static void test_short_options(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "-m", "pkg.train", NULL));
+  fx_assert_ok(f, fx_parse(f, "-m", "pkg.train", NULL));
   assert_int_equal(f->o.run_module, 1);
   assert_string_equal(f->o.prog_argv[0], "pkg.train");
-  assert_ok(f, parse(f, "-r", "3", "-t2", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "-r", "3", "-t2", "train", NULL));
   assert_int_equal(dr_std_spec_get(&f->o.redirects, 0), DR_STD_ALL);
   assert_int_equal(dr_std_spec_get(&f->o.tee, 0), DR_STD_ERR);
-  assert_err(f, parse(f, "-mx", "train", NULL), "'-mx'");
-  assert_err(f, parse(f, "-x", "train", NULL), "unknown option '-x'");
+  fx_assert_err(f, fx_parse(f, "-mx", "train", NULL), "'-mx'");
+  fx_assert_err(f, fx_parse(f, "-x", "train", NULL), "unknown option '-x'");
 }
 
 /* ---- precedence ---------------------------------------------------------- */
 
 static void test_precedence(void **state) {
   fx_t *f = *state;
-  const char *cfg = write_file(f, "p.ini",
+  const char *cfg = fx_write_file(f, "p.ini",
                                "max-restarts = 1\n"
                                "role = from-file\n"
                                "stop_grace = 1\n"
@@ -498,8 +407,8 @@ static void test_precedence(void **state) {
   char pet_config[160];
   snprintf(pet_config, sizeof(pet_config), "PET_CONFIG=%s", cfg);
   /* the file alone over the defaults */
-  set_env(f, pet_config, NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_set_env(f, pet_config, NULL);
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.max_restarts, 1);
   assert_string_equal(f->o.role, "from-file");
   assert_int_equal(f->o.stop_grace_ms, 1000);
@@ -507,16 +416,16 @@ static void test_precedence(void **state) {
   assert_int_equal(f->o.nproc_per_node, 2);
   assert_string_equal(f->o.config_file, cfg);
   /* the environment over the file */
-  set_env(f, pet_config, "PET_MAX_RESTARTS=2", "PET_ROLE=from-env",
+  fx_set_env(f, pet_config, "PET_MAX_RESTARTS=2", "PET_ROLE=from-env",
           "PET_STOP_GRACE=2", "PET_RDZV_ID=", NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.max_restarts, 2);
   assert_string_equal(f->o.role, "from-env");
   assert_int_equal(f->o.stop_grace_ms, 2000);
   assert_int_equal(f->o.log_level, DR_LOG_WARN);
   assert_string_equal(f->o.rdzv_id, "file-id"); /* empty = unset */
   /* the command line over both */
-  assert_ok(f, parse(f, "--max-restarts", "3", "--role=from-argv",
+  fx_assert_ok(f, fx_parse(f, "--max-restarts", "3", "--role=from-argv",
                      "--log-level", "error", "train", NULL));
   assert_int_equal(f->o.max_restarts, 3);
   assert_string_equal(f->o.role, "from-argv");
@@ -524,7 +433,7 @@ static void test_precedence(void **state) {
   assert_int_equal(f->o.log_level, DR_LOG_ERROR);
   assert_int_equal(f->o.nproc_per_node, 2);
   /* the last of a repeated flag wins */
-  assert_ok(f, parse(f, "--role", "a", "--role", "b", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--role", "a", "--role", "b", "train", NULL));
   assert_string_equal(f->o.role, "b");
 }
 
@@ -532,14 +441,14 @@ static void test_precedence(void **state) {
  * layer replaces a whole value, it does not merge into it. */
 static void test_precedence_replaces(void **state) {
   fx_t *f = *state;
-  const char *cfg = write_file(f, "r.ini",
+  const char *cfg = fx_write_file(f, "r.ini",
                                "standalone = true\n"
                                "rdzv-conf = join_timeout=5,is_host=1\n"
                                "redirects = 0:3,1:3\n");
   char pet_config[160];
   snprintf(pet_config, sizeof(pet_config), "PET_CONFIG=%s", cfg);
-  set_env(f, pet_config, "PET_STANDALONE=0", NULL);
-  assert_ok(f, parse(f, "--rdzv-conf", "heartbeat_timeout=7", "--redirects",
+  fx_set_env(f, pet_config, "PET_STANDALONE=0", NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-conf", "heartbeat_timeout=7", "--redirects",
                      "1", "train", NULL));
   assert_int_equal(f->o.standalone, 0);
   assert_int_equal(f->o.join_timeout_ms, 600000);
@@ -551,22 +460,22 @@ static void test_precedence_replaces(void **state) {
 
 static void test_env(void **state) {
   fx_t *f = *state;
-  set_env(f, "PET_NPROC_PER_NODE=gpu", "PET_RDZV_ENDPOINT=[::1]:5000",
+  fx_set_env(f, "PET_NPROC_PER_NODE=gpu", "PET_RDZV_ENDPOINT=[::1]:5000",
           "PET_NNODES=1:2", "PATH=/bin", "PET_UNKNOWN_THING=1", "PET_NPROC=9",
           NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.nproc_kind, DR_NPROC_GPU);
   assert_string_equal(f->o.rdzv_host, "::1");
   assert_int_equal(f->o.rdzv_port, 5000);
   assert_int_equal(f->o.min_nodes, 1);
   assert_int_equal(f->o.max_nodes, 2);
-  set_env(f, "PET_STANDALONE=1", NULL);
-  assert_ok(f, parse(f, "train", NULL));
+  fx_set_env(f, "PET_STANDALONE=1", NULL);
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
   assert_int_equal(f->o.standalone, 1);
-  set_env(f, "PET_STANDALONE=maybe", NULL);
-  assert_err(f, parse(f, "train", NULL), "PET_STANDALONE 'maybe'");
-  set_env(f, "PET_NNODES=0", NULL);
-  assert_err(f, parse(f, "train", NULL), "PET_NNODES '0': must be at least 1");
+  fx_set_env(f, "PET_STANDALONE=maybe", NULL);
+  fx_assert_err(f, fx_parse(f, "train", NULL), "PET_STANDALONE 'maybe'");
+  fx_set_env(f, "PET_NNODES=0", NULL);
+  fx_assert_err(f, fx_parse(f, "train", NULL), "PET_NNODES '0': must be at least 1");
   /* a NULL environment is an empty one */
   dr_options_free(&f->o);
   f->argv[0] = "ddprun";
@@ -580,25 +489,25 @@ static void test_env(void **state) {
 
 static void test_ini(void **state) {
   fx_t *f = *state;
-  const char *cfg = write_file(f, "a.ini",
+  const char *cfg = fx_write_file(f, "a.ini",
                                "; a comment\n"
                                "# another\n"
                                "nnodes = 2\n"
                                "rdzv_endpoint = host0:29500\n"
                                "\n"
                                "NProc-Per-Node = 4\n");
-  assert_ok(f, parse(f, "--config", cfg, "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--config", cfg, "train", NULL));
   assert_int_equal(f->o.max_nodes, 2);
   assert_int_equal(f->o.nproc_per_node, 4);
   assert_int_equal(f->o.rdzv_port, 29500);
 
-  cfg = write_file(f, "b.ini",
+  cfg = fx_write_file(f, "b.ini",
                    "\xEF\xBB\xBFrole = top\n"
                    "[ddprun]\n"
                    "  max_restarts = 4\n"
                    "  standalone = yes\n"
                    "\tlog-dir = /var/log/x ; inline comment\n");
-  assert_ok(f, parse(f,
+  fx_assert_ok(f, fx_parse(f,
                      "--config="
                      "/nonexistent",
                      "--config", cfg, "train", NULL));
@@ -609,45 +518,45 @@ static void test_ini(void **state) {
   assert_string_equal(f->o.config_file, cfg);
 
   /* --config over PET_CONFIG */
-  set_env(f, "PET_CONFIG=/nonexistent/x.ini", NULL);
-  assert_ok(f, parse(f, "--config", cfg, "train", NULL));
+  fx_set_env(f, "PET_CONFIG=/nonexistent/x.ini", NULL);
+  fx_assert_ok(f, fx_parse(f, "--config", cfg, "train", NULL));
   assert_int_equal(f->o.max_restarts, 4);
 }
 
 static void test_ini_errors(void **state) {
   fx_t *f = *state;
   char want[256];
-  const char *cfg = write_file(f, "k.ini", "nnodes = 1\n\n# c\nnprocs = 4\n");
+  const char *cfg = fx_write_file(f, "k.ini", "nnodes = 1\n\n# c\nnprocs = 4\n");
   snprintf(want, sizeof(want), "%s:4: unknown key 'nprocs'", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "s.ini", "[ddprun]\nrole = x\n[torchrun]\n");
+  cfg = fx_write_file(f, "s.ini", "[ddprun]\nrole = x\n[torchrun]\n");
   snprintf(want, sizeof(want), "%s:3: unknown section [torchrun]", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "s2.ini", "role = x\n  [other]  \nrole = y\n");
+  cfg = fx_write_file(f, "s2.ini", "role = x\n  [other]  \nrole = y\n");
   snprintf(want, sizeof(want), "%s:2: unknown section [other]", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "v.ini", "[ddprun]\nrole = x\nnnodes = 0\n");
+  cfg = fx_write_file(f, "v.ini", "[ddprun]\nrole = x\nnnodes = 0\n");
   snprintf(want, sizeof(want), "%s:3: nnodes '0': must be at least 1", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "f.ini", "standalone = maybe\n");
+  cfg = fx_write_file(f, "f.ini", "standalone = maybe\n");
   snprintf(want, sizeof(want), "%s:1: standalone 'maybe'", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "x.ini", "role = x\nthis line has no equals\n");
+  cfg = fx_write_file(f, "x.ini", "role = x\nthis line has no equals\n");
   snprintf(want, sizeof(want), "%s:2: expected 'name = value'", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "c.ini", "config = other.ini\n");
+  cfg = fx_write_file(f, "c.ini", "config = other.ini\n");
   snprintf(want, sizeof(want), "%s:1: 'config' cannot be set", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  cfg = write_file(f, "h.ini", "help = 1\n");
+  cfg = fx_write_file(f, "h.ini", "help = 1\n");
   snprintf(want, sizeof(want), "%s:1: 'help' cannot be set", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
   char long_line[600];
   memset(long_line, 'a', sizeof(long_line));
@@ -656,17 +565,17 @@ static void test_ini_errors(void **state) {
   long_line[sizeof(long_line) - 1] = '\0';
   char text[700];
   snprintf(text, sizeof(text), "role = r\n%s", long_line);
-  cfg = write_file(f, "l.ini", text);
+  cfg = fx_write_file(f, "l.ini", text);
   snprintf(want, sizeof(want), "%s:2: line is longer than", cfg);
-  assert_err(f, parse(f, "--config", cfg, "train", NULL), want);
+  fx_assert_err(f, fx_parse(f, "--config", cfg, "train", NULL), want);
 
-  assert_err(f, parse(f, "--config", "/nonexistent/cfg.ini", "train", NULL),
+  fx_assert_err(f, fx_parse(f, "--config", "/nonexistent/cfg.ini", "train", NULL),
              "cannot open config file '/nonexistent/cfg.ini'");
-  set_env(f, "PET_CONFIG=/nonexistent/env.ini", NULL);
-  assert_err(f, parse(f, "train", NULL), "'/nonexistent/env.ini'");
-  set_env(f, NULL);
-  assert_err(f, parse(f, "--config", f->dir, "train", NULL), f->dir);
-  assert_err(f, parse(f, "--config", "", "train", NULL), "--config ''");
+  fx_set_env(f, "PET_CONFIG=/nonexistent/env.ini", NULL);
+  fx_assert_err(f, fx_parse(f, "train", NULL), "'/nonexistent/env.ini'");
+  fx_set_env(f, NULL);
+  fx_assert_err(f, fx_parse(f, "--config", f->dir, "train", NULL), f->dir);
+  fx_assert_err(f, fx_parse(f, "--config", "", "train", NULL), "--config ''");
 }
 
 /* ---- bad input ---------------------------------------------------------- */
@@ -780,7 +689,7 @@ static void test_bad_input(void **state) {
     for (int k = 0; k < 8 && bad[i].args[k] != NULL; k++)
       args[n++] = bad[i].args[k];
     args[n] = NULL;
-    int rc = parse_v(f, args);
+    int rc = fx_parse_v(f, args);
     if (rc != DR_EBADARG || strstr(f->err, bad[i].want) == NULL)
       fail_msg("case %zu (%s %s): rc %d, err \"%s\", wanted \"%s\"", i,
                args[1] ? args[1] : "", args[1] && args[2] ? args[2] : "", rc,
@@ -863,7 +772,7 @@ static void test_help(void **state) {
   free(text);
 
   /* after the program, --help belongs to the program */
-  assert_ok(f, parse(f, "train", "--help", NULL));
+  fx_assert_ok(f, fx_parse(f, "train", "--help", NULL));
   assert_int_equal(f->o.prog_argc, 2);
   assert_string_equal(f->o.prog_argv[1], "--help");
 }
@@ -872,7 +781,7 @@ static void test_help(void **state) {
 
 static void test_program(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--nproc-per-node", "2", "train.py", "--lr", "0.1",
+  fx_assert_ok(f, fx_parse(f, "--nproc-per-node", "2", "train.py", "--lr", "0.1",
                      "-x", "--nnodes", "5", "--", NULL));
   assert_int_equal(f->o.nproc_per_node, 2);
   assert_int_equal(f->o.max_nodes, 1);
@@ -885,29 +794,29 @@ static void test_program(void **state) {
   assert_null(f->o.prog_argv[7]);
 
   /* -- ends the options; the program may then start with '-' */
-  assert_ok(f, parse(f, "--role", "r", "--", "-weird", "--role", NULL));
+  fx_assert_ok(f, fx_parse(f, "--role", "r", "--", "-weird", "--role", NULL));
   assert_string_equal(f->o.role, "r");
   assert_int_equal(f->o.prog_argc, 2);
   assert_string_equal(f->o.prog_argv[0], "-weird");
   assert_string_equal(f->o.prog_argv[1], "--role");
 
   /* a value that does not start with '-' is the option's, not the program */
-  assert_ok(f, parse(f, "--log-dir", "logs", "prog", NULL));
+  fx_assert_ok(f, fx_parse(f, "--log-dir", "logs", "prog", NULL));
   assert_string_equal(f->o.log_dir, "logs");
   assert_string_equal(f->o.prog_argv[0], "prog");
   /* and a value may start with '-' */
-  assert_ok(f, parse(f, "--role", "-r", "prog", NULL));
+  fx_assert_ok(f, fx_parse(f, "--role", "-r", "prog", NULL));
   assert_string_equal(f->o.role, "-r");
 
-  assert_err(f, parse(f, "--", NULL), "no program to run");
-  assert_err(f, parse(f, "--role", "x", NULL), "no program to run");
+  fx_assert_err(f, fx_parse(f, "--", NULL), "no program to run");
+  fx_assert_err(f, fx_parse(f, "--role", "x", NULL), "no program to run");
 }
 
 /* ---- the value parsers in detail ---------------------------------------- */
 
 static void test_std_spec(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--redirects", "0:1,3:2,1023:3", "--tee", "2", "train",
+  fx_assert_ok(f, fx_parse(f, "--redirects", "0:1,3:2,1023:3", "--tee", "2", "train",
                      NULL));
   const dr_std_spec_t *r = &f->o.redirects;
   assert_int_equal(dr_std_spec_get(r, 0), DR_STD_OUT);
@@ -918,9 +827,9 @@ static void test_std_spec(void **state) {
   assert_int_equal(dr_std_spec_get(r, UINT32_MAX), DR_STD_NONE);
   assert_int_equal(dr_std_spec_get(&f->o.tee, 0), DR_STD_ERR);
   assert_int_equal(dr_std_spec_get(&f->o.tee, 5000), DR_STD_ERR);
-  assert_ok(f, parse(f, "--redirects", "0", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--redirects", "0", "train", NULL));
   assert_int_equal(dr_std_spec_get(&f->o.redirects, 3), DR_STD_NONE);
-  assert_ok(f, parse(f, "--tee", "12:0", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--tee", "12:0", "train", NULL));
   assert_int_equal(dr_std_spec_get(&f->o.tee, 12), DR_STD_NONE);
   assert_int_equal(f->o.tee.per_rank_set[12], 1);
 
@@ -935,7 +844,7 @@ static void test_std_spec(void **state) {
 
 static void test_rdzv_conf(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--rdzv-conf",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-conf",
                      " join_timeout = 30 , last_call_timeout=0,"
                      "heartbeat-timeout=0.5,is_host=false,",
                      "train", NULL));
@@ -943,15 +852,15 @@ static void test_rdzv_conf(void **state) {
   assert_int_equal(f->o.last_call_timeout_ms, 0);
   assert_int_equal(f->o.heartbeat_timeout_ms, 500);
   assert_int_equal(f->o.is_host, 0);
-  assert_ok(f, parse(f, "--rdzv-conf", "is_host=TRUE", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--rdzv-conf", "is_host=TRUE", "train", NULL));
   assert_int_equal(f->o.is_host, 1);
   assert_int_equal(f->o.join_timeout_ms, 600000);
-  assert_ok(f, parse(f, "--rdzv-conf", "", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--rdzv-conf", "", "train", NULL));
   assert_int_equal(f->o.is_host, -1);
   /* a bad key leaves nothing half-applied */
-  assert_err(
+  fx_assert_err(
       f,
-      parse(f, "--rdzv-conf", "join_timeout=5,read_timeout=1", "train", NULL),
+      fx_parse(f, "--rdzv-conf", "join_timeout=5,read_timeout=1", "train", NULL),
       "--rdzv-conf 'join_timeout=5,read_timeout=1': unknown key "
       "'read_timeout'");
 }
@@ -971,7 +880,7 @@ static void test_endpoint(void **state) {
       {"[fe80::1%eth0]:7", "fe80::1%eth0", 7},
   };
   for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-    assert_ok(f, parse(f, "--rdzv-endpoint", ok[i].in, "train", NULL));
+    fx_assert_ok(f, fx_parse(f, "--rdzv-endpoint", ok[i].in, "train", NULL));
     assert_string_equal(f->o.rdzv_host, ok[i].host);
     assert_int_equal(f->o.rdzv_port, ok[i].port);
     assert_int_equal(f->o.have_endpoint, 1);
@@ -986,71 +895,71 @@ static void test_nproc_kinds(void **state) {
   } k[] = {
       {"auto", DR_NPROC_AUTO}, {"cpu", DR_NPROC_CPU}, {"gpu", DR_NPROC_GPU}};
   for (size_t i = 0; i < 3; i++) {
-    assert_ok(f, parse(f, "--nproc-per-node", k[i].in, "train", NULL));
+    fx_assert_ok(f, fx_parse(f, "--nproc-per-node", k[i].in, "train", NULL));
     assert_int_equal(f->o.nproc_kind, k[i].kind);
     assert_int_equal(f->o.nproc_per_node, 0);
   }
-  assert_ok(f, parse(f, "--nproc-per-node", "1024", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--nproc-per-node", "1024", "train", NULL));
   assert_int_equal(f->o.nproc_per_node, 1024);
 }
 
 static void test_signals(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--signals-to-handle", "usr1, SIGTERM ,term,SigInt",
+  fx_assert_ok(f, fx_parse(f, "--signals-to-handle", "usr1, SIGTERM ,term,SigInt",
                      "train", NULL));
   assert_string_equal(f->o.signals_to_handle, "SIGUSR1,SIGTERM,SIGINT");
-  assert_ok(f, parse(f, "--signals-to-handle", "HUP", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--signals-to-handle", "HUP", "train", NULL));
   assert_string_equal(f->o.signals_to_handle, "SIGHUP");
 }
 
 static void test_cpu_bind(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--cpu-bind", "0-3,8:4-7,9:10", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--cpu-bind", "0-3,8:4-7,9:10", "train", NULL));
   assert_int_equal(f->o.cpu_bind, DR_CPU_BIND_LIST);
   assert_string_equal(f->o.cpu_list, "0-3,8:4-7,9:10");
-  assert_ok(f, parse(f, "--cpu-bind", "auto", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--cpu-bind", "auto", "train", NULL));
   assert_int_equal(f->o.cpu_bind, DR_CPU_BIND_AUTO);
   assert_null(f->o.cpu_list);
   /* a later layer's none clears an earlier layer's list */
-  set_env(f, "PET_CPU_BIND=1,2", NULL);
-  assert_ok(f, parse(f, "--cpu-bind", "none", "train", NULL));
+  fx_set_env(f, "PET_CPU_BIND=1,2", NULL);
+  fx_assert_ok(f, fx_parse(f, "--cpu-bind", "none", "train", NULL));
   assert_int_equal(f->o.cpu_bind, DR_CPU_BIND_NONE);
   assert_null(f->o.cpu_list);
 }
 
 static void test_filter_and_template(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--local-ranks-filter", "0,12,3", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--local-ranks-filter", "0,12,3", "train", NULL));
   assert_string_equal(f->o.local_ranks_filter, "0,12,3");
-  assert_ok(f, parse(f, "--local-ranks-filter", "", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--local-ranks-filter", "", "train", NULL));
   assert_null(f->o.local_ranks_filter);
-  assert_ok(f, parse(f, "--log-line-prefix-template",
+  fx_assert_ok(f, fx_parse(f, "--log-line-prefix-template",
                      "$x ${host}/${local_rank}:", "train", NULL));
   assert_string_equal(f->o.log_prefix_template, "$x ${host}/${local_rank}:");
 }
 
 static void test_cross_checks(void **state) {
   fx_t *f = *state;
-  assert_ok(f, parse(f, "--standalone", "--nnodes", "1", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--standalone", "--nnodes", "1", "train", NULL));
   assert_int_equal(f->o.min_nodes, 1);
   assert_int_equal(f->o.max_nodes, 1);
   assert_int_equal(f->o.have_endpoint, 0);
-  assert_ok(f, parse(f, "--standalone", "--nnodes", "1:1", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--standalone", "--nnodes", "1:1", "train", NULL));
 
-  assert_ok(f, parse(f, "--rdzv-backend", "static", "train", NULL));
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "static", "train", NULL));
   assert_string_equal(f->o.master_addr, "127.0.0.1");
   assert_int_equal(f->o.node_rank, 0);
-  assert_ok(f, parse(f, "--rdzv-backend", "static", "--nnodes", "2",
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "static", "--nnodes", "2",
                      "--node-rank", "1", "--master-addr", "n0", "train", NULL));
   assert_string_equal(f->o.master_addr, "n0");
   assert_int_equal(f->o.node_rank, 1);
 
   /* c10d over several nodes with a node rank request */
-  assert_ok(f, parse(f, "--nnodes", "1:3", "--rdzv-endpoint", "h",
+  fx_assert_ok(f, fx_parse(f, "--nnodes", "1:3", "--rdzv-endpoint", "h",
                      "--node-rank", "2", "train", NULL));
   assert_int_equal(f->o.node_rank, 2);
-  assert_err(f,
-             parse(f, "--nnodes", "1:3", "--rdzv-endpoint", "h", "--node-rank",
+  fx_assert_err(f,
+             fx_parse(f, "--nnodes", "1:3", "--rdzv-endpoint", "h", "--node-rank",
                    "3", "train", NULL),
              "--node-rank 3 is out of range for --nnodes 1:3 (0..2)");
 }
@@ -1060,11 +969,11 @@ static void test_cross_checks(void **state) {
 static void test_free_after_failure(void **state) {
   fx_t *f = *state;
   /* strings set by every layer, then a failure at the end */
-  const char *cfg = write_file(f, "o.ini", "log-dir = /a\nrole = r\n");
+  const char *cfg = fx_write_file(f, "o.ini", "log-dir = /a\nrole = r\n");
   char pet[160];
   snprintf(pet, sizeof(pet), "PET_CONFIG=%s", cfg);
-  set_env(f, pet, "PET_LOCAL_ADDR=10.0.0.1", "PET_SECRET_FILE=/s", NULL);
-  assert_int_equal(parse(f, "--master-addr", "m", "--rdzv-endpoint", "h",
+  fx_set_env(f, pet, "PET_LOCAL_ADDR=10.0.0.1", "PET_SECRET_FILE=/s", NULL);
+  assert_int_equal(fx_parse(f, "--master-addr", "m", "--rdzv-endpoint", "h",
                          "--cpu-bind", "0:1", "--log-line-prefix-template", "x",
                          "--local-ranks-filter", "1", "--nnodes", "0", "train",
                          NULL),
@@ -1074,7 +983,7 @@ static void test_free_after_failure(void **state) {
   assert_null(f->o.role);
   assert_null(f->o.rdzv_host);
   /* and after success */
-  assert_ok(f, parse(f, "--master-addr", "m", "--rdzv-endpoint", "h",
+  fx_assert_ok(f, fx_parse(f, "--master-addr", "m", "--rdzv-endpoint", "h",
                      "--rdzv-endpoint", "h2", "train", NULL));
   assert_string_equal(f->o.rdzv_host, "h2");
   dr_options_free(&f->o);
@@ -1082,7 +991,7 @@ static void test_free_after_failure(void **state) {
   assert_null(f->o.prog_argv);
   dr_options_free(NULL);
   /* a failure while scanning argv */
-  assert_int_equal(parse(f, "--bogus", NULL), DR_EBADARG);
+  assert_int_equal(fx_parse(f, "--bogus", NULL), DR_EBADARG);
   dr_options_free(&f->o);
   dr_options_free(&f->o);
   /* a NULL err buffer is allowed */
@@ -1097,7 +1006,7 @@ static void test_free_after_failure(void **state) {
   dr_options_free(&o);
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void) {
   const struct CMUnitTest tests[] = {
