@@ -26,21 +26,9 @@ fail() {
 }
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout"; exit 77; }
 
-tmp=
-pids=
-cleanup() {
-  trap - EXIT INT TERM HUP
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  [ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || fail "mktemp -d failed"
+# shellcheck source=../lib/scratch.sh
+. "$(dirname "$0")/../lib/scratch.sh"
+scratch_init "$name"
 
 # run SECS TAG CMD...: stdout and stderr to $tmp/TAG.{out,err}, status in
 # $rc; a run past SECS fails the test.

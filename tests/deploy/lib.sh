@@ -12,24 +12,9 @@ skip() {
   exit 77
 }
 
-tmp=
-pids=
-cleanup() {
-  trap - EXIT INT TERM HUP
-  if declare -F extra_cleanup >/dev/null; then
-    extra_cleanup
-  fi
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  [ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || fail "mktemp -d failed"
+# shellcheck source=../lib/scratch.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+scratch_init "$name"
 
 show() {
   echo "--- $1: stdout" >&2

@@ -24,25 +24,9 @@ fail() {
 
 command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 
-tmp=
-pids=
-cleanup() {
-  trap - EXIT INT TERM HUP
-  for p in $pids; do
-    kill -TERM "$p" 2>/dev/null
-  done
-  for p in $pids; do
-    kill -KILL "$p" 2>/dev/null
-    wait "$p" 2>/dev/null
-  done
-  [ -n "$tmp" ] && rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-trap 'exit 129' HUP
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_$name.XXXXXX") || fail "mktemp -d failed"
+# shellcheck source=../lib/scratch.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
+scratch_init "train_$name"
 
 # In the background and waited for, so that a signal to this script runs
 # the traps at once instead of after the command.
