@@ -32,6 +32,16 @@ int dr_train_preempt_install(void) {
   return sigaction(SIGUSR1, &sa, NULL);
 }
 
+/* The first rank to exit makes its agent stop the others: no rank leaves
+ * before rank 0 has said why the job stops. */
+static int stop_together(dr_run_t *r) {
+  char err[256] = "";
+  int rc = dr_pg_barrier_sync(r->pg, err, sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "preemption barrier", rc, err);
+  return DR_TRAIN_EPREEMPTED;
+}
+
 int dr_train_preempt_after_step(dr_run_t *r, uint64_t done) {
   float flag = requested ? 1.0f : 0.0f;
   char err[256] = "";
@@ -47,7 +57,7 @@ int dr_train_preempt_after_step(dr_run_t *r, uint64_t done) {
       fprintf(stderr, "train: SIGUSR1 on %.0f rank(s): stopping after step "
               "%" PRIu64 " without a checkpoint (no --ckpt-dir); exit %d "
               "(preempted)\n", flag, done, DR_TRAIN_EPREEMPTED);
-    return DR_TRAIN_EPREEMPTED;
+    return stop_together(r);
   }
   int saved = c->ckpt_every > 0 && done % c->ckpt_every == 0;
   if (!saved) {
@@ -60,5 +70,5 @@ int dr_train_preempt_after_step(dr_run_t *r, uint64_t done) {
             "%" PRIu64 " with its checkpoint in %s; exit %d (preempted: "
             "resume by running the job again)\n",
             flag, done, c->ckpt_dir, DR_TRAIN_EPREEMPTED);
-  return DR_TRAIN_EPREEMPTED;
+  return stop_together(r);
 }
