@@ -44,6 +44,17 @@ fi
 
 . "$(dirname "$0")/lib.sh"
 
+# On a failure, also what Slurm says of the job and its daemons' last lines.
+die() {
+  show "$1"
+  if [ -n "${job:-}" ]; then
+    echo "--- scontrol show job $job" >&2
+    scontrol show job "$job" >&2 2>&1
+  fi
+  tail -n 25 "$tmp/slurmctld.log" "$tmp"/slurmd-n1.log "$tmp"/slurmd-n2.log >&2 2>/dev/null
+  fail "$2"
+}
+
 daemons=
 jobs_submitted=
 extra_cleanup() {
@@ -67,10 +78,13 @@ extra_cleanup() {
     kill -KILL "$p" 2>/dev/null
     wait "$p" 2>/dev/null
   done
-  # Step daemons of a job cut short (they leave slurmd's process tree).
+  # Step daemons of a job cut short (they leave slurmd's process tree);
+  # only this cluster's (its SLURM_CONF in their environment): another
+  # test cluster on the machine has the same job ids.
   for j in $jobs_submitted; do
     for p in $(pgrep -f "^slurmstepd: \[$j\." 2>/dev/null); do
-      kill -KILL "$p" 2>/dev/null
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+        grep -qxF "SLURM_CONF=${SLURM_CONF:-}" && kill -KILL "$p" 2>/dev/null
     done
   done
 }
