@@ -260,14 +260,18 @@ for prec in fp32 bf16; do
 done
 
 # ---- torch: the same MLP in PyTorch eager -----------------------------------
-if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+# A reference for the performance targets only: a PyTorch that fails or
+# runs out of the budget is reported, never counted as a failed check.
+if [ "$(left)" -lt 30 ]; then
+  skip "torch: out of time budget"
+elif timeout 25 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   for prec in fp32 bf16; do
     run "torch_$prec" 150 python3 "$here/torch_mlp.py" --precision "$prec" \
       --layers 8 --width 8192 --batch 8192 --steps 20
     tms=$(tr ' ' '\n' <"$OUT/torch_$prec.log" | grep '^median_step_ms=' | cut -d= -f2)
     ours=${step_ms[$prec]:-}
     if [ "$rc" -ne 0 ] || [ -z "$tms" ]; then
-      failed "torch $prec: exit $rc; see $OUT/torch_$prec.log"
+      skip "torch $prec: exit $rc; see $OUT/torch_$prec.log"
     elif [ -n "$ours" ] && awk -v a="$ours" -v b="$tms" 'BEGIN { exit !(a <= b) }'; then
       pass "torch $prec: PyTorch eager $tms ms per step ($(tflops "$tms") TFLOP/s), train $ours ms: at or below PyTorch's (target met)"
     else
