@@ -41,6 +41,16 @@ programs=()
 for p in train ddprun ddprun-rdzv gpu_kernel_check gpu_bench; do
   [ -x "$build/$p" ] && programs+=("$p")
 done
+# gpu_kernel_check is built exactly when the GPU code is: without it this
+# train runs on the CPU only, and tests/gpu/check.sh cannot use the bundle.
+gpu=yes
+if [ ! -x "$build/gpu_kernel_check" ]; then
+  gpu=no
+  echo "bundle.sh: warning: $build has no GPU code (no gpu_kernel_check):" \
+       "its train runs on the CPU only; reconfigure with" \
+       "cmake -S . -B $build -DDDPRUN_CUDA=ON and build before bundling" \
+       "for a GPU machine" >&2
+fi
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/libexec" "$out/lib" "$out/tests/gpu"
 
@@ -87,6 +97,7 @@ done
   need=$(objdump -T "$out"/libexec/* "$out"/lib/* 2>/dev/null |
          grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -1)
   echo "needs: glibc ${need#GLIBC_} or later"
+  echo "gpu code: $gpu"
 } >"$out/BUILD_INFO"
 cp "$here"/tests/gpu/check.sh "$here"/tests/gpu/torch_mlp.py "$out/tests/gpu/"
 chmod +x "$out"/tests/gpu/*
