@@ -98,6 +98,7 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
   dr_rdzv_t *r = &s->rdzv;
   r->state = DR_JOB_DONE;
   r->exit_code = code;
+  dr__state_remove(s);
   uv_timer_stop(&r->hold);
   r->holding = 0;
   snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
@@ -196,6 +197,7 @@ static void try_complete(dr_server_t *s) {
   a.bootstrap.len = master->boot_len > 0 ? master->boot_len : (uint32_t)sizeof(r->boot);
   a.restart_count = r->restarts_used;
   a.max_restarts = s->cfg.max_restarts;
+  dr__state_save(s);
 
   r->state = DR_JOB_RUNNING;
   r->rounds_completed++;
@@ -251,6 +253,7 @@ static void open_generation(dr_server_t *s, const char *reason) {
   uv_timer_stop(&r->hold);
   r->holding = 0;
   r->gen++;
+  dr__state_save(s);
   r->state = DR_JOB_FORMING;
   r->last_call_expired = 0;
   uv_timer_stop(&r->last_call);

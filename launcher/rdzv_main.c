@@ -40,15 +40,19 @@ static const char usage[] =
     "  --log-dir DIR             append the job's events to\n"
     "                            DIR/<rdzv-id>/events.jsonl\n"
     "  --log-level LEVEL         error, warn, info or debug (default info)\n"
-  "  --metrics-port PORT       serve GET /metrics (Prometheus text) and\n"
-  "                            GET /healthz over HTTP on PORT; 0 picks a\n"
-  "                            free one (default: no metrics endpoint)\n"
-  "  --metrics-host ADDR       address of the metrics endpoint (default:\n"
-  "                            that of --host)\n"
-  "  --metrics-port-file FILE  write the metrics port to FILE once listening\n"
-  "  --linger S                once the job has ended, keep answering for S\n"
-  "                            seconds (a last scrape sees the outcome and\n"
-  "                            /healthz 503) before exiting (default 0)\n"
+    "  --state-file FILE         keep the job's generation and restarts used\n"
+    "                            in FILE, so that a server started again on\n"
+    "                            it for the same --rdzv-id continues them\n"
+    "                            (removed when the job ends; default: none)\n"
+    "  --metrics-port PORT       serve GET /metrics (Prometheus text) and\n"
+    "                            GET /healthz over HTTP on PORT; 0 picks a\n"
+    "                            free one (default: no metrics endpoint)\n"
+    "  --metrics-host ADDR       address of the metrics endpoint (default:\n"
+    "                            that of --host)\n"
+    "  --metrics-port-file FILE  write the metrics port to FILE once listening\n"
+    "  --linger S                once the job has ended, keep answering for S\n"
+    "                            seconds (a last scrape sees the outcome and\n"
+    "                            /healthz 503) before exiting (default 0)\n"
     "  -h, --help                show this help\n";
 
 enum {
@@ -68,7 +72,8 @@ enum {
   OPT_METRICS_PORT,
   OPT_METRICS_HOST,
   OPT_METRICS_PORT_FILE,
-  OPT_LINGER
+  OPT_LINGER,
+  OPT_STATE_FILE
 };
 
 static const struct option options[] = {
@@ -89,6 +94,7 @@ static const struct option options[] = {
     {"metrics-host", required_argument, NULL, OPT_METRICS_HOST},
     {"metrics-port-file", required_argument, NULL, OPT_METRICS_PORT_FILE},
     {"linger", required_argument, NULL, OPT_LINGER},
+    {"state-file", required_argument, NULL, OPT_STATE_FILE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0}};
 
@@ -193,6 +199,11 @@ int main(int argc, char **argv) {
       break;
     case OPT_MIXED:
       cfg.allow_mixed_nproc = 1;
+      break;
+    case OPT_STATE_FILE:
+      if (optarg[0] == '\0')
+        return bad("--state-file must not be empty");
+      cfg.state_file = optarg;
       break;
     case OPT_LOG_DIR:
       cfg.log_dir = optarg;

@@ -83,6 +83,7 @@ static void free_server(dr_server_t *s) {
   if (s->secret != NULL)
     dr_auth_secret_free(&s->secret, s->cfg.secret_len);
   free(s->run_id);
+  free(s->state_file);
   free(s);
   if (on_closed != NULL)
     on_closed(arg);
@@ -132,6 +133,8 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->cfg = *cfg;
   s->run_id = strdup(cfg->run_id);
   s->cfg.run_id = s->run_id;
+  s->state_file = cfg->state_file != NULL ? strdup(cfg->state_file) : NULL;
+  s->cfg.state_file = s->state_file;
   s->cfg.host = NULL; /* borrowed from the caller; not kept */
   s->cfg.log_dir = NULL;
   s->cfg.metrics_host = NULL;
@@ -156,6 +159,7 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   }
   s->cfg.secret = s->secret;
   if (s->run_id == NULL || (cfg->secret_len > 0 && s->secret == NULL) ||
+      (cfg->state_file != NULL && s->state_file == NULL) ||
       dr__store_new(&s->store) != 0) {
     free_server(s);
     return -ENOMEM;
@@ -207,6 +211,10 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   rc = dr__rdzv_init(s);
   if (rc != 0) {
     snprintf(err, errlen, "out of memory");
+    dr_server_close(&s);
+    return rc;
+  }
+  if ((rc = dr__state_load(s, err, errlen)) != 0) {
     dr_server_close(&s);
     return rc;
   }

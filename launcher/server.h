@@ -32,6 +32,10 @@ typedef struct {
   size_t secret_len;
   dr_limits_t limits;
   const char *log_dir;     /* events to <log_dir>/<run_id>/events.jsonl */
+  /* The generation and restarts used, kept across server restarts for the
+   * same run_id (written on each change, removed at the job's end); NULL =
+   * none. */
+  const char *state_file;
   /* GET /metrics (Prometheus text) and GET /healthz over HTTP on the same
    * loop: -1 = off (the default), 0 = a free port, see
    * dr_server_metrics_port(). Bound to metrics_host, or to host when NULL. */

@@ -130,6 +130,8 @@ struct dr_server {
   uv_loop_t *loop;
   dr_server_config_t cfg;
   char *run_id;
+  char *state_file;        /* --state-file, or NULL; see rdzv_state.c */
+  int state_warned;        /* a failed save was reported */
   uint8_t *secret;
   uv_tcp_t listener;
   uv_timer_t sweep;        /* handshake deadlines, heartbeats */
@@ -185,6 +187,15 @@ void dr__store_new_generation(dr_server_t *s);
 void dr__store_drop_conn(dr_conn_t *c);
 size_t dr__store_n_keys(const dr_store_t *st);
 void dr__store_stats(const dr_store_t *st, dr_store_stats_t *out);
+
+/* ---- rdzv_state.c ------------------------------------------------------ */
+/* After dr__rdzv_init: the generation and restarts used of the same run id
+ * from the state file (none: a fresh job). 0, or a code with err. */
+int dr__state_load(dr_server_t *s, char *err, size_t errlen);
+/* Writes the current generation and restarts used (failures are logged). */
+void dr__state_save(dr_server_t *s);
+/* The job has ended: a new server for this run id starts afresh. */
+void dr__state_remove(dr_server_t *s);
 
 /* ---- rdzv.c ------------------------------------------------------------ */
 int dr__rdzv_init(dr_server_t *s);

@@ -1,0 +1,114 @@
+/* The job's place in its life, kept in a file across server restarts
+ * (ddprun-rdzv --state-file): its run id, its current generation and the
+ * restarts it has used. A server started again on the same file for the
+ * same run id continues both, so a crash of the server (or its restart by
+ * systemd) neither resets the restart budget nor reuses a generation
+ * number; a file of another run id is ignored. The job's end removes the
+ * file. Each save writes a temporary file and renames it over the old one,
+ * so a reader sees one whole state or the previous one. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "errors.h"
+#include "log.h"
+#include "server_internal.h"
+
+#define STATE_MAGIC "ddprun-rdzv-state 1"
+
+/* Writes the state whole: 0 or -errno. */
+static int write_state(dr_server_t *s) {
+  char tmp[4200];
+  snprintf(tmp, sizeof(tmp), "%s.tmp", s->state_file);
+  FILE *f = fopen(tmp, "w");
+  if (f == NULL)
+    return -errno;
+  int ok = fprintf(f, STATE_MAGIC "\nrun_id %s\ngeneration %" PRIu64
+                   "\nrestarts_used %u\n", s->run_id, s->rdzv.gen,
+                   s->rdzv.restarts_used) > 0;
+  ok = fflush(f) == 0 && ok;
+  ok = fsync(fileno(f)) == 0 && ok;
+  int e = errno;
+  ok = fclose(f) == 0 && ok;
+  if (ok && rename(tmp, s->state_file) == 0)
+    return 0;
+  e = errno != 0 ? errno : e;
+  unlink(tmp);
+  return -(e != 0 ? e : EIO);
+}
+
+int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
+  const char *path = s->state_file;
+  if (path == NULL)
+    return 0;
+  FILE *f = fopen(path, "r");
+  if (f == NULL && errno == ENOENT) {
+    /* A fresh job: written now, so that a path it cannot write is said at
+     * start rather than when the state matters. */
+    int rc = write_state(s);
+    if (rc != 0) {
+      snprintf(err, errlen, "cannot write --state-file %s (%s)", path,
+               strerror(-rc));
+      return DR_EBADARG;
+    }
+    return 0;
+  }
+  if (f == NULL) {
+    snprintf(err, errlen, "cannot read --state-file %s (%s)", path,
+             strerror(errno));
+    return DR_EBADARG;
+  }
+  char magic[64] = "", line[4200] = "", tail[64] = "";
+  uint64_t gen = 0;
+  uint32_t used = 0;
+  int ok = fgets(magic, sizeof(magic), f) != NULL &&
+           strcmp(magic, STATE_MAGIC "\n") == 0 &&
+           fgets(line, sizeof(line), f) != NULL &&
+           strncmp(line, "run_id ", 7) == 0 && strchr(line, '\n') != NULL &&
+           fscanf(f, "generation %" SCNu64 "\nrestarts_used %" SCNu32 "%63s",
+                  &gen, &used, tail) == 2 &&
+           gen >= 1;
+  char *run_id = line + 7;
+  run_id[strcspn(run_id, "\n")] = '\0';
+  fclose(f);
+  if (!ok) {
+    snprintf(err, errlen, "--state-file %s is not a state this server "
+             "wrote; remove it to start the job afresh", path);
+    return DR_EBADARG;
+  }
+  if (strcmp(run_id, s->run_id) != 0) {
+    DR_INFO("--state-file %s is of job '%s', not '%s': starting afresh",
+            path, run_id, s->run_id);
+    return 0;
+  }
+  s->rdzv.gen = gen + 1;
+  s->rdzv.restarts_used = used;
+  DR_WARN("job '%s' continues from %s: generation %" PRIu64 ", restarts "
+          "used %u of %u", s->run_id, path, s->rdzv.gen, used,
+          s->cfg.max_restarts);
+  return 0;
+}
+
+void dr__state_save(dr_server_t *s) {
+  if (s->state_file == NULL)
+    return;
+  int rc = write_state(s);
+  if (rc == 0) {
+    s->state_warned = 0;
+    return;
+  }
+  if (!s->state_warned)
+    DR_WARN("cannot save the job's state to %s (%s); a restarted server "
+            "would start the restart budget afresh", s->state_file,
+            strerror(-rc));
+  s->state_warned = 1;
+}
+
+void dr__state_remove(dr_server_t *s) {
+  if (s->state_file != NULL && unlink(s->state_file) != 0 && errno != ENOENT)
+    DR_WARN("cannot remove --state-file %s (%s)", s->state_file,
+            strerror(errno));
+}
