@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A rendezvous server restarted on its --state-file continues the job's
+# generation count and restart budget. One node of 2 workers, --max-restarts
+# 2: rank 1 is killed after step 3 on the job's first attempt (restart 1,
+# generation 2); the state file then says so; ddprun-rdzv is SIGKILLed and
+# started again on the same port and file; the agent reconnects, and the
+# job goes on in generation 3 with restart 1 of 2 (a fresh budget would be
+# generation 1, restart 0 of 2) and completes; the file is removed at the
+# end. Then a state file that is not one is refused (exit 2, one line), as
+# is one the server cannot write.
+#
+# Usage: server_state.sh DDPRUN-RDZV DDPRUN TRAIN RTOOL
+set -u
+rdzv=${1:?usage: server_state.sh DDPRUN-RDZV DDPRUN TRAIN RTOOL}
+ddprun=${2:?} train=${3:?} rtool=${4:?}
+name=server_state
+test_secs=100
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+job_secs=90
+wait_secs=30
+id=state_$$
+state=$tmp/rdzv.state
+
+srv() {
+  start_server "$1" "$job_secs" --port "$2" --nnodes 1 --rdzv-id "$id" \
+    --max-restarts 2 --state-file "$state" --log-dir "$tmp/log.$1"
+}
+
+srv s1 0
+s1=$srv_pid
+# Each checkpoint is held 100 ms before its rename: the job lasts a few
+# seconds, long enough to be caught between two of them.
+agent_env=(DDPRUN_CKPT_TEST_KILL_AT=3:1 DDPRUN_CKPT_TEST_DELAY_MS=100)
+start_agent a "$job_secs" --nnodes 1 --nproc-per-node 2 \
+  --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" \
+  --rdzv-conf "is_host=0,join_timeout=$wait_secs" --max-restarts 2 \
+  --log-dir "$tmp/log.a" "$train" --layers 2 --width 128 --input-dim 32 \
+  --classes 8 --samples 8192 --eval-samples 256 --batch 16 --steps 2000 \
+  --log-every 100 --ckpt-every 50 --ckpt-dir "$tmp/ckpt"
+a=$agent_pid
+wait_for "$wait_secs" "$tmp/a.err" 'generation 2, restart 1 of 2' ||
+  { show a; fail "the job did not restart once"; }
+wait_for "$wait_secs" "$tmp/a.out" '^\[rank0\]:checkpoint step' ||
+  { show a; fail "generation 2 wrote no checkpoint"; }
+printf 'ddprun-rdzv-state 1\nrun_id %s\ngeneration 2\nrestarts_used 1\n' "$id" |
+  cmp -s - "$state" || fail "the state file says: $(cat "$state" 2>&1)"
+
+kill -KILL "$(child_of "$s1")"
+finish "$s1"
+[ "$rc" -eq 137 ] || fail "the first ddprun-rdzv exited $rc, not 137"
+wait_for "$wait_secs" "$tmp/a.err" "reconnecting to 127.0.0.1:$port" ||
+  { show a; fail "the agent does not reconnect"; }
+srv s2 "$port"
+s2=$srv_pid
+grep -q "job '$id' continues from $state: generation 3, restarts used 1 of 2" \
+  "$tmp/s2.err" || { show s2; fail "the new server did not take up the state"; }
+finish "$a"
+[ "$rc" -eq 0 ] || { show a; fail "ddprun exited $rc"; }
+finish "$s2"
+[ "$rc" -eq 0 ] || { show s2; fail "the second ddprun-rdzv exited $rc"; }
+grep -q 'generation 3, restart 1 of 2' "$tmp/a.err" ||
+  { show a; fail "the job did not go on in generation 3 with restart 1 of 2"; }
+sed -n '/reconnecting to/,$p' "$tmp/a.err" | grep -q 'generation [12], restart' &&
+  fail "generation 1 or 2 again after the server restart"
+grep -q 'resuming at step [1-9]' "$tmp/a.err" ||
+  { show a; fail "the job did not resume from a checkpoint"; }
+[ ! -e "$state" ] || fail "the state file outlived the job"
+grep -q '^\[rank0\]:final ' "$tmp/a.out" || fail "no final line"
+expect_no_leftovers
+
+# Refusals: a file that is not a state, a path that cannot be written.
+echo "not a state" >"$state"
+timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 --state-file "$state" \
+  >/dev/null 2>"$tmp/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] &&
+  grep -q "is not a state this server wrote; remove it" "$tmp/bad.err" ||
+  fail "a foreign state file: exit $rc, $(cat "$tmp/bad.err")"
+timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 \
+  --state-file "$tmp/no/such/dir/state" >/dev/null 2>"$tmp/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "cannot write --state-file" "$tmp/bad.err" ||
+  fail "an unwritable state path: exit $rc, $(cat "$tmp/bad.err")"
+echo "PASS: $name: generation 3 with restart 1 of 2 after the server restart;" \
+  "bad state files refused"
