@@ -98,11 +98,11 @@ verify)
 
 exec)
   command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
-  mkdir -p "$tmp/creds" "$tmp/logs"
+  mkdir -p "$tmp/creds" "$tmp/logs" "$tmp/state/ddprun-rdzv"
   secret="s3cr3t-$$-$RANDOM-never-printed"
   echo "$secret" >"$tmp/creds/ddprun-secret"
   chmod 0400 "$tmp/creds/ddprun-secret"
-  python3 "$here/unit_argv.py" "$unit" "$envf" "$tmp/creds" "$tmp/logs" \
+  python3 "$here/unit_argv.py" "$unit" "$envf" "$tmp/creds" "$tmp/logs" "$tmp/state" \
     DDPRUN_RDZV_HOST=127.0.0.1 DDPRUN_RDZV_PORT=0 DDPRUN_METRICS_HOST=127.0.0.1 \
     DDPRUN_METRICS_PORT=0 DDPRUN_NNODES=1 DDPRUN_RDZV_ID=sysd \
     "DDPRUN_RDZV_ARGS=--linger 30 --last-call-timeout 0" >"$tmp/argv" ||

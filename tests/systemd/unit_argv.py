@@ -3,7 +3,8 @@
 ExecStart= of a unit file: continuation lines joined, ${VAR} substituted
 within its word and a lone $VAR split on white space (systemd.service
 "Command lines"), with the variables of the EnvironmentFile= and %d
-(credentials directory), %L (logs directory) and %% expanded.
+(credentials directory), %L (logs directory), %S (state directory) and
+%% expanded.
 
   unit_argv.py UNIT ENV_FILE CREDENTIALS_DIR LOGS_DIR [VAR=VALUE...]
 
@@ -50,14 +51,14 @@ def env_file(path):
 
 
 def main(argv):
-    if len(argv) < 5:
+    if len(argv) < 6:
         die("usage: unit_argv.py UNIT ENV_FILE CREDENTIALS_DIR LOGS_DIR "
-            "[VAR=VALUE...]")
+            "STATE_DIR [VAR=VALUE...]")
     env = env_file(argv[2])
-    for pair in argv[5:]:
+    for pair in argv[6:]:
         key, _, value = pair.partition("=")
         env[key] = value
-    spec = {"d": argv[3], "L": argv[4], "%": "%"}
+    spec = {"d": argv[3], "L": argv[4], "S": argv[5], "%": "%"}
 
     def specifier(m):
         if m.group(1) not in spec:
