@@ -34,13 +34,8 @@ scratch_init "$name"
 # $rc; a run past SECS fails the test.
 run() {
   local secs=$1 tag=$2
+  scratch_run "$@"
   shift 2
-  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
-  local pid=$!
-  pids="$pids $pid"
-  rc=0
-  wait "$pid" || rc=$?
-  pids=${pids% "$pid"}
   if [ "$rc" -eq 124 ]; then
     show "$tag"
     fail "$tag: still running after $secs s: $*"

@@ -31,13 +31,8 @@ die() {
 # past SECS fails the test.
 run() {
   local secs=$1 tag=$2
+  scratch_run "$@"
   shift 2
-  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
-  local pid=$!
-  pids="$pids $pid"
-  rc=0
-  wait "$pid" || rc=$?
-  pids=${pids% "$pid"}
   [ "$rc" -ne 124 ] || die "$tag" "$tag: still running after $secs s: $*"
 }
 

@@ -8,6 +8,12 @@
 #                         $pids gets SIGTERM, then SIGKILL, and is reaped,
 #                         then $tmp is removed; INT, TERM and HUP exit
 #                         130, 143 and 129 through the same cleanup.
+#   scratch_run SECS TAG CMD...
+#                         runs CMD under timeout SECS (SIGKILL 2 s later),
+#                         stdout in $tmp/TAG.out, stderr in $tmp/TAG.err,
+#                         in the background and waited for (so that a
+#                         signal to the test runs the traps at once); its
+#                         status in $rc (124 or 137: it ran past SECS).
 tmp=
 pids=
 scratch_cleanup() {
@@ -32,4 +38,14 @@ scratch_init() {
   trap 'exit 129' HUP
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") ||
     { echo "FAIL: $1: mktemp -d failed" >&2; exit 1; }
+}
+scratch_run() {
+  local secs=$1 tag=$2
+  shift 2
+  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
+  local pid=$!
+  pids="$pids $pid"
+  rc=0
+  wait "$pid" || rc=$?
+  pids=${pids% "$pid"}
 }
