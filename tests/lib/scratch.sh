@@ -45,6 +45,7 @@ scratch_run() {
   timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
   local pid=$!
   pids="$pids $pid"
+  # shellcheck disable=SC2034  # read by the test after the call
   rc=0
   wait "$pid" || rc=$?
   pids=${pids% "$pid"}
