@@ -39,13 +39,13 @@ scratch_init() {
   tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") ||
     { echo "FAIL: $1: mktemp -d failed" >&2; exit 1; }
 }
+# shellcheck disable=SC2034  # rc is read by the test after the call
 scratch_run() {
   local secs=$1 tag=$2
   shift 2
   timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
   local pid=$!
   pids="$pids $pid"
-  # shellcheck disable=SC2034  # read by the test after the call
   rc=0
   wait "$pid" || rc=$?
   pids=${pids% "$pid"}
