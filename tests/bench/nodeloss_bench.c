@@ -33,6 +33,7 @@
  * The worker: appends "RANK NANOSECONDS PID\n" to FILE in one write(), then
  * waits for a signal, at most DDPRUN_BENCH_TIMEOUT seconds (alarm()).
  */
+#include "bench_proc.h"
 #include "bench_server.h"
 
 #include "errors.h"
@@ -45,9 +46,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -69,19 +67,6 @@ typedef struct {
   char server[PATH_MAX];
   char self[PATH_MAX];
 } opts_t;
-
-typedef struct {
-  pid_t pid;  /* 0 once reaped */
-  int pidfd;  /* -1 once reaped */
-  int status;
-  int64_t reaped_ns;
-  int out_fd; /* borrowed */
-  const char *name;
-} child_t;
-
-static int pidfd_open_(pid_t pid) {
-  return (int)syscall(SYS_pidfd_open, pid, 0);
-}
 
 /* ---- worker mode ---------------------------------------------------------- */
 
@@ -106,116 +91,6 @@ static int worker_main(const char *path, const struct timespec *ts) {
   alarm((unsigned)(secs > 0 ? secs : 60));
   for (;;)
     pause();
-}
-
-/* ---- children -------------------------------------------------------------- */
-
-static int child_start(child_t *c, char *const argv[], char *errbuf,
-                       size_t errbuf_len) {
-  int p[2];
-  c->pid = 0;
-  c->pidfd = -1;
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "pipe2() failed (%d: %s)", e, strerror(e));
-    return -e;
-  }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "fork() of %s failed (%d: %s)", c->name, e,
-             strerror(e));
-    close(p[0]);
-    close(p[1]);
-    return -e;
-  }
-  if (pid == 0) {
-    close(p[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    signal(SIGPIPE, SIG_DFL);
-    dup2(c->out_fd, STDOUT_FILENO);
-    dup2(c->out_fd, STDERR_FILENO);
-    execv(argv[0], argv);
-    int e = errno;
-    (void)!write(p[1], &e, sizeof(e));
-    _exit(127);
-  }
-  close(p[1]);
-  c->pid = pid;
-  int exec_err = 0;
-  ssize_t n;
-  do
-    n = read(p[0], &exec_err, sizeof(exec_err));
-  while (n < 0 && errno == EINTR);
-  close(p[0]);
-  if (n == (ssize_t)sizeof(exec_err)) {
-    while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR)
-      ;
-    c->pid = 0;
-    snprintf(errbuf, errbuf_len, "cannot execute %s '%.200s' (%d: %s)",
-             c->name, argv[0], exec_err, strerror(exec_err));
-    return -exec_err;
-  }
-  c->pidfd = pidfd_open_(pid);
-  if (c->pidfd < 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "pidfd_open() of %s failed (%d: %s)",
-             c->name, e, strerror(e));
-    return -e;
-  }
-  return 0;
-}
-
-/* Reaps c once its pidfd says it exited, or at deadline_ns gives up. */
-static int child_wait(child_t *c, int64_t deadline_ns) {
-  while (c->pid > 0) {
-    int64_t left = deadline_ns - bench_now_ns();
-    if (left <= 0 || bench_stop_requested)
-      return bench_stop_requested ? -EINTR : -ETIMEDOUT;
-    struct pollfd p = {c->pidfd, POLLIN, 0};
-    int r = poll(&p, 1, (int)(left / 1000000) + 1);
-    if (r < 0 && errno != EINTR)
-      return -errno;
-    if (r > 0 && waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
-      c->reaped_ns = bench_now_ns();
-      c->pid = 0;
-      close(c->pidfd);
-      c->pidfd = -1;
-    }
-  }
-  return 0;
-}
-
-static void child_kill(child_t *c) {
-  if (c->pid <= 0)
-    return;
-  kill(c->pid, SIGTERM);
-  kill(c->pid, SIGCONT);
-  if (child_wait(c, bench_now_ns() + STOP_GRACE_MS * 1000000LL) == 0)
-    return;
-  kill(c->pid, SIGKILL);
-  while (waitpid(c->pid, &c->status, 0) < 0 && errno == EINTR)
-    ;
-  c->pid = 0;
-  close(c->pidfd);
-  c->pidfd = -1;
-}
-
-static void show_output(const char *name, int fd) {
-  char buf[4096];
-  off_t end = lseek(fd, 0, SEEK_END);
-  if (end <= 0)
-    return;
-  off_t from = end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0;
-  ssize_t n = pread(fd, buf, sizeof(buf) - 1, from);
-  if (n <= 0)
-    return;
-  buf[n] = '\0';
-  fprintf(stderr, "nodeloss_bench: --- output of %s%s ---\n%s%s", name,
-          from > 0 ? " (tail)" : "", buf, buf[n - 1] == '\n' ? "" : "\n");
 }
 
 /* Waits until every pidfd in fds[0..n) is readable (the process exited);
@@ -331,79 +206,12 @@ static int wait_stamps(int in, const char *path, uint32_t n, stamp_t *out,
 
 /* ---- one run ---------------------------------------------------------------- */
 
-typedef struct {
-  char dir[PATH_MAX - 32];
-  char stamps[PATH_MAX];
-  char out_path[2][PATH_MAX];
-  int out_fd[2];
-} scratch_t;
-
-static int scratch_open(scratch_t *s, char *errbuf, size_t errbuf_len) {
-  memset(s, 0, sizeof(*s));
-  s->out_fd[0] = s->out_fd[1] = -1;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(s->dir, sizeof(s->dir), "%s/nodeloss_bench.XXXXXX",
-           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-  if (mkdtemp(s->dir) == NULL) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "mkdtemp() failed (%d: %s)", e, strerror(e));
-    s->dir[0] = '\0';
-    return -e;
-  }
-  snprintf(s->stamps, sizeof(s->stamps), "%s/stamps", s->dir);
-  for (int i = 0; i < 2; i++) {
-    snprintf(s->out_path[i], sizeof(s->out_path[i]), "%s/out.%d", s->dir, i);
-    s->out_fd[i] = open(s->out_path[i], O_RDWR | O_CREAT | O_TRUNC |
-                        O_APPEND | O_CLOEXEC, 0600);
-    if (s->out_fd[i] < 0) {
-      int e = errno;
-      snprintf(errbuf, errbuf_len, "open() of %s failed (%d: %s)",
-               s->out_path[i], e, strerror(e));
-      return -e;
-    }
-  }
-  return 0;
-}
-
-static void scratch_close(scratch_t *s) {
-  for (int i = 0; i < 2; i++) {
-    if (s->out_fd[i] >= 0)
-      close(s->out_fd[i]);
-    if (s->out_path[i][0] != '\0')
-      unlink(s->out_path[i]);
-  }
-  if (s->stamps[0] != '\0')
-    unlink(s->stamps);
-  if (s->dir[0] != '\0')
-    rmdir(s->dir);
-}
-
-static int scratch_reset(scratch_t *s, int *in) {
-  for (int i = 0; i < 2; i++)
-    if (ftruncate(s->out_fd[i], 0) != 0)
-      return -errno;
-  int fd = open(s->stamps, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  close(fd);
-  *in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (*in < 0)
-    return -errno;
-  if (inotify_add_watch(*in, s->stamps, IN_MODIFY) < 0) {
-    int e = -errno;
-    close(*in);
-    *in = -1;
-    return e;
-  }
-  return 0;
-}
-
-static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
+static int run_once(const opts_t *o, bench_scratch_t *s, double *stopped_ms,
                     double *exit_ms, char *errbuf, size_t errbuf_len) {
   uint32_t world = 2 * o->nproc;
   int64_t deadline = bench_now_ns() + (int64_t)(o->timeout_s * 1e9);
   int in = -1;
-  int rc = scratch_reset(s, &in);
+  int rc = bench_scratch_reset(s, &in);
   if (rc != 0) {
     snprintf(errbuf, errbuf_len, "preparing %s failed (%s)", s->dir,
              dr_strerror(rc));
@@ -426,11 +234,11 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
                   nproc, "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
                   "--rdzv-conf", conf, "--stop-grace", "2", (char *)o->self,
                   "--worker", s->stamps, NULL};
-  child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (survivor)"},
+  bench_child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (survivor)"},
                    {.out_fd = s->out_fd[1], .name = "ddprun (lost)"}};
   int started = 0;
   while (rc == 0 && started < 2)
-    if ((rc = child_start(&cs[started], argv, errbuf, errbuf_len)) == 0)
+    if ((rc = bench_child_start(&cs[started], argv, errbuf, errbuf_len)) == 0)
       started++;
 
   static stamp_t st[2 * MAX_NPROC];
@@ -439,7 +247,7 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
     rc = wait_stamps(in, s->stamps, world, st, deadline, errbuf, errbuf_len);
   for (uint32_t i = 0; rc == 0 && i < world; i++) {
     pid_t pp = parent_of(st[i].pid);
-    int fd = pidfd_open_((pid_t)st[i].pid);
+    int fd = bench_pidfd_open((pid_t)st[i].pid);
     if (fd < 0 || (pp != cs[0].pid && pp != cs[1].pid)) {
       snprintf(errbuf, errbuf_len, "worker %ld (RANK %ld) is not a child of "
                "either ddprun", st[i].pid, st[i].rank);
@@ -466,7 +274,7 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
                dr_strerror(rc));
     if (rc == 0) {
       *stopped_ms = (double)(t_stopped - t0) / 1e6;
-      rc = child_wait(&cs[0], deadline);
+      rc = bench_children_wait(&cs[0], 1, deadline);
       if (rc != 0)
         snprintf(errbuf, errbuf_len, "the surviving ddprun did not exit");
     }
@@ -484,7 +292,8 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
      * death signal). */
     if (cs[1].pid > 0)
       kill(cs[1].pid, SIGKILL);
-    if (child_wait(&cs[1], bench_now_ns() + STOP_GRACE_MS * 1000000LL) != 0 &&
+    if (bench_children_wait(&cs[1], 1,
+                            bench_now_ns() + STOP_GRACE_MS * 1000000LL) != 0 &&
         rc == 0) {
       snprintf(errbuf, errbuf_len, "the lost ddprun survived SIGKILL");
       rc = -ETIMEDOUT;
@@ -501,7 +310,7 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
   pids_close(surv, n_surv);
   pids_close(lost, n_lost);
   for (int i = 0; i < started; i++)
-    child_kill(&cs[i]);
+    bench_children_stop(&cs[i], 1, STOP_GRACE_MS);
   char serr[256];
   int src = bench_server_stop(&srv, STOP_GRACE_MS, serr, sizeof(serr));
   if (rc == 0 && src != 0) {
@@ -510,43 +319,10 @@ static int run_once(const opts_t *o, scratch_t *s, double *stopped_ms,
   }
   close(in);
   if (rc != 0) {
-    show_output(cs[0].name, s->out_fd[0]);
-    show_output(cs[1].name, s->out_fd[1]);
+    bench_show_output("nodeloss_bench", cs[0].name, s->out_fd[0]);
+    bench_show_output("nodeloss_bench", cs[1].name, s->out_fd[1]);
   }
   return rc;
-}
-
-/* ---- main ---------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof(*v), cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int default_path(char *dst, const char *name) {
-  if (dst[0] != '\0')
-    return 0;
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n < 0)
-    return -errno;
-  self[n] = '\0';
-  if (name == NULL) {
-    memcpy(dst, self, (size_t)n + 1);
-    return 0;
-  }
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return DR_EBADARG;
-  *slash = '\0';
-  if ((size_t)snprintf(dst, PATH_MAX, "%s/%s", self, name) >= PATH_MAX)
-    return -ENAMETOOLONG;
-  return 0;
 }
 
 static void usage(FILE *f) {
@@ -629,9 +405,9 @@ int main(int argc, char **argv) {
     usage(prc > 0 ? stdout : stderr);
     return prc > 0 ? 0 : 2;
   }
-  if (default_path(o.ddprun, "ddprun") != 0 ||
-      default_path(o.server, "ddprun-rdzv") != 0 ||
-      default_path(o.self, NULL) != 0) {
+  if (bench_default_path(o.ddprun, "ddprun") != 0 ||
+      bench_default_path(o.server, "ddprun-rdzv") != 0 ||
+      bench_default_path(o.self, NULL) != 0) {
     fprintf(stderr, "nodeloss_bench: cannot locate ddprun and ddprun-rdzv "
                     "next to nodeloss_bench; pass --ddprun and --server\n");
     return 2;
@@ -640,9 +416,9 @@ int main(int argc, char **argv) {
 
   double *a = calloc(o.runs, sizeof(*a));
   double *b = calloc(o.runs, sizeof(*b));
-  scratch_t s;
+  bench_scratch_t s;
   char err[PATH_MAX + 256];
-  int rc = a == NULL || b == NULL ? -ENOMEM : scratch_open(&s, err, sizeof(err));
+  int rc = a == NULL || b == NULL ? -ENOMEM : bench_scratch_open(&s, "nodeloss_bench", err, sizeof(err));
   if (rc != 0)
     fprintf(stderr, "nodeloss_bench: %s\n",
             rc == -ENOMEM ? "out of memory" : err);
@@ -661,10 +437,10 @@ int main(int argc, char **argv) {
     done++;
   }
   if (a != NULL && b != NULL)
-    scratch_close(&s);
+    bench_scratch_close(&s);
   if (rc == 0 && done == o.runs) {
-    double med_exit = median(b, done);
-    double med = median(a, done);
+    double med_exit = bench_median(b, done);
+    double med = bench_median(a, done);
     printf("nodeloss_bench mode=%s nproc=%u runs=%u median_ms=%.2f "
            "min_ms=%.2f max_ms=%.2f median_exit_ms=%.2f\n", mode, o.nproc,
            done, med, a[0], a[done - 1], med_exit);

@@ -31,6 +31,7 @@
  * otherwise, 2 on bad usage. A median over the target (250 ms) is reported
  * on stderr; the exit status reflects only the checks.
  */
+#include "bench_proc.h"
 #include "bench_server.h"
 
 #include "errors.h"
@@ -43,9 +44,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -101,141 +99,6 @@ static int worker_main(const char *path, const struct timespec *ts) {
 }
 
 /* ---- the ddprun children --------------------------------------------------- */
-
-typedef struct {
-  pid_t pid;  /* 0 once reaped */
-  int pidfd;  /* -1 once reaped */
-  int status;
-  int out_fd; /* borrowed */
-  const char *name;
-} child_t;
-
-static int pidfd_open_(pid_t pid) {
-  return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-/* Forks and executes argv; an exec failure is reported here through a
- * close-on-exec pipe. The child dies with this process. */
-static int child_start(child_t *c, char *const argv[], char *errbuf,
-                       size_t errbuf_len) {
-  int p[2];
-  c->pid = 0;
-  c->pidfd = -1;
-  if (pipe2(p, O_CLOEXEC) != 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "pipe2() failed (%d: %s)", e, strerror(e));
-    return -e;
-  }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "fork() of %s failed (%d: %s)", c->name, e,
-             strerror(e));
-    close(p[0]);
-    close(p[1]);
-    return -e;
-  }
-  if (pid == 0) {
-    close(p[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    signal(SIGPIPE, SIG_DFL);
-    dup2(c->out_fd, STDOUT_FILENO);
-    dup2(c->out_fd, STDERR_FILENO);
-    execv(argv[0], argv);
-    int e = errno;
-    (void)!write(p[1], &e, sizeof(e));
-    _exit(127);
-  }
-  close(p[1]);
-  c->pid = pid;
-  int exec_err = 0;
-  ssize_t n;
-  do
-    n = read(p[0], &exec_err, sizeof(exec_err));
-  while (n < 0 && errno == EINTR);
-  close(p[0]);
-  if (n == (ssize_t)sizeof(exec_err)) {
-    while (waitpid(pid, &c->status, 0) < 0 && errno == EINTR)
-      ;
-    c->pid = 0;
-    snprintf(errbuf, errbuf_len, "cannot execute %s '%.200s' (%d: %s)",
-             c->name, argv[0], exec_err, strerror(exec_err));
-    return -exec_err;
-  }
-  c->pidfd = pidfd_open_(pid);
-  if (c->pidfd < 0) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "pidfd_open() of %s failed (%d: %s)",
-             c->name, e, strerror(e));
-    return -e;
-  }
-  return 0;
-}
-
-/* Waits until both children are reaped, or deadline_ns. */
-static int children_wait(child_t *cs, int n, int64_t deadline_ns) {
-  for (;;) {
-    struct pollfd pfd[2];
-    int idx[2], k = 0;
-    for (int i = 0; i < n; i++)
-      if (cs[i].pid > 0) {
-        pfd[k].fd = cs[i].pidfd;
-        pfd[k].events = POLLIN;
-        idx[k++] = i;
-      }
-    if (k == 0)
-      return 0;
-    int64_t left = deadline_ns - bench_now_ns();
-    if (left <= 0 || bench_stop_requested)
-      return bench_stop_requested ? -EINTR : -ETIMEDOUT;
-    int r = poll(pfd, (nfds_t)k, (int)(left / 1000000) + 1);
-    if (r < 0 && errno != EINTR)
-      return -errno;
-    for (int j = 0; r > 0 && j < k; j++) {
-      child_t *c = &cs[idx[j]];
-      if (pfd[j].revents != 0 && waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
-        c->pid = 0;
-        close(c->pidfd);
-        c->pidfd = -1;
-      }
-    }
-  }
-}
-
-/* SIGTERM, STOP_GRACE_MS, SIGKILL; reaps both. */
-static void children_stop(child_t *cs, int n) {
-  for (int i = 0; i < n; i++)
-    if (cs[i].pid > 0)
-      kill(cs[i].pid, SIGTERM);
-  if (children_wait(cs, n, bench_now_ns() + STOP_GRACE_MS * 1000000LL) == 0)
-    return;
-  for (int i = 0; i < n; i++)
-    if (cs[i].pid > 0) {
-      kill(cs[i].pid, SIGKILL);
-      while (waitpid(cs[i].pid, &cs[i].status, 0) < 0 && errno == EINTR)
-        ;
-      cs[i].pid = 0;
-      close(cs[i].pidfd);
-      cs[i].pidfd = -1;
-    }
-}
-
-static void show_output(const char *name, int fd) {
-  char buf[4096];
-  off_t end = lseek(fd, 0, SEEK_END);
-  if (end <= 0)
-    return;
-  off_t from = end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0;
-  ssize_t n = pread(fd, buf, sizeof(buf) - 1, from);
-  if (n <= 0)
-    return;
-  buf[n] = '\0';
-  fprintf(stderr, "restart_bench: --- output of %s%s ---\n%s%s", name,
-          from > 0 ? " (tail)" : "", buf, buf[n - 1] == '\n' ? "" : "\n");
-}
 
 /* ---- stamps ---------------------------------------------------------------- */
 
@@ -297,80 +160,12 @@ static int wait_stamps(int in, const char *path, long count, uint32_t n,
 
 /* ---- one run ------------------------------------------------------------ */
 
-typedef struct {
-  char dir[PATH_MAX - 32];
-  char stamps[PATH_MAX];
-  char out_path[2][PATH_MAX];
-  int out_fd[2];
-} scratch_t;
-
-static int scratch_open(scratch_t *s, char *errbuf, size_t errbuf_len) {
-  memset(s, 0, sizeof(*s));
-  s->out_fd[0] = s->out_fd[1] = -1;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(s->dir, sizeof(s->dir), "%s/restart_bench.XXXXXX",
-           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-  if (mkdtemp(s->dir) == NULL) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "mkdtemp() failed (%d: %s)", e, strerror(e));
-    s->dir[0] = '\0';
-    return -e;
-  }
-  snprintf(s->stamps, sizeof(s->stamps), "%s/stamps", s->dir);
-  for (int i = 0; i < 2; i++) {
-    snprintf(s->out_path[i], sizeof(s->out_path[i]), "%s/out.%d", s->dir, i);
-    s->out_fd[i] = open(s->out_path[i], O_RDWR | O_CREAT | O_TRUNC |
-                        O_APPEND | O_CLOEXEC, 0600);
-    if (s->out_fd[i] < 0) {
-      int e = errno;
-      snprintf(errbuf, errbuf_len, "open() of %s failed (%d: %s)",
-               s->out_path[i], e, strerror(e));
-      return -e;
-    }
-  }
-  return 0;
-}
-
-static void scratch_close(scratch_t *s) {
-  for (int i = 0; i < 2; i++) {
-    if (s->out_fd[i] >= 0)
-      close(s->out_fd[i]);
-    if (s->out_path[i][0] != '\0')
-      unlink(s->out_path[i]);
-  }
-  if (s->stamps[0] != '\0')
-    unlink(s->stamps);
-  if (s->dir[0] != '\0')
-    rmdir(s->dir);
-}
-
-/* Empties the output files and the stamps, and watches the stamps. */
-static int scratch_reset(scratch_t *s, int *in) {
-  for (int i = 0; i < 2; i++)
-    if (ftruncate(s->out_fd[i], 0) != 0)
-      return -errno;
-  int fd = open(s->stamps, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  close(fd);
-  *in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (*in < 0)
-    return -errno;
-  if (inotify_add_watch(*in, s->stamps, IN_MODIFY) < 0) {
-    int e = -errno;
-    close(*in);
-    *in = -1;
-    return e;
-  }
-  return 0;
-}
-
-static int run_once(const opts_t *o, scratch_t *s, double *restart_ms,
+static int run_once(const opts_t *o, bench_scratch_t *s, double *restart_ms,
                     double *first_ms, char *errbuf, size_t errbuf_len) {
   uint32_t world = 2 * o->nproc;
   int64_t deadline = bench_now_ns() + (int64_t)(o->timeout_s * 1e9);
   int in = -1;
-  int rc = scratch_reset(s, &in);
+  int rc = bench_scratch_reset(s, &in);
   if (rc != 0) {
     snprintf(errbuf, errbuf_len, "preparing %s failed (%s)", s->dir,
              dr_strerror(rc));
@@ -393,11 +188,11 @@ static int run_once(const opts_t *o, scratch_t *s, double *restart_ms,
                   nproc, "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
                   "--rdzv-conf", conf, "--max-restarts", "1", "--stop-grace",
                   "2", (char *)o->self, "--worker", s->stamps, NULL};
-  child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (node a)"},
+  bench_child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (node a)"},
                    {.out_fd = s->out_fd[1], .name = "ddprun (node b)"}};
   int started = 0;
   while (rc == 0 && started < 2)
-    if ((rc = child_start(&cs[started], argv, errbuf, errbuf_len)) == 0)
+    if ((rc = bench_child_start(&cs[started], argv, errbuf, errbuf_len)) == 0)
       started++;
 
   static stamp_t st[2 * MAX_NPROC];
@@ -431,13 +226,13 @@ static int run_once(const opts_t *o, scratch_t *s, double *restart_ms,
     }
   }
   if (rc == 0) {
-    rc = children_wait(cs, started, deadline);
+    rc = bench_children_wait(cs, started, deadline);
     if (rc != 0)
       snprintf(errbuf, errbuf_len, "ddprun did not finish in time (%s)",
                dr_strerror(rc));
   }
   if (rc != 0)
-    children_stop(cs, started);
+    bench_children_stop(cs, started, STOP_GRACE_MS);
   for (int i = 0; rc == 0 && i < 2; i++)
     if (!WIFEXITED(cs[i].status) || WEXITSTATUS(cs[i].status) != 0) {
       char how[64];
@@ -453,43 +248,10 @@ static int run_once(const opts_t *o, scratch_t *s, double *restart_ms,
   }
   close(in);
   if (rc != 0) {
-    show_output(cs[0].name, s->out_fd[0]);
-    show_output(cs[1].name, s->out_fd[1]);
+    bench_show_output("restart_bench", cs[0].name, s->out_fd[0]);
+    bench_show_output("restart_bench", cs[1].name, s->out_fd[1]);
   }
   return rc;
-}
-
-/* ---- main ---------------------------------------------------------------- */
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof(*v), cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int default_path(char *dst, const char *name) {
-  if (dst[0] != '\0')
-    return 0;
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n < 0)
-    return -errno;
-  self[n] = '\0';
-  if (name == NULL) {
-    memcpy(dst, self, (size_t)n + 1);
-    return 0;
-  }
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return DR_EBADARG;
-  *slash = '\0';
-  if ((size_t)snprintf(dst, PATH_MAX, "%s/%s", self, name) >= PATH_MAX)
-    return -ENAMETOOLONG;
-  return 0;
 }
 
 static void usage(FILE *f) {
@@ -562,9 +324,9 @@ int main(int argc, char **argv) {
     usage(prc > 0 ? stdout : stderr);
     return prc > 0 ? 0 : 2;
   }
-  if (default_path(o.ddprun, "ddprun") != 0 ||
-      default_path(o.server, "ddprun-rdzv") != 0 ||
-      default_path(o.self, NULL) != 0) {
+  if (bench_default_path(o.ddprun, "ddprun") != 0 ||
+      bench_default_path(o.server, "ddprun-rdzv") != 0 ||
+      bench_default_path(o.self, NULL) != 0) {
     fprintf(stderr, "restart_bench: cannot locate ddprun and ddprun-rdzv "
                     "next to restart_bench; pass --ddprun and --server\n");
     return 2;
@@ -573,9 +335,9 @@ int main(int argc, char **argv) {
 
   double *a = calloc(o.runs, sizeof(*a));
   double *b = calloc(o.runs, sizeof(*b));
-  scratch_t s;
+  bench_scratch_t s;
   char err[PATH_MAX + 256];
-  int rc = a == NULL || b == NULL ? -ENOMEM : scratch_open(&s, err, sizeof(err));
+  int rc = a == NULL || b == NULL ? -ENOMEM : bench_scratch_open(&s, "restart_bench", err, sizeof(err));
   if (rc != 0)
     fprintf(stderr, "restart_bench: %s\n",
             rc == -ENOMEM ? "out of memory" : err);
@@ -591,10 +353,10 @@ int main(int argc, char **argv) {
     done++;
   }
   if (a != NULL && b != NULL)
-    scratch_close(&s);
+    bench_scratch_close(&s);
   if (rc == 0 && done == o.runs) {
-    double med_first = median(b, done);
-    double med = median(a, done);
+    double med_first = bench_median(b, done);
+    double med = bench_median(a, done);
     printf("restart_bench nproc=%u runs=%u median_ms=%.2f min_ms=%.2f "
            "max_ms=%.2f median_first_ms=%.2f\n", o.nproc, done, med, a[0],
            a[done - 1], med_first);
