@@ -166,6 +166,55 @@ held() {
     { show "$r0"; fail "rank 0 never reached its checkpoint of step 5"; }
 }
 
+# server_dies_midrun: a 2x2 job with budget 1 on server srv1 and agents n0
+# and n1 (apid); once rank 0 has committed the checkpoint of step 5 (step
+# 10's held 400 ms), srv1 is SIGKILLed at t_kill.
+server_dies_midrun() {
+  local n r0 sp
+  echo 400 >"$tmp/hold"
+  server srv1 2 1
+  s1=$srv_pid
+  for n in n0 n1; do
+    agent $n 2 1 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
+      --ckpt-dir "$tmp/ckpt"
+    apid[$n]=$agent_pid
+  done
+  started 1 n0 n1
+  r0=$(holder 1 0 n0 n1) || exit 1
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:checkpoint step 5 ' ||
+    { show "$r0"; fail "no checkpoint of step 5"; }
+  rm -f "$tmp/hold"
+  sp=$(child_of "$s1") || exit 1
+  kill -KILL "$sp"
+  t_kill=$(date +%s.%N)
+  finish "$s1"; expect_rc srv1 "$rc" 137
+}
+# reset_listener: on $port, resets the first 2 connections during their
+# handshake; reset_listener_done waits until it has.
+reset_listener() {
+  local line
+  mkfifo "$tmp/reset.fifo" || fail "mkfifo failed"
+  timeout -k 2 "$wait_secs" "$rtool" reset-listener 127.0.0.1 "$port" 2 \
+    "$wait_secs" >"$tmp/reset.fifo" 2>"$tmp/reset.err" &
+  rl=$!
+  bg_pids="$bg_pids $rl"
+  read -r -t "$wait_secs" line <"$tmp/reset.fifo"
+  [ "$line" = "listening on 127.0.0.1:$port" ] ||
+    fail "the resetting listener did not start: $line $(cat "$tmp/reset.err")"
+}
+reset_listener_done() {
+  finish "$rl"
+  [ "$rc" -eq 0 ] || fail "the resetting listener saw no 2 connections: $(cat "$tmp/reset.err")"
+}
+# job_ends SERVER_TAG: agents n0 and n1 and the server exit 0.
+job_ends() {
+  local n
+  for n in n0 n1; do
+    finish "${apid[$n]}"; expect_rc $n "$rc" 0
+  done
+  finish "$srv_pid"; expect_rc "$1" "$rc" 0
+}
+
 t_start=$(date +%s.%N)
 id=rec_${mode}_$$
 
@@ -526,37 +575,14 @@ root_cause)
 
 server_restart)
   ref ref
-  echo 400 >"$tmp/hold"
-  server srv1 2 1
-  s1=$srv_pid
-  for n in n0 n1; do
-    agent $n 2 1 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
-      --ckpt-dir "$tmp/ckpt"
-    apid[$n]=$agent_pid
-  done
-  # The server dies once step 5 is committed, while step 10's checkpoint
-  # is held for 400 ms.
-  started 1 n0 n1
-  r0=$(holder 1 0 n0 n1) || exit 1
-  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:checkpoint step 5 ' ||
-    { show $r0; fail "no checkpoint of step 5"; }
-  rm -f "$tmp/hold"
-  sp=$(child_of "$s1") || exit 1
-  kill -KILL "$sp"
-  t_kill=$(date +%s.%N)
-  finish "$s1"; expect_rc srv1 "$rc" 137
+  server_dies_midrun
   for n in n0 n1; do
     wait_for "$wait_secs" "$tmp/$n.err" "reconnecting to 127.0.0.1:$port" ||
       { show $n; fail "$n does not reconnect"; }
   done
   srv_port=$port server srv2 2 1
-  s2=$srv_pid
-  for n in n0 n1; do
-    w=${apid[$n]}
-    finish "$w"; expect_rc $n "$rc" 0
-  done
+  job_ends srv2
   done_s=$(elapsed "$t_kill")
-  finish "$s2"; expect_rc srv2 "$rc" 0
   for n in n0 n1; do
     events "$(ev $n)" server_lost | grep -q . || fail "$n: no server_lost event"
     [ "$(events "$(ev $n)" assign | wc -l)" = 2 ] ||
@@ -578,39 +604,11 @@ server_reset)
   # reconnecting is reset during the handshake (a dying server's queue, a
   # proxy, a server that crashes as it starts): they go on trying until
   # join_timeout and rejoin the real server.
-  echo 400 >"$tmp/hold"
-  server srv1 2 1
-  s1=$srv_pid
-  for n in n0 n1; do
-    agent $n 2 1 "${hold_wrapper[@]}" "$train" "${train_args[@]}" \
-      --ckpt-dir "$tmp/ckpt"
-    apid[$n]=$agent_pid
-  done
-  started 1 n0 n1
-  r0=$(holder 1 0 n0 n1) || exit 1
-  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:checkpoint step 5 ' ||
-    { show $r0; fail "no checkpoint of step 5"; }
-  rm -f "$tmp/hold"
-  sp=$(child_of "$s1") || exit 1
-  kill -KILL "$sp"
-  finish "$s1"; expect_rc srv1 "$rc" 137
-  mkfifo "$tmp/reset.fifo" || fail "mkfifo failed"
-  timeout -k 2 "$wait_secs" "$rtool" reset-listener 127.0.0.1 "$port" 2 \
-    "$wait_secs" >"$tmp/reset.fifo" 2>"$tmp/reset.err" &
-  rl=$!
-  bg_pids="$bg_pids $rl"
-  read -r -t "$wait_secs" line <"$tmp/reset.fifo"
-  [ "$line" = "listening on 127.0.0.1:$port" ] ||
-    fail "the resetting listener did not start: $line $(cat "$tmp/reset.err")"
-  finish "$rl"
-  [ "$rc" -eq 0 ] || fail "the resetting listener saw no 2 connections: $(cat "$tmp/reset.err")"
+  server_dies_midrun
+  reset_listener
+  reset_listener_done
   srv_port=$port server srv2 2 1
-  s2=$srv_pid
-  for n in n0 n1; do
-    w=${apid[$n]}
-    finish "$w"; expect_rc $n "$rc" 0
-  done
-  finish "$s2"; expect_rc srv2 "$rc" 0
+  job_ends srv2
   all n0 n1
   grep -q "resuming at step \(5\|10\) of 40" "$tmp/all" ||
     fail "the job did not resume from a checkpoint"
@@ -626,27 +624,14 @@ join_reset)
   sp=$(child_of "$srv_pid") || exit 1
   kill -KILL "$sp"
   finish "$srv_pid"
-  mkfifo "$tmp/reset.fifo" || fail "mkfifo failed"
-  timeout -k 2 "$wait_secs" "$rtool" reset-listener 127.0.0.1 "$port" 2 \
-    "$wait_secs" >"$tmp/reset.fifo" 2>"$tmp/reset.err" &
-  rl=$!
-  bg_pids="$bg_pids $rl"
-  read -r -t "$wait_secs" line <"$tmp/reset.fifo"
-  [ "$line" = "listening on 127.0.0.1:$port" ] ||
-    fail "the resetting listener did not start: $line $(cat "$tmp/reset.err")"
+  reset_listener
   for n in n0 n1; do
     agent $n 2 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
     apid[$n]=$agent_pid
   done
-  finish "$rl"
-  [ "$rc" -eq 0 ] || fail "the resetting listener saw no 2 connections: $(cat "$tmp/reset.err")"
+  reset_listener_done
   srv_port=$port server srv 2 0
-  s=$srv_pid
-  for n in n0 n1; do
-    w=${apid[$n]}
-    finish "$w"; expect_rc $n "$rc" 0
-  done
-  finish "$s"; expect_rc srv "$rc" 0
+  job_ends srv
   echo "join_reset: the agents survived a reset first handshake and joined"
   ;;
 
