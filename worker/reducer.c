@@ -278,13 +278,14 @@ void dr_reducer_mark_ready(void *arg, size_t param) {
     return;
   if (r->observing && r->n_observed < r->n_params)
     r->observed[r->n_observed++] = param;
-  r->param_ready[param] = now_us();
+  uint64_t t = now_us();
+  r->param_ready[param] = t;
   size_t bi = r->bucket_of[param];
   bucket_t *b = &r->b[bi];
   if (b->pending == 0)
     return; /* marked twice: ignore */
   if (--b->pending == 0) {
-    r->times[bi].ready_us = now_us();
+    r->times[bi].ready_us = t;
     if (r->cfg.overlap)
       launch_in_order(r);
   }
