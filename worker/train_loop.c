@@ -159,32 +159,37 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   return 0;
 }
 
-int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss) {
+/* This rank's share of the held-out split on the CPU: correct
+ * predictions, loss sum and samples. Rank r takes r, r + world, ...: every
+ * sample once, no padding. */
+static int evaluate_cpu(dr_run_t *r, double *correct, double *loss_sum,
+                        double *count) {
   uint64_t n = dr_data_len(r->data, DR_SPLIT_EVAL);
   uint64_t cap = r->batch.cap;
   uint64_t *idx = malloc(cap * sizeof(uint64_t));
   if (idx == NULL)
     return DR_TRAIN_ECOMM;
-  /* Rank r takes r, r + world, ...: every sample once, no padding. */
-  double correct = 0, loss_sum = 0, count = 0;
-  uint64_t i = r->gpu != NULL ? n : r->rank;
-  if (r->gpu != NULL) {
-    int g = dr_gpu_train_evaluate(r, &correct, &loss_sum, &count);
-    if (g != 0) {
-      free(idx);
-      return g;
-    }
-  }
+  uint64_t i = r->rank;
   while (i < n) {
     uint32_t k = 0;
     for (; k < cap && i < n; k++, i += r->world)
       idx[k] = i;
     dr_data_fill(r->data, DR_SPLIT_EVAL, idx, k, &r->batch);
-    loss_sum += (double)dr_model_forward(r->model, &r->batch) * k;
-    correct += dr_model_correct(r->model, &r->batch);
-    count += k;
+    *loss_sum += (double)dr_model_forward(r->model, &r->batch) * k;
+    *correct += dr_model_correct(r->model, &r->batch);
+    *count += k;
   }
   free(idx);
+  return 0;
+}
+
+int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss) {
+  double correct = 0, loss_sum = 0, count = 0;
+  int code = r->gpu != NULL
+                 ? dr_gpu_train_evaluate(r, &correct, &loss_sum, &count)
+                 : evaluate_cpu(r, &correct, &loss_sum, &count);
+  if (code != 0)
+    return code;
   float buf[3] = {(float)correct, (float)loss_sum, (float)count};
   char err[256] = "";
   int rc = dr_pg_allreduce_sync(r->pg, buf, 3, DR_PG_SUM, err, sizeof(err));
