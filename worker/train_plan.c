@@ -11,6 +11,7 @@
 #include "errors.h"
 #include "plan.h"
 #include "plan_profile.h"
+#include "stats.h"
 
 #define MIB 1048576.0
 #define PROF_STEPS 5     /* steps profiled per plan (their medians) */
@@ -38,16 +39,6 @@ struct dr_train_plan {
   uint64_t check_from;      /* first step of the current window */
   int drifting, replans;
 };
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof(double), cmp_double);
-  return n == 0 ? 0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static int probe(dr_run_t *r) {
   struct dr_train_plan *p = r->plan;
@@ -131,17 +122,17 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
       v[s] = p->ready[s * p->n_params + k];
     prof->index[k] = order[k];
     prof->bytes[k] = (double)dr_model_param(r->model, order[k])->n_elems * 4;
-    prof->ready_ms[k] = median(v, p->prof_n);
+    prof->ready_ms[k] = dr_median(v, p->prof_n);
   }
   prof->world = r->world;
   prof->cap_bytes = (double)dr_reducer_cap_bytes(r->red);
   prof->first_cap_bytes = r->c.first_bucket_mb * MIB;
   prof->alpha_ms = p->alpha_ms;
   prof->bytes_per_ms = p->bytes_per_ms;
-  prof->forward_ms = median(p->fwd, p->prof_n);
-  prof->backward_ms = median(p->bwd, p->prof_n);
-  prof->optimizer_ms = median(p->opt, p->prof_n);
-  prof->measured_step_ms = median(p->stp, p->prof_n);
+  prof->forward_ms = dr_median(p->fwd, p->prof_n);
+  prof->backward_ms = dr_median(p->bwd, p->prof_n);
+  prof->optimizer_ms = dr_median(p->opt, p->prof_n);
+  prof->measured_step_ms = dr_median(p->stp, p->prof_n);
   return 0;
 }
 
@@ -272,7 +263,7 @@ static int check(dr_run_t *r, uint64_t step, uint64_t i) {
     size_t n = 0;
     for (uint64_t s = step + 1 - WINDOW; s <= step; s++)
       v[n++] = r->times[s].step_ms;
-    double med = median(v, n);
+    double med = dr_median(v, n);
     double off = p->predicted_ms > 0 ? med / p->predicted_ms - 1 : 0;
     p->drifting = fabs(off) > DRIFT ? p->drifting + 1 : 0;
     if (p->drifting > 0)
@@ -327,7 +318,7 @@ static void report(dr_run_t *r, uint64_t step) {
   printf("plan: bucket cap %g MiB over steps %llu-%llu: median step %.2f ms, "
          "predicted %.2f ms\n", dr_reducer_cap_bytes(r->red) / MIB,
          (unsigned long long)from + 1, (unsigned long long)step + 1,
-         median(v, n), p->predicted_ms);
+         dr_median(v, n), p->predicted_ms);
   free(v);
 }
 

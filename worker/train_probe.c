@@ -8,14 +8,10 @@
 #include <string.h>
 
 #include "plan.h"
+#include "stats.h"
 
 #define REPS 3
 #define MAX_SIZES 8
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* One all-reduce of n_elems, timed on the communication thread (as the
  * reducer times its buckets). */
@@ -61,9 +57,8 @@ int dr_train_probe(dr_pg_t *pg, size_t max_bytes, double *alpha_ms,
   for (size_t i = 0; i < n && rc == 0; i++) {
     for (size_t k = 0; k < REPS && rc == 0; k++)
       rc = timed(pg, buf, sizes[i] / 4, &reps[k], err, err_len);
-    qsort(reps, REPS, sizeof(double), cmp_double);
     x[i] = (double)sizes[i];
-    t[i] = reps[REPS / 2];
+    t[i] = dr_median(reps, REPS);
   }
   free(buf);
   if (rc != 0)

@@ -2,6 +2,8 @@
  * lines, straggler reports and the final line. */
 #include "train.h"
 
+#include "stats.h"
+
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,11 +27,6 @@ void dr_report_summary(dr_run_t *r) {
           (unsigned long long)r->total_steps);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 static double median_step_ms(const dr_run_t *r, uint64_t from, uint64_t to) {
   if (to <= from)
     return 0;
@@ -38,8 +35,7 @@ static double median_step_ms(const dr_run_t *r, uint64_t from, uint64_t to) {
     return 0;
   for (uint64_t i = from; i < to; i++)
     v[i - from] = r->times[i].step_ms;
-  qsort(v, to - from, sizeof(double), cmp_double);
-  double m = v[(to - from) / 2];
+  double m = dr_median(v, to - from);
   free(v);
   return m;
 }
@@ -96,8 +92,7 @@ int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to) {
     if (tot != NULL && sorted != NULL) {
       for (uint32_t k = 0; k < r->world; k++)
         sorted[k] = tot[k] = all[2 * k] + all[2 * k + 1];
-      qsort(sorted, r->world, sizeof(double), cmp_double);
-      double med = sorted[r->world / 2];
+      double med = dr_median(sorted, r->world);
       fprintf(stdout, "ranks, steps %llu-%llu, mean ms data/compute:",
               (unsigned long long)from + 1, (unsigned long long)to);
       for (uint32_t k = 0; k < r->world; k++)
