@@ -41,18 +41,22 @@ static int env_uint(char **envp, const char *var, uint64_t cap, uint64_t *out,
   return 0;
 }
 
-static int set_host(dr_options_t *o, const char *host, size_t len,
-                    char *err, size_t err_len) {
-  char *copy = strndup(host, len);
+/* The endpoint names node 0, and node 0 alone hosts it: the name may not
+ * resolve to an address this node can bind (a NAT, an alias). */
+static void hosted_by_node0(dr_options_t *o) {
+  o->have_endpoint = 1;
+  if (o->is_host < 0)
+    o->is_host = o->node_rank == 0;
+}
+
+static int set_host(dr_options_t *o, const char *host, char *err,
+                    size_t err_len) {
+  char *copy = strdup(host);
   if (copy == NULL)
     return dr__opt_oom(err, err_len);
   free(o->rdzv_host);
   o->rdzv_host = copy;
-  o->have_endpoint = 1;
-  /* The endpoint names node 0, and node 0 alone hosts it: the name may
-   * not resolve to an address this node can bind (a NAT, an alias). */
-  if (o->is_host < 0)
-    o->is_host = o->node_rank == 0;
+  hosted_by_node0(o);
   return 0;
 }
 
@@ -123,7 +127,7 @@ static int from_slurm(dr_options_t *o, char **envp, char *err,
     o->node_rank = (int64_t)id;
   }
   if (rc == 0 && !given(o, "rdzv-endpoint"))
-    rc = set_host(o, hosts[0], strlen(hosts[0]), err, err_len);
+    rc = set_host(o, hosts[0], err, err_len);
   if (rc == 0 && !given(o, "rdzv-id"))
     rc = set_run_id(o, "SLURM_JOB_ID", job, err, err_len);
   if (rc == 0)
@@ -181,10 +185,9 @@ static int from_k8s(dr_options_t *o, char **envp, char *err, size_t err_len) {
       return dr__opt_fail(err, err_len, "DDPRUN_K8S_SERVICE is too long");
     rc = row->set(o, row, host, "the endpoint from DDPRUN_K8S_SERVICE", err,
                   err_len);
-    if (rc == 0)
-      rc = set_host(o, o->rdzv_host, strlen(o->rdzv_host), err, err_len);
     if (rc != 0)
       return rc;
+    hosted_by_node0(o);
   }
   if (!given(o, "rdzv-id") && job != NULL) {
     char id[256];
