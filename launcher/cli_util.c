@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,4 +100,14 @@ int dr_write_port_file(const char *path, uint16_t port) {
   if (rc != 0)
     unlink(tmp);
   return rc;
+}
+
+int dr_usage_error(const char *prog, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof(msg), fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "%s: %s; see %s --help\n", prog, msg, prog);
+  return 2;
 }

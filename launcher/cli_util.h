@@ -23,4 +23,9 @@ int dr_write_port_file(const char *path, uint16_t port);
  * -errno. */
 int dr_mkdirs(const char *path);
 
+/* A usage error of the command prog: prints "PROG: MESSAGE; see PROG
+ * --help" on stderr and returns 2, the exit status for bad input. */
+int dr_usage_error(const char *prog, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 #endif /* DR_CLI_UTIL_H */

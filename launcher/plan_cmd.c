@@ -5,11 +5,11 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "plan.h"
 #include "plan_profile.h"
 
@@ -71,16 +71,7 @@ typedef struct {
   int json;
 } args_t;
 
-static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static int bad(const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "ddprun plan: %s; see ddprun plan --help\n", msg);
-  return 2;
-}
+#define bad(...) dr_usage_error("ddprun plan", __VA_ARGS__)
 
 /* A finite number >= min (> min when strict). */
 static int number(const char *flag, const char *v, double min, int strict,

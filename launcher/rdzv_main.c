@@ -1,7 +1,6 @@
 /* ddprun-rdzv: the standalone rendezvous server. */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,15 +130,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   dr_server_close(&s);
 }
 
-__attribute__((format(printf, 1, 2))) static int bad(const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof(msg), fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "ddprun-rdzv: %s; see ddprun-rdzv --help\n", msg);
-  return 2;
-}
+#define bad(...) dr_usage_error("ddprun-rdzv", __VA_ARGS__)
 
 int main(int argc, char **argv) {
   dr_server_config_t cfg;
