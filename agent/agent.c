@@ -549,7 +549,7 @@ static void on_signal(uv_signal_t *h, int sig) {
   int terminating = sig == SIGINT || sig == SIGTERM || sig == SIGHUP ||
                     sig == SIGQUIT;
   if (!terminating) {
-    dr__workers_signal(ag, sig);
+    dr__sighold_forward(ag, sig);
     return;
   }
   if (ag->stop_signal != 0) {
@@ -587,6 +587,7 @@ static void finish(dr_agent_t *ag, int code) {
   uv_close((uv_handle_t *)&ag->join_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hang_timer, close_cb);
   uv_close((uv_handle_t *)&ag->retry_timer, close_cb);
+  dr__sighold_close(ag);
   uv_close((uv_handle_t *)&ag->sigchld, close_cb);
   for (int i = 0; i < ag->n_sigs; i++)
     uv_close((uv_handle_t *)&ag->sigs[i], close_cb);
@@ -674,6 +675,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   uv_timer_init(&ag->loop, &ag->retry_timer);
   ag->kill_timer.data = ag->hb_timer.data = ag->join_timer.data = ag;
   ag->hang_timer.data = ag->retry_timer.data = ag;
+  dr__sighold_init(ag);
   uv_signal_init(&ag->loop, &ag->sigchld);
   ag->sigchld.data = ag;
   uv_signal_start(&ag->sigchld, on_sigchld, SIGCHLD);

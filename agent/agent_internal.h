@@ -150,6 +150,9 @@ typedef struct {
   uint64_t progress_seq;   /* last progress report seen, 0 = none yet */
   uint64_t progress_step;
   uint64_t progress_ms;    /* loop time when it last changed */
+  uint64_t start_ns;       /* uv_hrtime() at its start */
+  uint64_t held;           /* signals (bit sig-1) waiting until it handles
+                              them (sighold.c) */
 } dr_worker_t;
 
 typedef enum {
@@ -204,6 +207,8 @@ struct dr_agent {
   uint64_t reconnect_deadline;
   uv_timer_t retry_timer;
   struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
+  uv_timer_t hold_timer;     /* polls workers holding signals */
+  uint64_t held_next;        /* signals for the next generation's workers */
 };
 
 /* agent_workers.c */
@@ -216,6 +221,16 @@ int dr__workers_groups_empty(dr_agent_t *ag);
 void dr__workers_reap(dr_agent_t *ag);
 void dr__workers_drain(dr_worker_t *w);
 void dr__workers_close(dr_agent_t *ag);
+/* sighold.c: forwarding a signal that is not a stop to workers once they
+ * catch, ignore or block it, or --signal-hold after their start. */
+void dr__sighold_init(dr_agent_t *ag);
+void dr__sighold_forward(dr_agent_t *ag, int sig);
+/* A worker has just started (pid set): it gets what is held for it. */
+void dr__sighold_started(dr_agent_t *ag, dr_worker_t *w);
+/* Every worker of a generation has started. */
+void dr__sighold_generation_started(dr_agent_t *ag);
+void dr__sighold_close(dr_agent_t *ag);
+
 /* agent.c: a worker has exited (alive is 0, its status filled). */
 void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w);
 

@@ -198,6 +198,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   }
   w->alive = 1;
   ag->n_alive++;
+  dr__sighold_started(ag, w);
   dr_watchdog_add_group(ag->watchdog_fd, w->pid);
 
   char prefix[256];
@@ -273,6 +274,7 @@ int dr__workers_start(dr_agent_t *ag) {
       return rc;
     }
   }
+  dr__sighold_generation_started(ag);
   return 0;
 }
 

@@ -116,6 +116,7 @@ typedef struct {
                                          always this canonical form: SIG
                                          names, upper case, each once */
   uint32_t stop_grace_ms;             /* --stop-grace, default 10 s */
+  uint32_t signal_hold_ms;            /* --signal-hold, default 30 s */
   dr_gpu_bind_t gpu_bind;             /* --gpu-bind none|isolate */
   dr_cpu_bind_t cpu_bind;             /* --cpu-bind none|auto|LIST */
   char *cpu_list;                     /* the LIST of --cpu-bind ("0-3:4-7",

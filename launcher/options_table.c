@@ -114,6 +114,12 @@ const dr__opt_t dr__opt_table[] = {
    "Signals forwarded to the workers before ddprun exits 128+signal; names "
    "with or without SIG (SIGUSR1 for Slurm preemption).",
    NULL, dr__set_signals, 0},
+  {"signal-hold", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "30",
+   "A forwarded signal that is not a stop (SIGUSR1, ...) waits, up to this "
+   "long after a worker's start, until the worker catches, ignores or "
+   "blocks it, so that one sent while a worker starts does not kill it; "
+   "0: at once.",
+   NULL, dr__set_seconds, OFF(signal_hold_ms)},
   {"stop-grace", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "10",
    "Time between SIGTERM and SIGKILL when workers are stopped.",
    NULL, dr__set_seconds, OFF(stop_grace_ms)},
@@ -192,6 +198,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->metrics_port = -1;
   o->monitor_interval_s = 0.1;
   o->stop_grace_ms = 10000;
+  o->signal_hold_ms = 30000;
   o->gpu_bind = DR_GPU_BIND_NONE;
   o->cpu_bind = DR_CPU_BIND_NONE;
   o->log_level = DR_LOG_INFO;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -458,8 +459,15 @@ static void decide_failure(dr_server_t *s, int code, int exit_code,
   dr_rdzv_t *r = &s->rdzv;
   char reason[1200];
   /* 75: the worker checkpointed on SIGUSR1 (preemption); whoever sent it
-   * requeues the job. */
-  if (signal == 0 && (exit_code == 2 || exit_code == 5 || exit_code == 75)) {
+   * requeues the job. A worker that SIGUSR1 killed (a program without a
+   * handler) was asked to leave too: a restart would only be preempted
+   * again. */
+  if (signal == SIGUSR1) {
+    snprintf(reason, sizeof(reason), "preempted (SIGUSR1, which the worker "
+             "does not handle), not restarted: %s", what);
+    stop_job(s, 75, reason);
+  } else if (signal == 0 &&
+             (exit_code == 2 || exit_code == 5 || exit_code == 75)) {
     snprintf(reason, sizeof(reason), "%s, not restarted: %s",
              exit_code == 2   ? "configuration error"
              : exit_code == 5 ? "non-finite loss"

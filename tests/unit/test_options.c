@@ -74,6 +74,7 @@ static void test_defaults(void **state) {
   assert_int_equal(o->run_module, 0);
   assert_string_equal(o->signals_to_handle, "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
   assert_int_equal(o->stop_grace_ms, 10000);
+  assert_int_equal(o->signal_hold_ms, 30000);
   assert_int_equal(o->gpu_bind, DR_GPU_BIND_NONE);
   assert_int_equal(o->cpu_bind, DR_CPU_BIND_NONE);
   assert_null(o->cpu_list);
@@ -102,6 +103,7 @@ static void test_help_defaults_are_real(void **state) {
                                       "tee",
                                       "signals-to-handle",
                                       "stop-grace",
+                                      "signal-hold",
                                       "gpu-bind",
                                       "cpu-bind",
                                       "log-level",
@@ -147,6 +149,7 @@ static void test_help_defaults_are_real(void **state) {
     assert_memory_equal(&o->tee, &def.tee, sizeof(def.tee));
     assert_string_equal(o->signals_to_handle, def.signals_to_handle);
     assert_int_equal(o->stop_grace_ms, def.stop_grace_ms);
+    assert_int_equal(o->signal_hold_ms, def.signal_hold_ms);
     assert_int_equal(o->gpu_bind, def.gpu_bind);
     assert_int_equal(o->cpu_bind, def.cpu_bind);
     assert_int_equal(o->log_level, def.log_level);
@@ -238,6 +241,9 @@ static void ck_signals(const dr_options_t *o) {
 static void ck_stop_grace(const dr_options_t *o) {
   assert_int_equal(o->stop_grace_ms, 2500);
 }
+static void ck_signal_hold(const dr_options_t *o) {
+  assert_int_equal(o->signal_hold_ms, 0);
+}
 static void ck_gpu_bind(const dr_options_t *o) {
   assert_int_equal(o->gpu_bind, DR_GPU_BIND_ISOLATE);
 }
@@ -283,6 +289,7 @@ static const struct {
     {"module", NULL, ck_module},
     {"signals-to-handle", "SIGUSR1,SIGTERM", ck_signals},
     {"stop-grace", "2.5", ck_stop_grace},
+    {"signal-hold", "0", ck_signal_hold},
     {"gpu-bind", "isolate", ck_gpu_bind},
     {"cpu-bind", "0-3:4-7", ck_cpu_bind},
     {"secret-file", "/etc/secret", ck_secret},
@@ -654,6 +661,8 @@ static const struct {
     {{"--signals-to-handle", "", "train"}, "--signals-to-handle ''"},
     {{"--stop-grace", "-1", "train"}, "--stop-grace '-1'"},
     {{"--stop-grace", "10s", "train"}, "--stop-grace '10s'"},
+    {{"--signal-hold", "soon", "train"},
+     "--signal-hold 'soon': must be a number of seconds"},
     {{"--gpu-bind", "all", "train"}, "--gpu-bind 'all': must be none or"},
     {{"--cpu-bind", "foo", "train"}, "--cpu-bind 'foo'"},
     {{"--cpu-bind", "3-1", "train"}, "--cpu-bind '3-1'"},

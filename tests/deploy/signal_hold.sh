@@ -1,0 +1,138 @@
+#!/usr/bin/env bash
+# A forwarded SIGUSR1 waits until the workers can take it (--signal-hold).
+# The worker is a shell script that installs its SIGUSR1 trap only after
+# sleeping SLEEP seconds, like a Python program importing torch.
+#
+#   late      SIGUSR1 to ddprun as the workers start: ddprun says it holds
+#             the signal, both traps run, the job ends preempted (75),
+#             nobody is killed by the signal.
+#   never     a program that never handles SIGUSR1, --signal-hold 1: held
+#             about a second, then sent anyway; the workers die of it and
+#             the job ends preempted (75), not restarted.
+#   at-once   --signal-hold 0: the late-trap workers die of the signal at
+#             once (the behaviour without holding).
+#   early     two nodes, SIGUSR1 to node 0's ddprun while it still waits
+#             for node 1: held for the workers it starts later, whose traps
+#             run; both ddprun exit 75.
+#
+# Usage: signal_hold.sh DDPRUN DDPRUN_RDZV
+set -u
+name=deploy_signal_hold
+ddprun=${1:?usage: signal_hold.sh DDPRUN DDPRUN_RDZV} rdzv=${2:?}
+. "$(dirname "$0")/lib.sh"
+
+worker=$tmp/late_trap.sh
+cat >"$worker" <<'EOF'
+#!/bin/sh
+sleep "$1"
+# The first rank to exit ends the job: give the others a second to
+# catch the signal too.
+trap 'echo "caught USR1 rank $RANK"; sleep 1; exit 75' USR1
+echo "rank $RANK ready"
+while :; do sleep 0.05; done
+EOF
+chmod +x "$worker"
+sigs=--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1
+
+# ddprun_pid JOB: ddprun itself, the child of start's timeout wrapper.
+ddprun_pid() {
+  local p
+  p=$(pgrep -P "$1" | head -n 1)
+  [ -n "$p" ] || fail "no ddprun under pid $1"
+  echo "$p"
+}
+
+# expect_preempted TAG: ddprun exited 75 and said why.
+expect_preempted() {
+  [ "$rc" -eq 75 ] || die "$1" "ddprun exited $rc, not 75"
+  grep -q "^ddprun: job preempted (exit code 75)" "$tmp/$1.err" ||
+    die "$1" "ddprun did not say the job was preempted"
+  grep -q "restart 1 of" "$tmp/$1.err" && die "$1" "the job was restarted"
+  return 0
+}
+
+# ---- late: held until the traps are installed -------------------------
+start 60 late "$ddprun" --standalone --nproc-per-node 2 --max-restarts 2 \
+  "$sigs" "$worker" 2
+job=$bg
+wait_for 20 "$tmp/late.err" '^ddprun: \[rank1\] local rank 1' ||
+  die late "the workers did not start"
+kill -USR1 "$(ddprun_pid "$job")"
+finish "$job"
+expect_preempted late
+for r in 0 1; do
+  grep -q "^ddprun: SIGUSR1 held for local rank $r until it handles it" \
+    "$tmp/late.err" || die late "ddprun did not hold SIGUSR1 for local rank $r"
+  grep -q "^\[rank$r\]:caught USR1 rank $r$" "$tmp/late.out" ||
+    die late "rank $r's trap did not run"
+  # The trap ran after the worker said it was ready: held, not lost.
+  awk -v r="$r" '$0 == "[rank" r "]:rank " r " ready" { ready = NR }
+    $0 == "[rank" r "]:caught USR1 rank " r { caught = NR }
+    END { exit !(ready > 0 && caught > ready) }' "$tmp/late.out" ||
+    die late "rank $r: no 'ready' line before 'caught'"
+done
+grep -q "killed by signal SIGUSR1\|sent anyway" "$tmp/late.err" &&
+  die late "a worker was killed by the held signal"
+echo "ok late: SIGUSR1 held until both traps were installed; exit 75"
+
+# ---- never: sent anyway after --signal-hold -----------------------------
+start 60 never "$ddprun" --standalone --nproc-per-node 2 --max-restarts 2 \
+  "$sigs" --signal-hold 1 sleep 50
+job=$bg
+wait_for 20 "$tmp/never.err" '^ddprun: \[rank1\] local rank 1' ||
+  die never "the workers did not start"
+t0=$(date +%s%N)
+kill -USR1 "$(ddprun_pid "$job")"
+finish "$job"
+ms=$((($(date +%s%N) - t0) / 1000000))
+expect_preempted never
+# The first worker killed ends the job: the other may be stopped first.
+grep -q "does not handle SIGUSR1 .* (--signal-hold): sent anyway" \
+  "$tmp/never.err" || die never "ddprun did not say it sent it anyway"
+grep -q "preempted (SIGUSR1, which the worker does not handle)" \
+  "$tmp/never.err" || die never "the rendezvous did not name the preemption"
+# Held until a second after the workers' start: never much less.
+[ "$ms" -ge 500 ] || die never "the job ended $ms ms after SIGUSR1: not held"
+echo "ok never: sent anyway after --signal-hold 1 ($ms ms); exit 75"
+
+# ---- at-once: --signal-hold 0 ------------------------------------------
+start 60 atonce "$ddprun" --standalone --nproc-per-node 2 --max-restarts 2 \
+  "$sigs" --signal-hold 0 "$worker" 5
+job=$bg
+wait_for 20 "$tmp/atonce.err" '^ddprun: \[rank1\] local rank 1' ||
+  die atonce "the workers did not start"
+kill -USR1 "$(ddprun_pid "$job")"
+finish "$job"
+expect_preempted atonce
+grep -q "killed by signal SIGUSR1" "$tmp/atonce.err" ||
+  die atonce "no worker was killed by SIGUSR1"
+grep -q "caught USR1" "$tmp/atonce.out" && die atonce "a trap ran"
+grep -q "held for local rank" "$tmp/atonce.err" && die atonce "held"
+echo "ok at-once: --signal-hold 0 sends at once; exit 75"
+
+# ---- early: before node 0's workers exist --------------------------------
+start 60 srv "$rdzv" --host 127.0.0.1 --port 0 --port-file "$tmp/port" \
+  --nnodes 2 --rdzv-id sighold --log-level debug
+wait_for 20 "$tmp/port" '^[0-9]+$' || die srv "no port file"
+port=$(cat "$tmp/port")
+node=(--nnodes 2 --nproc-per-node 2 --rdzv-endpoint "127.0.0.1:$port"
+      --rdzv-id sighold "$sigs")
+start 60 n0 "$ddprun" "${node[@]}" --node-rank 0 "$worker" 0.5
+j0=$bg
+wait_for 20 "$tmp/srv.err" 'joined round 1 \(1 of 2\)' ||
+  die srv "node 0 did not join"
+kill -USR1 "$(ddprun_pid "$j0")"
+wait_for 20 "$tmp/n0.err" "SIGUSR1 arrived while no workers run" ||
+  die n0 "node 0 did not keep SIGUSR1 for its workers"
+start 60 n1 "$ddprun" "${node[@]}" --node-rank 1 "$worker" 0.5
+j1=$bg
+finish "$j0"
+expect_preempted n0
+finish "$j1"
+[ "$rc" -eq 75 ] || die n1 "node 1's ddprun exited $rc, not 75"
+for r in 0 1; do
+  grep -q "^\[rank$r\]:caught USR1 rank $r$" "$tmp/n0.out" ||
+    die n0 "rank $r's trap did not run"
+done
+echo "ok early: kept while joining, caught by the workers started later"
+echo "PASS: $name"
