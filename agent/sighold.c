@@ -20,8 +20,9 @@
 #define HOLD_POLL_MS 20
 /* A worker is looked at only this long after its start: the parent learns
  * that the exec succeeded when the kernel closes the close-on-exec
- * descriptors, before it resets the handlers inherited from ddprun, which
- * /proc shows until then. */
+ * descriptors, before it resets the signal handlers, and until then /proc
+ * can show ddprun's (spawn.c resets them before exec, but a sanitizer's
+ * runtime in ddprun may keep its own installed: seen under TSan). */
 #define EXEC_SETTLE_NS (20 * 1000 * 1000ull)
 
 /* Sends what worker W holds that it is ready for (or all once its hold
