@@ -84,7 +84,8 @@ static int check_fits(dr_run_t *r, const char *path,
       F64(total_steps, "--steps (the learning-rate schedule's length)"),
       F64(seed, "--seed"),
       F64(train_samples, "training samples (--samples or the text file)"),
-      F64(global_batch, "global batch (--batch x world x --grad-accum)"),
+      F64(global_batch, "global batch (--batch x world x --grad-accum; "
+                        "--global-batch keeps it across world sizes)"),
       F64(steps_per_epoch, "steps per epoch"),
       F32(optimizer, "--optimizer (0 sgd, 1 adamw)"),
       F32(layers, "--layers"),
@@ -258,13 +259,17 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   return 0;
 }
 
-/* DDPRUN_CKPT_TEST_DELAY_MS: a test hook that holds the finished temporary
- * file this long before the rename, so that a test can kill the writer
- * in the middle of a checkpoint. */
+/* DDPRUN_CKPT_TEST_DELAY_MS=MS[@STEP]: a test hook that holds the
+ * finished temporary file MS ms before the rename (of every checkpoint, or
+ * of those from STEP on), so that a test can kill the writer in the middle
+ * of a checkpoint. ARG: the step's number. */
 static void test_delay(void *arg, const char *tmp_path) {
   const char *s = getenv("DDPRUN_CKPT_TEST_DELAY_MS");
-  long ms = s != NULL ? strtol(s, NULL, 10) : 0;
+  char *end = NULL;
+  long ms = s != NULL ? strtol(s, &end, 10) : 0;
   if (ms <= 0)
+    return;
+  if (*end == '@' && *(const uint64_t *)arg < strtoull(end + 1, NULL, 10))
     return;
   fprintf(stderr, "train: rank 0: test hook: %s is written; waiting %ld ms "
           "before the rename\n", tmp_path, ms);
@@ -291,7 +296,7 @@ static int save(dr_run_t *r, uint64_t done) {
     return DR_TRAIN_ECOMM;
   char path[4096], err[4400] = "";
   uint64_t t0 = dr_now_us();
-  int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, NULL, path,
+  int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
                          sizeof(path), err, sizeof(err));
   free(spans);
   if (rc != 0) {

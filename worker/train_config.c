@@ -48,6 +48,10 @@ static const row_t rows[] = {
      "text: embedding size per byte"},
     {"batch", K_U32, OFF(batch), "64", 1, 1 << 24,
      "samples per rank per micro-batch"},
+    {"global-batch", K_U64, OFF(global_batch), "0", 0, 1e12,
+     "samples per optimizer step over all ranks: each rank's --batch is "
+     "this / (world size x --grad-accum), so that a checkpoint resumes at "
+     "another world size (ddprun --nnodes MIN:MAX); 0: from --batch"},
     {"steps", K_U64, OFF(steps), "200", 0, 1e12,
      "optimizer steps (0: run --epochs)"},
     {"epochs", K_U32, OFF(epochs), "1", 1, 1e6, "epochs when --steps is 0"},
@@ -145,6 +149,8 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
     *(char **)p = copy;
     return 0;
   }
+  if (r->off == OFF(batch))
+    c->batch_given = 1;
   if (r->off == OFF(bucket_cap_mb)) {
     c->bucket_cap_auto = strcmp(v, "auto") == 0;
     if (c->bucket_cap_auto) {
@@ -261,6 +267,7 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   for (size_t k = 0; k < N_ROWS; k++)
     if (rows[k].def != NULL && set(c, &rows[k], rows[k].def, err, n) != 0)
       return DR_EBADARG;
+  c->batch_given = 0; /* set by the file or a flag from here on */
   /* The file first, so that flags override it. */
   const char *file = NULL;
   for (int i = 1; i < argc; i++) {
@@ -328,6 +335,25 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
     return fail(err, n, "--profile-out is empty");
   if (c->ckpt_dir != NULL && c->ckpt_dir[0] == '\0')
     return fail(err, n, "--ckpt-dir is empty");
+  if (c->global_batch > 0 && c->batch_given)
+    return fail(err, n, "give --batch (per rank) or --global-batch (all "
+                "ranks), not both");
+  return 0;
+}
+
+int dr_train_config_derive_batch(dr_train_config_t *c, uint32_t world,
+                                 char *err, size_t n) {
+  if (c->global_batch == 0)
+    return 0;
+  uint64_t per = (uint64_t)world * c->grad_accum;
+  if (per == 0 || c->global_batch % per != 0 || c->global_batch / per > (1u << 24))
+    return fail(err, n, "--global-batch %llu is not a multiple of the world "
+                "size %u x --grad-accum %u%s; choose one that every world "
+                "size of the job divides",
+                (unsigned long long)c->global_batch, world, c->grad_accum,
+                c->global_batch / (per > 0 ? per : 1) > (1u << 24)
+                    ? " (or is over 2^24 per rank)" : "");
+  c->batch = (uint32_t)(c->global_batch / per);
   return 0;
 }
 

@@ -15,6 +15,9 @@ typedef struct {
   double eval_frac;     /* text: held-out fraction */
   uint32_t layers, width, input_dim, classes, context, embed_dim;
   uint32_t batch;       /* per rank, per micro-batch */
+  int batch_given;      /* --batch was set (flag or file) */
+  uint64_t global_batch; /* 0, or samples per step over all ranks: batch
+                           is derived from it and the world size */
   uint64_t steps;       /* optimizer steps; 0 = from epochs */
   uint32_t epochs;
   double lr;
@@ -45,5 +48,10 @@ typedef struct {
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
                           char *err, size_t err_len);
 void dr_train_config_free(dr_train_config_t *c);
+
+/* With --global-batch: sets batch to global_batch / (WORLD x grad_accum);
+ * DR_EBADARG with a one-line message when it does not divide. */
+int dr_train_config_derive_batch(dr_train_config_t *c, uint32_t world,
+                                 char *err, size_t err_len);
 
 #endif /* DR_TRAIN_CONFIG_H */

@@ -175,6 +175,11 @@ int main(int argc, char **argv) {
   r->rank = r->pgc.rank;
   r->world = r->pgc.world;
   r->local_rank = r->pgc.local_rank;
+  if (dr_train_config_derive_batch(&r->c, r->world, err, sizeof(err)) != 0) {
+    fprintf(stderr, "train: %s\n", err);
+    teardown(r);
+    return DR_TRAIN_ECONFIG;
+  }
   if (dr_pg_init(&r->pgc, &r->pg, err, sizeof(err)) != 0) {
     fprintf(stderr, "train: rank %u: cannot set up the process group: %s\n",
             r->rank, err);

@@ -13,10 +13,16 @@
 #           previous checkpoint stays valid, no new one appears, the
 #           temporary file is removed at the next start, and the run still
 #           ends with the uninterrupted weights.
+#   world   --global-batch 32: 4 ranks killed after step 12 resume from
+#           step 10 on 2 ranks and on one process, ending with the loss of
+#           the uninterrupted 4-rank run (the same samples per step; only
+#           the summation order differs); without --global-batch, or with
+#           a global batch the world size does not divide, exit 2 and a
+#           message that says what to do.
 #
 # Usage: ckpt_resume.sh MODE TRAIN DDPRUN CKPT_INSPECT
 set -u
-mode=${1:?usage: ckpt_resume.sh single|ranks|kill TRAIN DDPRUN CKPT_INSPECT}
+mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world TRAIN DDPRUN CKPT_INSPECT}
 train=${2:?} ddprun=${3:?} inspect=${4:?}
 name=ckpt_$mode
 
@@ -63,6 +69,11 @@ expect_ok() {
   [ -n "$(crc "$1")" ] || die "$1" "$1 printed no final line"
 }
 ckpt() { printf '%s/ckpt-%010d.bin' "$1" "$2"; }
+# The final loss of rank 0 (or of a lone process).
+final_loss() {
+  sed -n 's/^\(\[rank0\]:\)\{0,1\}final loss=\([0-9.e+-]*\) .*$/\2/p' \
+    "$tmp/$1.out" | tail -n 1
+}
 
 # 512 samples in batches of 32 per step: 16 steps per epoch, so step 10 is
 # mid-epoch and the resumed run crosses into epoch 1.
@@ -247,6 +258,58 @@ kill)
   [ "$(crc after)" = "$(crc ref)" ] ||
     fail "weights $(crc after) after the kill differ from $(crc ref)"
   echo "kill during the write of step 10: step 5 kept, final $(crc after)"
+  ;;
+world)
+  read -ra args <<<"$common --optimizer adamw"
+  # ddpN: train under ddprun on N ranks.
+  for n in 2 3 4; do
+    eval "ddp$n=(env OMP_NUM_THREADS=1 \"\$ddprun\" --standalone \
+      --nproc-per-node $n --log-level warn \"\$train\")"
+  done
+  d=$tmp/ckpt
+  run 60 ref "${ddp4[@]}" "${args[@]}" --global-batch 32
+  expect_ok ref
+  grep -q "batch 8 x 4 ranks x 1 accum = 32," "$tmp/ref.out" "$tmp/ref.err" ||
+    die ref "the 4 ranks did not take batch 8 each"
+  want=$(final_loss ref)
+  run 60 killed env DDPRUN_CKPT_TEST_KILL_AT=12:1 "${ddp4[@]}" "${args[@]}" \
+    --global-batch 32 --ckpt-dir "$d" --ckpt-every 5
+  [ "$rc" -ne 0 ] || die killed "the kill hook did not fire"
+  "$inspect" "$(ckpt "$d" 10)" >/dev/null || fail "no checkpoint of step 10"
+  cp -r "$d" "$d.solo"
+  for where in 2 solo; do
+    if [ "$where" = solo ]; then
+      run 60 "resumed_$where" env OMP_NUM_THREADS=1 "$train" "${args[@]}" \
+        --global-batch 32 --ckpt-dir "$d.solo"
+    else
+      run 60 "resumed_$where" "${ddp2[@]}" "${args[@]}" --global-batch 32 \
+        --ckpt-dir "$d"
+    fi
+    expect_ok "resumed_$where"
+    grep -q "resuming at step 10 of 20" "$tmp/resumed_$where.err" ||
+      die "resumed_$where" "did not resume at step 10"
+    got=$(final_loss "resumed_$where")
+    awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d;
+      exit !(a != "" && d <= 1e-4 * b) }' ||
+      fail "resumed on $where: final loss $got, uninterrupted $want"
+    echo "world: 4 ranks to $where at step 10: final loss $got" \
+      "(uninterrupted on 4: $want)"
+  done
+  # Without --global-batch the 2 ranks' batch 8 is a global batch of 16.
+  run 60 nofit "${ddp2[@]}" "${args[@]}" --batch 8 --ckpt-dir "$d.solo"
+  [ "$rc" -eq 2 ] || die nofit "a resume at another global batch exited $rc"
+  grep -q "global batch (--batch x world x --grad-accum; --global-batch keeps it across world sizes) is 32 there and 16 here" \
+    "$tmp/nofit.err" || die nofit "no clear message for another global batch"
+  run 60 indivisible "${ddp3[@]}" "${args[@]}" --global-batch 32
+  [ "$rc" -eq 2 ] || die indivisible "--global-batch 32 on 3 ranks exited $rc"
+  grep -q "global-batch 32 is not a multiple of the world size 3 x --grad-accum 1" \
+    "$tmp/indivisible.err" || die indivisible "no clear message"
+  grep -q "restart 1 of" "$tmp/indivisible.err" && die indivisible "restarted"
+  run 60 both "$train" "${args[@]}" --global-batch 32 --batch 8
+  [ "$rc" -eq 2 ] || die both "--batch with --global-batch exited $rc"
+  grep -q "give --batch (per rank) or --global-batch (all ranks), not both" \
+    "$tmp/both.err" || die both "no clear message"
+  echo "world: another global batch, an indivisible one and both flags refused"
   ;;
 *)
   fail "unknown mode $mode"

@@ -207,6 +207,11 @@ world_of() {
   sed -n 's/^\[rank0\]:final .* world=\([0-9]*\) .*$/\1/p' "$1" | tail -n 1
 }
 
+# The loss on the last final line of rank 0 in FILE.
+loss_of() {
+  sed -n 's/^\[rank0\]:final loss=\([0-9.e+-]*\) .*$/\1/p' "$1" | tail -n 1
+}
+
 # elapsed T0: seconds since T0 (a date +%s.%N), with 3 decimals.
 elapsed() {
   awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN { printf "%.3f", b - a }'

@@ -12,8 +12,11 @@
 #   budget          --max-restarts 2 and a worker that always fails: three
 #                   attempts on every node (RESTART_COUNT 0, 1, 2 on every
 #                   rank), then every ddprun exits with the worker's code.
-#   nodeloss        --nnodes 2:3, one of three agents SIGKILLed: the job ends
-#                   on two nodes (world 4) and the lost agent's workers die.
+#   nodeloss        --nnodes 2:3 and --global-batch 48, one of three agents
+#                   SIGKILLed after the checkpoint of step 5: the job
+#                   resumes from it on two nodes (world 4, batch 12 per rank
+#                   instead of 8) and ends with the loss of an uninterrupted
+#                   2x2 run; the lost agent's workers die.
 #   nodeloss_fixed  --nnodes 3, the same kill: the survivors stop with exit 3
 #                   and a message that names the lost node.
 #   latejoin        --nnodes 2:3 running on two nodes: a third joins, the
@@ -159,11 +162,11 @@ started() {
 # held TAG...: waits until rank 0 of generation 1 keeps its checkpoint of
 # step 5 before the rename (the hold).
 held() {
-  local r0
+  local r0 step=${held_step:-5}
   r0=$(holder 1 0 "$@") || exit 1
   wait_for "$wait_secs" "$tmp/$r0.err" \
-    "ckpt-0000000005.bin.tmp.* is written; waiting" ||
-    { show "$r0"; fail "rank 0 never reached its checkpoint of step 5"; }
+    "ckpt-$(printf %010d "$step").bin.tmp.* is written; waiting" ||
+    { show "$r0"; fail "rank 0 never reached its checkpoint of step $step"; }
 }
 
 # server_dies_midrun: a 2x2 job with budget 1 on server srv1 and agents n0
@@ -354,11 +357,23 @@ budget)
   ;;
 
 nodeloss | nodeloss_fixed)
-  if [ "$mode" = nodeloss ]; then nn=2:3; else nn=3; fi
-  # Held in its first checkpoint, generation 1 (world 6) commits none, so
-  # generation 2 (world 4) starts at step 0: train refuses a checkpoint of
-  # another global batch.
-  echo 30000 >"$tmp/hold"
+  if [ "$mode" = nodeloss ]; then
+    nn=2:3
+    # One global batch for every world size: generation 2 (world 4)
+    # resumes from generation 1's (world 6) checkpoint of step 5, held in
+    # the one of step 10.
+    for i in "${!train_args[@]}"; do
+      [ "${train_args[$i]}" = --batch ] && train_args[$i]=--global-batch &&
+        train_args[$i + 1]=48
+    done
+    ref ref
+    ref_loss=$(loss_of "$tmp/all")
+    echo 30000@10 >"$tmp/hold"
+    held_step=10
+  else
+    nn=3
+    echo 30000 >"$tmp/hold"
+  fi
   server srv "$nn" 0
   s=$srv_pid
   for n in n0 n1 n2; do
@@ -410,7 +425,16 @@ nodeloss | nodeloss_fixed)
     done
     [ "$(world_of "$tmp/all")" = 4 ] ||
       fail "the job did not end on world 4: $(grep final "$tmp/all")"
-    echo "nodeloss: node 1 lost, the job ended on world 4"
+    grep -q "resuming at step 5 of 40" "$tmp/all" ||
+      fail "generation 2 did not resume from the checkpoint of step 5"
+    grep -q "batch 12 x 4 ranks x 1 accum = 48," "$tmp/all" ||
+      fail "generation 2 did not run batch 12 on 4 ranks"
+    loss=$(loss_of "$tmp/all")
+    awk -v a="$loss" -v b="$ref_loss" 'BEGIN { d = a - b; if (d < 0) d = -d;
+      exit !(a != "" && b != "" && d <= 1e-4 * b) }' ||
+      fail "final loss $loss after the resume on world 4, $ref_loss uninterrupted"
+    echo "nodeloss: node 1 lost, the job resumed at step 5 on world 4 and" \
+      "ended with loss $loss (uninterrupted: $ref_loss)"
   else
     for n in $survivors; do
       grep -q "node 1 ('[^']*') lost (.*); 2 nodes remain and the job needs at least 3" \
