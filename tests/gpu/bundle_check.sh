@@ -2,7 +2,8 @@
 # deploy/bundle.sh: the bundle holds the programs, their wrappers and the
 # libraries the build found outside the C library and the CUDA toolkit;
 # each program resolves those libraries inside the bundle; a job runs
-# from it (ddprun starting train, both through their wrappers).
+# from it (ddprun starting train, both through their wrappers); the GPU
+# script (check.sh --rehearse) runs its steps on the CPU.
 #   bundle_check.sh BUNDLE_SH BUILD_DIR
 set -u
 bundle_sh=$1
@@ -54,3 +55,18 @@ rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/job"; fail "the bundled job exited $rc"; }
 grep -q '^\(\[rank0\]:\)\{0,1\}final loss=' "$tmp/job" || { cat "$tmp/job"; fail "no final line from the bundled job"; }
 echo "ok: ddprun and train run from the bundle"
+
+# The GPU script's own plumbing, rehearsed here on the CPU: the runs it
+# chains and the lines it reads still fit train's output.
+OUT=$tmp/check timeout 100 "$out/tests/gpu/check.sh" "$out" --rehearse \
+  >"$tmp/check.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/check.log"; fail "check.sh --rehearse exited $rc"; }
+for want in "PASS match fp32: rehearsal (CPU)" "PASS ckpt cpu->cpu: written on cpu at step 20, resumed" \
+            "PASS bench fp32: --layers 2 --width 256 --batch 256 on cpu: median step"; do
+  grep -q "^$want" "$tmp/check/summary.txt" ||
+    { cat "$tmp/check/summary.txt"; fail "no '$want' in the rehearsal"; }
+done
+grep -q "^checks failed: 0;" "$tmp/check/summary.txt" ||
+  { cat "$tmp/check/summary.txt"; fail "the rehearsal counted failures"; }
+echo "ok: tests/gpu/check.sh rehearsed on the CPU (match, checkpoints, benchmark)"

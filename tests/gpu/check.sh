@@ -27,11 +27,27 @@
 # (one line per check, then the figures), each part's log, env.txt.
 # Exit 0 when every correctness check passed (a missed performance target
 # is reported, not failed); 1 otherwise; 2 for a bad invocation.
+#
+# check.sh BUNDLE --rehearse runs the same steps where there is no GPU:
+# the GPU side on the CPU (fp32, no TF32), kernels, GEMM and PyTorch left
+# out, a small benchmark; it checks this script's own plumbing (the lines
+# it reads, the runs it chains) in CI, so that the GPU machine's minutes
+# go to the GPU.
 set -u
 t_start=$(date +%s)
 budget=470 # seconds for everything; parts that would pass it are skipped
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+rehearse=0
+if [ "${2:-}" = --rehearse ]; then
+  rehearse=1
+elif [ -n "${2:-}" ]; then
+  echo "usage: tests/gpu/check.sh BUNDLE_DIR [--rehearse]" >&2
+  exit 2
+fi
+# The device of the GPU side, and its precisions.
+dev=cuda precisions="fp32 bf16"
+[ "$rehearse" -eq 1 ] && dev=cpu precisions=fp32
 B=${1:-${BUNDLE:-}}
 if [ -z "$B" ] && [ -x "$here/../../bin/train" ]; then
   B=$here/../..
@@ -69,7 +85,9 @@ run() {
   [ "$secs" -gt $((l - 5)) ] && secs=$((l - 5))
   local t0
   t0=$(date +%s)
-  timeout -k 5 "$secs" "$@" >"$OUT/$name.log" 2>&1
+  # (The braces take bash's "Killed" notice when a run ends by SIGKILL,
+  # as the checkpoint writer does by design.)
+  { timeout -k 5 "$secs" "$@" >"$OUT/$name.log" 2>&1; } 2>/dev/null
   rc=$?
   echo "  $name: exit $rc after $(($(date +%s) - t0)) s (limit $secs s)"
 }
@@ -139,7 +157,9 @@ if [ -n "$need" ]; then
 fi
 # Every program starts (a C library older than the bundle needs, or a
 # missing library, shows here).
-for p in train ddprun gpu_kernel_check gpu_bench; do
+progs="train ddprun"
+[ "$rehearse" -eq 0 ] && progs="$progs gpu_kernel_check gpu_bench"
+for p in $progs; do
   if ! timeout 30 "$B/bin/$p" --help >"$OUT/start_$p.log" 2>&1; then
     failed "env: $p does not start: $(head -2 "$OUT/start_$p.log" | tr '\n' ' ') ($(cat "$B/BUILD_INFO" 2>/dev/null | grep needs))"
     exit 1
@@ -148,22 +168,31 @@ done
 echo "results in $OUT"
 
 # ---- kernels ---------------------------------------------------------------
+if [ "$rehearse" -eq 1 ]; then
+  skip "kernels: rehearsal without a GPU"
+else
 run kernels 120 "$B/bin/gpu_kernel_check"
 case $rc in
   0) pass "kernels: $(grep -c '^ok' "$OUT/kernels.log") checks within tolerance ($(head -1 "$OUT/kernels.log"))" ;;
   77) failed "kernels: skipped, no GPU visible: $(head -1 "$OUT/kernels.log")" ;;
   *) failed "kernels: exit $rc; $(grep -m3 '^FAIL' "$OUT/kernels.log" | tr '\n' ';')" ;;
 esac
+fi
 
 # ---- gemm ------------------------------------------------------------------
-run gemm 120 "$B/bin/gpu_bench" --m 8192 --n 8192 --k 8192 --iters 20
 gemm_rate() { awk -v k="$1" '$1 == "gemm" && $2 == k { for (i = 1; i < NF; i++) if ($(i+1) == "TFLOP/s") print $i }' "$OUT/gemm.log"; }
+gemm_bf16= gemm_tf32=
+if [ "$rehearse" -eq 1 ]; then
+  skip "gemm: rehearsal without a GPU"
+else
+run gemm 120 "$B/bin/gpu_bench" --m 8192 --n 8192 --k 8192 --iters 20
 gemm_bf16=$(gemm_rate bf16)
 gemm_tf32=$(gemm_rate tf32)
 if [ "$rc" -eq 0 ] && [ -n "$gemm_bf16" ]; then
   pass "gemm: cuBLAS 8192^3 bf16 $gemm_bf16, tf32 $gemm_tf32, fp32 $(gemm_rate fp32) TFLOP/s"
 else
   failed "gemm: exit $rc (see $OUT/gemm.log)"
+fi
 fi
 
 # ---- match: the same job on the GPU (NCCL) and the CPU ----------------------
@@ -175,20 +204,22 @@ ddp=("$B/bin/ddprun" --standalone --nproc-per-node 1 --log-level warn)
 run match_cpu 90 "${ddp[@]}" "$B/bin/train" --device cpu --steps 60 "${small[@]}"
 cpu_rc=$rc
 cpu_loss=$(final match_cpu loss)
-for prec in fp32 bf16; do
+side="GPU (NCCL)"
+[ "$dev" = cpu ] && side="rehearsal (CPU)"
+for prec in $precisions; do
   tol=0.002
   [ "$prec" = bf16 ] && tol=0.05
-  run "match_$prec" 90 "${ddp[@]}" "$B/bin/train" --device cuda --precision "$prec" \
+  run "match_$prec" 90 "${ddp[@]}" "$B/bin/train" --device "$dev" --precision "$prec" \
     --steps 60 "${small[@]}"
   loss=$(final "match_$prec" loss)
   if [ "$rc" -ne 0 ] || [ "$cpu_rc" -ne 0 ]; then
     failed "match $prec: exit $rc (cpu run: exit $cpu_rc); see $OUT/match_$prec.log"
-  elif ! grep -q "device cuda" "$OUT/match_$prec.log"; then
-    failed "match $prec: the run did not report device cuda"
+  elif ! grep -q "device $dev" "$OUT/match_$prec.log"; then
+    failed "match $prec: the run did not report device $dev"
   elif within "$loss" "$cpu_loss" "$tol"; then
-    pass "match $prec: GPU (NCCL) final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit $tol)"
+    pass "match $prec: $side final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit $tol)"
   else
-    failed "match $prec: GPU final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over $tol"
+    failed "match $prec: $side final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over $tol"
   fi
 done
 
@@ -199,7 +230,7 @@ done
 solo=(env -u RANK -u WORLD_SIZE -u LOCAL_RANK)
 run ckpt_ref 90 "${solo[@]}" "$B/bin/train" --device cpu --steps 40 "${small[@]}"
 ref_loss=$(final ckpt_ref loss)
-for pair in cuda:cpu cpu:cuda; do
+for pair in "$dev:cpu" "cpu:$dev"; do
   w=${pair%:*}
   rd=${pair#*:}
   dir=$OUT/ckpt_${w}_to_${rd}
@@ -223,20 +254,22 @@ for pair in cuda:cpu cpu:cuda; do
 done
 
 # ---- bench: the large MLP ---------------------------------------------------
-big=(--layers 8 --width 8192 --batch 8192 --input-dim 256 --classes 16
+L=8 W=8192 BATCH=8192
+[ "$rehearse" -eq 1 ] && L=2 W=256 BATCH=256
+big=(--layers "$L" --width "$W" --batch "$BATCH" --input-dim 256 --classes 16
      --steps 30 --warmup 0 --lr 0.0001 --log-every 10 --eval-samples 8192
      --seed 3)
 # FLOPs of one step: forward 2BIO per Linear, backward 2BIO for the
 # weights and 2BIO for the input of all but the first Linear.
-flops=$(awk 'BEGIN { B = 8192; io0 = 256 * 8192; io = io0 + 7 * 8192 * 8192 + 8192 * 16;
-  printf "%.0f", 2 * B * (2 * io + io - io0) }')
-tflops() { awk -v f="$flops" -v ms="$1" 'BEGIN { if (ms > 0) printf "%.1f", f / (ms * 1e-3) / 1e12 }'; }
+flops=$(awk -v L="$L" -v W="$W" -v B="$BATCH" 'BEGIN { io0 = 256 * W;
+  io = io0 + (L - 1) * W * W + W * 16; printf "%.0f", 2 * B * (2 * io + io - io0) }')
+tflops() { awk -v f="$flops" -v ms="$1" 'BEGIN { if (ms > 0) printf "%.3g", f / (ms * 1e-3) / 1e12 }'; }
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f", 100 * a / b }'; }
 declare -A step_ms
-for prec in fp32 bf16; do
+for prec in $precisions; do
   extra=(--precision "$prec")
-  [ "$prec" = fp32 ] && extra+=(--tf32)
-  run "bench_$prec" 150 "${ddp[@]}" "$B/bin/train" --device cuda "${extra[@]}" "${big[@]}"
+  [ "$prec" = fp32 ] && [ "$dev" = cuda ] && extra+=(--tf32)
+  run "bench_$prec" 150 "${ddp[@]}" "$B/bin/train" --device "$dev" "${extra[@]}" "${big[@]}"
   ms=$(final "bench_$prec" median_step_ms)
   step_ms[$prec]=$ms
   if [ "$rc" -ne 0 ] || [ -z "$ms" ]; then
@@ -247,7 +280,12 @@ for prec in fp32 bf16; do
   g=$gemm_bf16
   label="bf16"
   [ "$prec" = fp32 ] && { g=$gemm_tf32; label="tf32"; }
-  line="bench $prec$([ "$prec" = fp32 ] && echo ' (TF32 GEMMs)'): --layers 8 --width 8192 --batch 8192: median step $ms ms, $tf TFLOP/s = $(pct "$tf" "$g")% of the measured $label GEMM rate $g TFLOP/s"
+  line="bench $prec$([ "$prec" = fp32 ] && [ "$dev" = cuda ] && echo ' (TF32 GEMMs)'): --layers $L --width $W --batch $BATCH on $dev: median step $ms ms, $tf TFLOP/s"
+  if [ -n "$g" ]; then
+    line="$line = $(pct "$tf" "$g")% of the measured $label GEMM rate $g TFLOP/s"
+  else
+    line="$line (no GEMM rate measured)"
+  fi
   if [ "$prec" = bf16 ]; then
     if awk -v a="$tf" -v b="$g" 'BEGIN { exit !(b > 0 && a >= 0.6 * b) }'; then
       pass "$line (target 60%: met)"
@@ -262,7 +300,9 @@ done
 # ---- torch: the same MLP in PyTorch eager -----------------------------------
 # A reference for the performance targets only: a PyTorch that fails or
 # runs out of the budget is reported, never counted as a failed check.
-if [ "$(left)" -lt 30 ]; then
+if [ "$rehearse" -eq 1 ]; then
+  skip "torch: rehearsal without a GPU"
+elif [ "$(left)" -lt 30 ]; then
   skip "torch: out of time budget"
 elif timeout 25 python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   for prec in fp32 bf16; do
