@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -602,6 +603,18 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
   return 0;
 }
 
+static void early_signals(sigset_t *set) {
+  sigemptyset(set);
+  sigaddset(set, SIGUSR1);
+  sigaddset(set, SIGUSR2);
+}
+
+void dr_agent_hold_early_signals(void) {
+  sigset_t early;
+  early_signals(&early);
+  pthread_sigmask(SIG_BLOCK, &early, NULL);
+}
+
 static int parse_signals(const char *list, int *out, int max) {
   int n = 0;
   char tmp[512];
@@ -696,6 +709,10 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   }
   ag->n_sigs = n;
   signal(SIGPIPE, SIG_IGN);
+  /* Handled now (or, when not listed, their default action applies). */
+  sigset_t early;
+  early_signals(&early);
+  pthread_sigmask(SIG_UNBLOCK, &early, NULL);
 
   if (ag->o->hang_timeout_ms > 0) {
     uint64_t every = ag->o->hang_timeout_ms / 4;

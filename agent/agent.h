@@ -33,6 +33,12 @@ typedef struct {
  * root cause's code (128+signal for a signal), 3 lost rendezvous. */
 int dr_agent_run(const dr_agent_config_t *cfg);
 
+/* Blocks SIGUSR1 and SIGUSR2 in the calling thread (first thing in main,
+ * before any thread exists): one that arrives while ddprun starts waits
+ * for dr_agent_run, which unblocks them once its handlers are in place,
+ * instead of killing ddprun. */
+void dr_agent_hold_early_signals(void);
+
 /* Finds prog on PATH (or takes it as is when it has a '/'), so that a
  * missing program is reported before anything starts: 0 and a malloc'd
  * path, or -ENOENT / -EACCES. */

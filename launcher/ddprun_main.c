@@ -146,6 +146,9 @@ __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
 }
 
 int main(int argc, char **argv) {
+  /* First: a SIGUSR1 sent as ddprun starts (srun still starting the
+   * nodes' tasks) must not kill it; the agent takes it once it can. */
+  dr_agent_hold_early_signals();
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && strcmp(argv[1], "plan") == 0)
     return dr_plan_main(argc - 1, argv + 1); /* the bucket planner */

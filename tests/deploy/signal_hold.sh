@@ -14,6 +14,10 @@
 #   early     two nodes, SIGUSR1 to node 0's ddprun while it still waits
 #             for node 1: held for the workers it starts later, whose traps
 #             run; both ddprun exit 75.
+#   starting  SIGUSR1 to ddprun before it has installed any handler (the
+#             open of its --secret-file held 1.5 s by strace's fault
+#             injection): it waits, blocked, instead of killing ddprun,
+#             and reaches the workers. Skipped without strace.
 #
 # Usage: signal_hold.sh DDPRUN DDPRUN_RDZV
 set -u
@@ -135,4 +139,39 @@ for r in 0 1; do
     die n0 "rank $r's trap did not run"
 done
 echo "ok early: kept while joining, caught by the workers started later"
+
+# ---- starting: before ddprun handles signals at all -----------------------
+if ! command -v strace >/dev/null 2>&1 ||
+   ! strace -o /dev/null -e trace=none true 2>/dev/null; then
+  echo "skipped starting: strace is missing or cannot trace here"
+else
+  head -c 32 /dev/urandom >"$tmp/secret"
+  # (LeakSanitizer cannot run under ptrace: off for this run.)
+  start 60 starting env ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    strace -o /dev/null -P "$tmp/secret" \
+    -e inject=openat:delay_enter=1500000:when=1 \
+    "$ddprun" --standalone --nproc-per-node 2 "$sigs" \
+    --secret-file "$tmp/secret" "$worker" 0.5
+  job=$bg
+  # timeout -> env -> strace -> ddprun (env executes strace), once it has
+  # blocked SIGUSR1 (bit 0x200 of SigBlk), still opening its secret file.
+  deadline=$((SECONDS + 10))
+  until p=$(pgrep -P "$(pgrep -P "$job" | head -n 1)" | head -n 1) &&
+        [ -n "$p" ] &&
+        blk=$(awk '/^SigBlk:/ {print $2}' "/proc/$p/status" 2>/dev/null) &&
+        [ -n "$blk" ] && (( 0x$blk & 0x200 )); do
+    [ "$SECONDS" -lt "$deadline" ] || die starting "ddprun never blocked SIGUSR1"
+    sleep 0.02
+  done
+  kill -USR1 "$p"
+  finish "$job"
+  expect_preempted starting
+  grep -q "SIGUSR1 arrived while no workers run" "$tmp/starting.err" ||
+    die starting "ddprun did not keep the early SIGUSR1"
+  for r in 0 1; do
+    grep -q "^\[rank$r\]:caught USR1 rank $r$" "$tmp/starting.out" ||
+      die starting "rank $r's trap did not run"
+  done
+  echo "ok starting: SIGUSR1 during ddprun's start waited and reached the workers"
+fi
 echo "PASS: $name"

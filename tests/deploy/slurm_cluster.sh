@@ -11,6 +11,9 @@
 #            one step with a checkpoint, ddprun exits 75, the batch script
 #            requeues the job (Restarts=1), and the requeued job resumes
 #            from that checkpoint to the same CRC.
+#   early    the same signal as soon as the batch script starts, before
+#            srun has started ddprun (or while it does): the script sends
+#            it again until srun ends; requeued, resumed, the same CRC.
 #
 # Needs root; installs Debian's slurmctld, slurmd, slurm-client and munge
 # with apt-get when they are missing, and is skipped (exit 77) with the
@@ -256,4 +259,27 @@ grep -q "requeue 1, directory" "$tmp/preempt.out" ||
 got=$(crc_of "$tmp/preempt.out")
 [ "$got" = "$want" ] || die preempt "weights_crc32 $got after requeue, $want without"
 echo "preempt: job $job stopped after step $step, requeued (Restarts=1), resumed to weights_crc32=$got"
+
+# The same signal as soon as the batch script runs, before srun has
+# started ddprun on the nodes (or while it does): the script sends it
+# again until srun ends, so the job is still requeued and resumes.
+submit early
+wait_for 60 "$tmp/early.out" "^ddprun.sbatch: job $job on " ||
+  die early "the batch script never started"
+scancel --signal=USR1 --batch "$job" || die early "scancel --signal failed"
+deadline=$((SECONDS + 60))
+until [ "$(job_field Restarts)" = 1 ] && [ "$(job_field JobState)" = PENDING ]; do
+  [ "$SECONDS" -lt "$deadline" ] ||
+    die early "job $job was not requeued ($(job_field JobState), Restarts=$(job_field Restarts))"
+  sleep 0.2
+done
+scontrol update JobId="$job" StartTime=now || die early "scontrol update failed"
+wait_state 120 COMPLETED early
+grep -q "requeueing job $job" "$tmp/early.out" ||
+  die early "the batch script did not requeue on exit 75"
+got=$(crc_of "$tmp/early.out")
+[ "$got" = "$want" ] || die early "weights_crc32 $got after requeue, $want without"
+again=$(grep -c "srun still runs: SIGUSR1 again" "$tmp/early.out")
+echo "early: job $job signalled as it started, requeued, resumed to" \
+  "weights_crc32=$got (SIGUSR1 sent again $again time(s))"
 echo "PASS: $name"
