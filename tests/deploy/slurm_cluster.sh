@@ -226,22 +226,30 @@ got=$(crc_of "$tmp/run.out")
 [ "$got" = "$want" ] || die run "weights_crc32 $got under Slurm, $want run directly"
 echo "run: job $job completed, world 4, weights_crc32=$got as run directly"
 
+# preempt_and_resume TAG: SIGUSR1 to the batch script of $job as
+# #SBATCH --signal=B:USR1 would send it; the job must be requeued once,
+# and (started at once) complete after the batch script said it requeued.
+preempt_and_resume() {
+  local tag=$1 deadline
+  scancel --signal=USR1 --batch "$job" || die "$tag" "scancel --signal failed"
+  deadline=$((SECONDS + 60))
+  until [ "$(job_field Restarts)" = 1 ] && [ "$(job_field JobState)" = PENDING ]; do
+    [ "$SECONDS" -lt "$deadline" ] ||
+      die "$tag" "job $job was not requeued ($(job_field JobState), Restarts=$(job_field Restarts))"
+    sleep 0.2
+  done
+  # Slurm makes a requeued batch job eligible two minutes later
+  # (EligibleTime); start it now instead of waiting.
+  scontrol update JobId="$job" StartTime=now || die "$tag" "scontrol update failed"
+  wait_state 120 COMPLETED "$tag"
+  grep -q "requeueing job $job" "$tmp/$tag.out" ||
+    die "$tag" "the batch script did not requeue on exit 75"
+}
+
 submit preempt
 wait_for 60 "$tmp/preempt.out" '^\[rank0\]:step 40/' ||
   die preempt "rank 0 never logged step 40"
-scancel --signal=USR1 --batch "$job" || die preempt "scancel --signal failed"
-deadline=$((SECONDS + 60))
-until [ "$(job_field Restarts)" = 1 ] && [ "$(job_field JobState)" = PENDING ]; do
-  [ "$SECONDS" -lt "$deadline" ] ||
-    die preempt "job $job was not requeued ($(job_field JobState), Restarts=$(job_field Restarts))"
-  sleep 0.2
-done
-# Slurm makes a requeued batch job eligible two minutes later
-# (EligibleTime); start it now instead of waiting.
-scontrol update JobId="$job" StartTime=now || die preempt "scontrol update failed"
-wait_state 120 COMPLETED preempt
-grep -q "requeueing job $job" "$tmp/preempt.out" ||
-  die preempt "the batch script did not requeue on exit 75"
+preempt_and_resume preempt
 ckpts=$(ls "$tmp/preempt/ckpt")
 [ "$(echo "$ckpts" | wc -l)" -eq 1 ] || die preempt "checkpoints: $ckpts"
 step=$((10#$(echo "$ckpts" | sed 's/ckpt-\([0-9]*\)\.bin/\1/')))
@@ -266,17 +274,7 @@ echo "preempt: job $job stopped after step $step, requeued (Restarts=1), resumed
 submit early
 wait_for 60 "$tmp/early.out" "^ddprun.sbatch: job $job on " ||
   die early "the batch script never started"
-scancel --signal=USR1 --batch "$job" || die early "scancel --signal failed"
-deadline=$((SECONDS + 60))
-until [ "$(job_field Restarts)" = 1 ] && [ "$(job_field JobState)" = PENDING ]; do
-  [ "$SECONDS" -lt "$deadline" ] ||
-    die early "job $job was not requeued ($(job_field JobState), Restarts=$(job_field Restarts))"
-  sleep 0.2
-done
-scontrol update JobId="$job" StartTime=now || die early "scontrol update failed"
-wait_state 120 COMPLETED early
-grep -q "requeueing job $job" "$tmp/early.out" ||
-  die early "the batch script did not requeue on exit 75"
+preempt_and_resume early
 got=$(crc_of "$tmp/early.out")
 [ "$got" = "$want" ] || die early "weights_crc32 $got after requeue, $want without"
 again=$(grep -c "srun still runs: SIGUSR1 again" "$tmp/early.out")
