@@ -26,38 +26,11 @@ mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world TRAIN DDPRUN CKPT_INSPEC
 train=${2:?} ddprun=${3:?} inspect=${4:?}
 name=ckpt_$mode
 
-fail() {
-  echo "FAIL: $name: $*" >&2
-  exit 1
-}
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: no timeout"; exit 77; }
 
-# shellcheck source=../lib/scratch.sh
-. "$(dirname "$0")/../lib/scratch.sh"
-scratch_init "$name"
+# shellcheck source=../lib/steps.sh
+. "$(dirname "$0")/../lib/steps.sh"
 
-# run SECS TAG CMD...: stdout and stderr to $tmp/TAG.{out,err}, status in
-# $rc; a run past SECS fails the test.
-run() {
-  local secs=$1 tag=$2
-  scratch_run "$@"
-  shift 2
-  if [ "$rc" -eq 124 ]; then
-    show "$tag"
-    fail "$tag: still running after $secs s: $*"
-  fi
-}
-show() {
-  echo "--- $1: stdout" >&2
-  tail -n 30 "$tmp/$1.out" >&2
-  echo "--- $1: stderr" >&2
-  tail -n 30 "$tmp/$1.err" >&2
-}
-# die TAG MSG: shows TAG's output, then fails with MSG.
-die() {
-  show "$1"
-  fail "$2"
-}
 # The weights' CRC on the final line of rank 0 (or of a lone process).
 crc() {
   local re='^\(\[rank0\]:\)\{0,1\}final .*weights_crc32=\(0x[0-9a-f]*\).*$'

@@ -1,65 +1,11 @@
 # shellcheck shell=bash
-# Helpers of the deploy tests (sourced): a temporary directory, processes
-# that are killed at exit, bounded waits, and the final CRC of train.
-# The sourcing script sets `name` first and may define `extra_cleanup`.
+# Helpers of the deploy tests (sourced): tests/lib/steps.sh (a temporary
+# directory, processes killed at exit, bounded runs and waits) and the
+# final CRC of train. The sourcing script sets `name` first and may define
+# `extra_cleanup`.
 
-fail() {
-  echo "FAIL: $name: $*" >&2
-  exit 1
-}
-skip() {
-  echo "SKIP: $name: $*"
-  exit 77
-}
-
-# shellcheck source=../lib/scratch.sh
-. "$(dirname "${BASH_SOURCE[0]}")/../lib/scratch.sh"
-scratch_init "$name"
-
-show() {
-  echo "--- $1: stdout" >&2
-  tail -n 30 "$tmp/$1.out" >&2
-  echo "--- $1: stderr" >&2
-  tail -n 30 "$tmp/$1.err" >&2
-}
-die() {
-  show "$1"
-  fail "$2"
-}
-
-# run SECS TAG CMD...: output to $tmp/TAG.{out,err}, status in $rc; a run
-# past SECS fails the test.
-run() {
-  local secs=$1 tag=$2
-  scratch_run "$@"
-  shift 2
-  [ "$rc" -ne 124 ] || die "$tag" "$tag: still running after $secs s: $*"
-}
-
-# start SECS TAG CMD...: like run, in the background; its pid in $bg.
-start() {
-  local secs=$1 tag=$2
-  shift 2
-  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
-  bg=$!
-  pids="$pids $bg"
-}
-
-# finish PID: waits for a process from start; its status in $rc.
-finish() {
-  rc=0
-  wait "$1" || rc=$?
-  pids=${pids% "$1"}
-}
-
-# wait_for SECS FILE PATTERN: until a line of FILE matches (grep -E).
-wait_for() {
-  local deadline=$((SECONDS + $1))
-  until grep -qE "$3" "$2" 2>/dev/null; do
-    [ "$SECONDS" -lt "$deadline" ] || return 1
-    sleep 0.05
-  done
-}
+# shellcheck source=../lib/steps.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../lib/steps.sh"
 
 # The weights' CRC on the final line of rank 0 in FILE.
 crc_of() {

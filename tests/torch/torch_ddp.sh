@@ -23,8 +23,8 @@ set -u
 name=torch_ddp
 ddprun=${1:?usage: torch_ddp.sh DDPRUN DDPRUN_RDZV} rdzv=${2:?}
 here=$(cd "$(dirname "$0")" && pwd)
-# The generic helpers (a scratch directory, bounded runs, waits).
-. "$here/../deploy/lib.sh"
+# shellcheck source=../lib/steps.sh
+. "$here/../lib/steps.sh"
 
 if [ -n "${DDPRUN_TORCH_PATH:-}" ]; then
   PYTHONPATH=$DDPRUN_TORCH_PATH${PYTHONPATH:+:$PYTHONPATH}
