@@ -362,7 +362,8 @@ int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
   return 0;
 }
 
-void dr_plan_profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c) {
+/* The model's cost terms of a profile. */
+static void profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c) {
   c->alpha_ms = p->alpha_ms;
   c->bytes_per_ms = p->bytes_per_ms;
   c->backward_ms = p->backward_ms;
@@ -376,7 +377,7 @@ int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
   if (b == NULL)
     return -ENOMEM;
   dr_plan_cost_t cost;
-  dr_plan_profile_cost(p, &cost);
+  profile_cost(p, &cost);
   for (size_t i = 0; i < n; i++) {
     size_t nb = dr_plan_group(p->bytes, p->ready_ms, p->n_params, caps[i],
                               p->first_cap_bytes, b);

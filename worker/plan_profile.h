@@ -52,9 +52,6 @@ int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p);
 int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
                           char *err, size_t err_len);
 
-/* The model's cost terms of a profile. */
-void dr_plan_profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c);
-
 /* Predicts each of caps[0..n) (bytes; the first bucket keeps the
  * profile's first_cap_bytes) into out[0..n). 0 or -ENOMEM. */
 int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,

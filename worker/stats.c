@@ -8,13 +8,13 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-void dr_sort_doubles(double *v, size_t n) {
+static void sort_doubles(double *v, size_t n) {
   qsort(v, n, sizeof(double), cmp_double);
 }
 
 double dr_median(double *v, size_t n) {
   if (n == 0)
     return 0;
-  dr_sort_doubles(v, n);
+  sort_doubles(v, n);
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }

@@ -5,9 +5,6 @@
 
 #include <stddef.h>
 
-/* Sorts v[0..n) ascending. */
-void dr_sort_doubles(double *v, size_t n);
-
 /* Sorts v[0..n) and returns its median (the mean of the two middle values
  * when n is even; 0 when n is 0). */
 double dr_median(double *v, size_t n);

@@ -71,6 +71,9 @@ int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
 void dr_report_summary(dr_run_t *r);
 void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr);
 int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to);
+/* The median of this rank's step times of steps [from, to); 0 if none. */
+double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,
+                                uint64_t to);
 int dr_report_final(dr_run_t *r, double accuracy, double eval_loss);
 
 /* train_ckpt.c. With --ckpt-dir: rank 0 picks the newest checkpoint that
@@ -81,6 +84,8 @@ int dr_train_resume(dr_run_t *r, uint64_t *start);
  * --ckpt-every divides done, written by rank 0 while the others wait.
  * Returns an exit code. */
 int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done);
+/* 1 when dr_train_ckpt_after_step writes the checkpoint of step done. */
+int dr_train_ckpt_due(const dr_run_t *r, uint64_t done);
 
 /* Writes the checkpoint of step done now (rank 0, the others wait for its
  * result). Returns an exit code. */

@@ -336,9 +336,13 @@ static void test_kill(dr_run_t *r, uint64_t done) {
   raise(SIGKILL);
 }
 
-int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done) {
+int dr_train_ckpt_due(const dr_run_t *r, uint64_t done) {
   const dr_train_config_t *c = &r->c;
-  if (c->ckpt_dir != NULL && c->ckpt_every > 0 && done % c->ckpt_every == 0) {
+  return c->ckpt_dir != NULL && c->ckpt_every > 0 && done % c->ckpt_every == 0;
+}
+
+int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done) {
+  if (dr_train_ckpt_due(r, done)) {
     int rc = dr_train_ckpt_save(r, done);
     if (rc != 0)
       return rc;

@@ -259,11 +259,7 @@ static int check(dr_run_t *r, uint64_t step, uint64_t i) {
   struct dr_train_plan *p = r->plan;
   int32_t replan = 0;
   if (r->rank == 0) {
-    double v[WINDOW];
-    size_t n = 0;
-    for (uint64_t s = step + 1 - WINDOW; s <= step; s++)
-      v[n++] = r->times[s].step_ms;
-    double med = dr_median(v, n);
+    double med = dr_report_median_step_ms(r, step + 1 - WINDOW, step + 1);
     double off = p->predicted_ms > 0 ? med / p->predicted_ms - 1 : 0;
     p->drifting = fabs(off) > DRIFT ? p->drifting + 1 : 0;
     if (p->drifting > 0)
@@ -309,17 +305,10 @@ static void report(dr_run_t *r, uint64_t step) {
            dr_reducer_cap_bytes(r->red) / MIB);
     return;
   }
-  size_t n = (size_t)(step + 1 - from);
-  double *v = malloc(n * sizeof(double));
-  if (v == NULL)
-    return;
-  for (size_t k = 0; k < n; k++)
-    v[k] = r->times[from + k].step_ms;
   printf("plan: bucket cap %g MiB over steps %llu-%llu: median step %.2f ms, "
          "predicted %.2f ms\n", dr_reducer_cap_bytes(r->red) / MIB,
          (unsigned long long)from + 1, (unsigned long long)step + 1,
-         dr_median(v, n), p->predicted_ms);
-  free(v);
+         dr_report_median_step_ms(r, from, step + 1), p->predicted_ms);
 }
 
 int dr_train_plan_step(dr_run_t *r, uint64_t step, const dr_step_marks_t *m) {

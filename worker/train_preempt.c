@@ -59,8 +59,7 @@ int dr_train_preempt_after_step(dr_run_t *r, uint64_t done) {
               "(preempted)\n", flag, done, DR_TRAIN_EPREEMPTED);
     return stop_together(r);
   }
-  int saved = c->ckpt_every > 0 && done % c->ckpt_every == 0;
-  if (!saved) {
+  if (!dr_train_ckpt_due(r, done)) { /* else written after this step */
     rc = dr_train_ckpt_save(r, done);
     if (rc != 0)
       return rc;

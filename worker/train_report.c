@@ -27,7 +27,8 @@ void dr_report_summary(dr_run_t *r) {
           (unsigned long long)r->total_steps);
 }
 
-static double median_step_ms(const dr_run_t *r, uint64_t from, uint64_t to) {
+double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,
+                                uint64_t to) {
   if (to <= from)
     return 0;
   double *v = malloc((to - from) * sizeof(double));
@@ -156,7 +157,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
     comm += r->times[i].comm_ms;
     exposed += r->times[i].exposed_ms;
   }
-  double med = median_step_ms(r, r->start_step, r->total_steps);
+  double med = dr_report_median_step_ms(r, r->start_step, r->total_steps);
   fprintf(stdout,
           "done: %llu steps in %.2f s, final loss %.4f, eval loss %.4f, eval "
           "accuracy %.4f\n",
