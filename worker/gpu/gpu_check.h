@@ -37,8 +37,6 @@ void dr_gpu_check_identity(uint32_t rank, const char *host);
 int dr__gpu_fail(int code, const char *file, int line, const char *call,
                  const char *what);
 
-const char *dr__cublas_name(cublasStatus_t s);
-
 #define CUDA_CHECK(call)                                                    \
   do {                                                                      \
     cudaError_t dr__e = (call);                                             \
@@ -52,7 +50,7 @@ const char *dr__cublas_name(cublasStatus_t s);
     cublasStatus_t dr__s = (call);                                          \
     if (dr__s != CUBLAS_STATUS_SUCCESS)                                     \
       return dr__gpu_fail(DR_GPU_ECUBLAS, __FILE__, __LINE__, #call,        \
-                          dr__cublas_name(dr__s));                          \
+                          cublasGetStatusString(dr__s));                          \
   } while (0)
 
 /* ncclInProgress is not a failure for a non-blocking communicator: the

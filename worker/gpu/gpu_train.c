@@ -155,17 +155,26 @@ void dr_gpu_train_close(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   if (g == NULL)
     return;
-  /* Idle first: freeing memory that kernels still use is undefined. A
-   * device that does not finish in time is left to the process exit. */
+  /* Idle first: freeing memory that kernels still use is undefined. The
+   * waits poll the streams alone: the communicator is healthy or already
+   * aborted by the failure that brought us here, and its error must not
+   * make a draining stream look stuck. */
+  g->waiter.poll = NULL;
   int idle = 1;
   if (g->compute != NULL)
     idle &= dr_gpu_wait_stream(&g->waiter, g->compute, "the compute stream") == 0;
   if (g->comm != NULL)
     idle &= dr_gpu_wait_stream(&g->waiter, g->comm, "the NCCL stream") == 0;
-  if (idle)
-    dr_nccl_destroy(&g->nccl);
-  else
+  if (!idle)
     dr_nccl_abort(g->nccl);
+  dr_nccl_destroy(&g->nccl); /* after an abort: frees the rest */
+  if (!idle) {
+    /* A device that did not finish in time: cudaFree would wait for it
+     * without a bound, so its memory is left to the process exit. */
+    free(g);
+    r->gpu = NULL;
+    return;
+  }
   dr__gpu_ring_free(g);
   dr_gpu_optim_free(&g->optim);
   dr_gpu_model_free(&g->model);
@@ -185,8 +194,6 @@ void dr_gpu_train_close(dr_run_t *r) {
     cudaStreamDestroy(g->compute);
   if (g->comm != NULL)
     cudaStreamDestroy(g->comm);
-  if (!idle)
-    dr_nccl_destroy(&g->nccl); /* aborted above: frees the rest */
   free(g);
   r->gpu = NULL;
 }
