@@ -447,8 +447,8 @@ static int start_arz(dr_agent_t *ag) {
   dr_arz_cb_t cb = {on_ready, on_msg, on_lost, ag};
   int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
   if (rc != 0)
-    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' (%s)\n",
-            ag->cfg->server_host, dr_strerror(rc));
+    fprintf(stderr, "ddprun: cannot start the rendezvous client for '%s' "
+            "(%s)\n", ag->cfg->server_host, dr_strerror(rc));
   else
     uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
   return rc;

@@ -185,7 +185,6 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m);
 /* Drops the generation scope; waiters on it are answered DR_ESTALE. */
 void dr__store_new_generation(dr_server_t *s);
 void dr__store_drop_conn(dr_conn_t *c);
-size_t dr__store_n_keys(const dr_store_t *st);
 void dr__store_stats(const dr_store_t *st, dr_store_stats_t *out);
 
 /* ---- rdzv_state.c ------------------------------------------------------ */

@@ -39,7 +39,6 @@ typedef struct {
 
 struct dr_store {
   scope_t scope[2]; /* 0: job, 1: current generation */
-  uint64_t ops;
   uint64_t ops_by_type[DR__MSG_MAX];
   uint64_t stale;
   size_t n_waiters;
@@ -92,10 +91,6 @@ void dr__store_free(dr_store_t **st) {
   scope_clear(&(*st)->scope[1]);
   free(*st);
   *st = NULL;
-}
-
-size_t dr__store_n_keys(const dr_store_t *st) {
-  return HASH_COUNT(st->scope[0].kv) + HASH_COUNT(st->scope[1].kv);
 }
 
 void dr__store_stats(const dr_store_t *st, dr_store_stats_t *out) {
@@ -543,7 +538,6 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
                         gen, s->rdzv.gen);
     return;
   }
-  st->ops++;
   st->ops_by_type[m->type]++;
   switch (m->type) {
   case DR_MSG_SET:
