@@ -53,11 +53,7 @@ static int global_mean(dr_run_t *r, double sum, double count, double *mean) {
 static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
                     dr_step_time_t *st) {
   const dr_train_config_t *c = &r->c;
-  uint64_t epoch = step / r->steps_per_epoch;
   uint64_t pos = step % r->steps_per_epoch;
-  if (pos == 0)
-    dr_sampler_shard(c->seed, epoch, dr_data_len(r->data, DR_SPLIT_TRAIN),
-                     r->rank, r->world, r->shard);
   uint64_t t_start = dr_now_us(), data_us = 0, t_bwd0 = 0;
   double loss_sum = 0;
   char err[256] = "";
@@ -113,13 +109,14 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   double window_loss = 0;
   uint64_t window_n = 0, straggler_from = start;
   r->t0_us = dr_now_us();
-  /* A run resumed mid-epoch continues that epoch's sample order. */
-  if (start < r->total_steps && start % r->steps_per_epoch != 0)
-    dr_sampler_shard(c->seed, start / r->steps_per_epoch,
-                     dr_data_len(r->data, DR_SPLIT_TRAIN), r->rank, r->world,
-                     r->shard);
   for (uint64_t step = start; step < r->total_steps; step++) {
     double loss = 0;
+    /* This rank's share of the epoch, at its start or, in a run resumed
+     * mid-epoch, at the first step: the same sample order either way. */
+    if (step % r->steps_per_epoch == 0 || step == start)
+      dr_sampler_shard(c->seed, step / r->steps_per_epoch,
+                       dr_data_len(r->data, DR_SPLIT_TRAIN), r->rank,
+                       r->world, r->shard);
     /* On a GPU the step is enqueued; its loss stays on the device until
      * it is logged, and its times are read then. */
     int rc = r->gpu != NULL ? dr_gpu_train_step(r, step, &r->times[step])

@@ -283,13 +283,8 @@ static int micro_batches(dr_run_t *r, uint64_t pos, uint64_t *data_us) {
 }
 
 int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
-  const dr_train_config_t *c = &r->c;
   dr_gpu_t *g = r->gpu;
-  uint64_t epoch = step / r->steps_per_epoch;
-  uint64_t pos = step % r->steps_per_epoch;
-  if (pos == 0)
-    dr_sampler_shard(c->seed, epoch, dr_data_len(r->data, DR_SPLIT_TRAIN),
-                     r->rank, r->world, r->shard);
+  uint64_t pos = step % r->steps_per_epoch; /* sharded by dr_train_loop */
   if (dr_nccl_poll(g->nccl) != 0)
     return failed(r, "the NCCL communicator");
   dr_gpu_slot_t *sl = &g->ring[step % DR_GPU_RING];
