@@ -559,11 +559,14 @@ static void handle_success(dr_conn_t *c, const dr_msg_t *m) {
 
 void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
   switch (m->type) {
-  case DR_MSG_JOIN:
+  case DR_MSG_JOIN: {
+    /* Refused: no node after it, or a second JOIN on a node's connection. */
+    int was_node = c->node != NULL;
     handle_join(c, m);
-    if (c->node == NULL)
+    if (was_node || c->node == NULL)
       c->srv->stats.joins_refused++;
     break;
+  }
   case DR_MSG_FAILURE:
     handle_failure(c, m);
     break;
