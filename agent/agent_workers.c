@@ -15,6 +15,7 @@
 #include "cli_util.h"
 #include "errors.h"
 #include "events.h"
+#include "exit_codes.h"
 #include "log.h"
 #include "progress.h"
 #include "watchdog.h"
@@ -302,9 +303,9 @@ int dr__workers_groups_empty(dr_agent_t *ag) {
   return empty;
 }
 
-/* A communication failure (3, 4) is usually the echo of another one. */
+/* A communication failure is usually the echo of another one. */
 static int is_echo(const dr_worker_t *w) {
-  return w->signal == 0 && (w->exit_code == 3 || w->exit_code == 4);
+  return dr_exit_is_echo(w->exit_code, w->signal);
 }
 
 /* 0: a failure of its own; 1: an echo; 2: a success, reported last: a

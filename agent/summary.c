@@ -2,6 +2,8 @@
  * first, then the other failures, each with where, who and why. */
 #include "agent_internal.h"
 
+#include "exit_codes.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -103,9 +105,13 @@ static void print_rec(const char *host, const dr_failure_rec_t *f) {
 
 void dr_summary_print(int exit_code, const char *host, const char *server_reason,
                       const dr_failure_rec_t *recs, size_t n_recs) {
-  if (exit_code == 75) /* train's answer to SIGUSR1, after a checkpoint */
-    fprintf(stderr, "ddprun: job preempted (exit code 75): the workers "
-            "stopped on SIGUSR1; run it again to resume\n");
+  const dr_exit_info_t *e = dr_exit_info(exit_code);
+  if (exit_code == DR_EXIT_PREEMPTED)
+    fprintf(stderr, "ddprun: job preempted (exit code %d): the workers "
+            "stopped on SIGUSR1; run it again to resume\n", exit_code);
+  else if (e != NULL)
+    fprintf(stderr, "ddprun: job failed with exit code %d (%s)\n", exit_code,
+            e->brief);
   else
     fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
   int have_reason = server_reason != NULL && server_reason[0] != '\0';

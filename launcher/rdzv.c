@@ -12,6 +12,7 @@
 #include "auth.h"
 #include "errors.h"
 #include "events.h"
+#include "exit_codes.h"
 #include "log.h"
 
 static void on_rdzv_handle_closed(uv_handle_t *h) {
@@ -453,27 +454,24 @@ static void describe_failure(const dr_node_t *n, const dr_failure_t *f,
 }
 
 
-/* Restart from the budget, or stop: the job's answer to its root cause. */
+/* Restart from the budget, or stop: the job's answer to its root cause,
+ * by the exit-code table's policy. */
 static void decide_failure(dr_server_t *s, int code, int exit_code,
                            int signal, const char *what) {
   dr_rdzv_t *r = &s->rdzv;
   char reason[1200];
-  /* 75: the worker checkpointed on SIGUSR1 (preemption); whoever sent it
-   * requeues the job. A worker that SIGUSR1 killed (a program without a
-   * handler) was asked to leave too: a restart would only be preempted
-   * again. */
-  if (signal == SIGUSR1) {
-    snprintf(reason, sizeof(reason), "preempted (SIGUSR1, which the worker "
-             "does not handle), not restarted: %s", what);
-    stop_job(s, 75, reason);
-  } else if (signal == 0 &&
-             (exit_code == 2 || exit_code == 5 || exit_code == 75)) {
+  if (dr_exit_policy(exit_code, signal) == DR_EXIT_STOP) {
+    /* A worker that SIGUSR1 killed (a program without a handler) was asked
+     * to leave: a restart would only be preempted again. */
+    const dr_exit_info_t *e =
+        dr_exit_info(signal != 0 ? DR_EXIT_PREEMPTED : exit_code);
     snprintf(reason, sizeof(reason), "%s, not restarted: %s",
-             exit_code == 2   ? "configuration error"
-             : exit_code == 5 ? "non-finite loss"
-                              : "preempted (SIGUSR1)",
+             signal != 0 ? "preempted (SIGUSR1, which the worker does not "
+                           "handle)"
+             : e != NULL ? e->brief
+                         : "stopped",
              what);
-    stop_job(s, exit_code, reason);
+    stop_job(s, signal != 0 ? DR_EXIT_PREEMPTED : exit_code, reason);
   } else if (r->restarts_used < s->cfg.max_restarts) {
     r->restarts_used++;
     snprintf(reason, sizeof(reason), "restart %u of %u: %s", r->restarts_used,
@@ -521,7 +519,7 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
   /* A worker's own communication failure may echo another failure; an
    * agent's verdict that a worker hung (its message starts "hung:") is a
    * root cause itself. */
-  int echo = f.signal == 0 && (f.exit_code == 3 || f.exit_code == 4) &&
+  int echo = dr_exit_is_echo(f.exit_code, f.signal) &&
              !(f.message.len >= 5 && memcmp(f.message.p, "hung:", 5) == 0);
   if (r->holding) {
     if (echo)

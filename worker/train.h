@@ -18,15 +18,18 @@
 /* The GPU path's state (worker/gpu/gpu_train.h). */
 typedef struct dr_gpu dr_gpu_t;
 
-/* Exit codes of train (documented in --help and README). */
+/* Exit codes of train: the table in proto/exit_codes.h (DR_EXIT_*). */
+#include "exit_codes.h"
 enum {
-  DR_TRAIN_OK = 0,
-  DR_TRAIN_ECONFIG = 2,   /* bad configuration: never restarted */
-  DR_TRAIN_ECOMM = 3,     /* communication set-up failed: restartable */
-  DR_TRAIN_ETIMEOUT = 4,  /* a collective timed out or lost a peer */
-  DR_TRAIN_ENONFINITE = 5, /* the loss became NaN or infinite: not restarted */
-  DR_TRAIN_EPREEMPTED = 75 /* stopped by SIGUSR1 after a checkpoint: not
-                              restarted; ddprun exits 75 (EX_TEMPFAIL) */
+  DR_TRAIN_OK = DR_EXIT_OK,
+  DR_TRAIN_ECONFIG = DR_EXIT_CONFIG,
+  DR_TRAIN_ECOMM = DR_EXIT_COMM,
+  DR_TRAIN_ETIMEOUT = DR_EXIT_TIMEOUT,
+  DR_TRAIN_ENONFINITE = DR_EXIT_NONFINITE,
+  DR_TRAIN_ESTORAGE = DR_EXIT_STORAGE,
+  DR_TRAIN_ENOMEM = DR_EXIT_NOMEM,
+  DR_TRAIN_EPEER = DR_EXIT_PEER,
+  DR_TRAIN_EPREEMPTED = DR_EXIT_PREEMPTED
 };
 
 typedef struct {
