@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #define DR_PROTO_MAGIC 0x4452u
-#define DR_PROTO_VERSION 1u
+#define DR_PROTO_VERSION 2u
 #define DR_FRAME_HDR_LEN 12u
 #define DR_MAX_FIELDS 12u
 #define DR_NONE UINT64_MAX
@@ -78,7 +78,15 @@
   X(SUCCESS, 21, "u", "gen")                                                 \
   /* server -> agents, pushed with request id 0 */                           \
   X(RESTART, 22, "uub", "gen, restart_count, reason")                        \
-  X(STOP, 23, "ub", "exit_code, reason")
+  X(STOP, 23, "ub", "exit_code, reason")                                     \
+  /* agent -> server, after a reconnection while its workers still run the \
+   * generation it was assigned: claims its place again (OK, or RESTART   \
+   * when the server cannot take it back) */                                \
+  X(RESUME, 24, "ssuuuuuu",                                                  \
+    "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
+    "restart_count")                                                         \
+  /* agent -> server: this node leaves on purpose (a signal to ddprun) */   \
+  X(LEAVE, 25, "uub", "gen, signal, reason")
 
 typedef enum {
 #define DR__MSG_ENUM(name, id, schema, doc) DR_MSG_##name = id,
@@ -264,7 +272,26 @@ typedef struct {
   dr_bytes_t message;
 } dr_failure_t;
 
+typedef struct {
+  dr_bytes_t run_id;
+  dr_bytes_t host;
+  uint64_t gen;          /* the generation its workers run */
+  uint32_t node_rank;
+  uint32_t nnodes;
+  uint32_t world_size;
+  uint32_t nproc;
+  uint32_t restart_count;
+} dr_resume_t;
+
+typedef struct {
+  uint64_t gen;
+  uint32_t signal;       /* the signal ddprun received, 0 for none */
+  dr_bytes_t reason;
+} dr_leave_t;
+
 int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j);
+int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r);
+int dr_enc_leave(dr_buf_t *b, uint32_t req, const dr_leave_t *l);
 int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a);
 int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen);
 int dr_enc_failure(dr_buf_t *b, uint32_t req, const dr_failure_t *f);
@@ -279,5 +306,7 @@ int dr_enc_stop(dr_buf_t *b, uint32_t req, int exit_code, dr_bytes_t reason);
 int dr_msg_join(const dr_msg_t *msg, dr_join_t *out);
 int dr_msg_assign(const dr_msg_t *msg, dr_assign_t *out);
 int dr_msg_failure(const dr_msg_t *msg, dr_failure_t *out);
+int dr_msg_resume(const dr_msg_t *msg, dr_resume_t *out);
+int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
 
 #endif /* DR_WIRE_H */

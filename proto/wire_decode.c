@@ -221,3 +221,31 @@ int dr_msg_failure(const dr_msg_t *m, dr_failure_t *o) {
   o->message = m->f[6].b;
   return 0;
 }
+
+int dr_msg_resume(const dr_msg_t *m, dr_resume_t *o) {
+  if (m->type != DR_MSG_RESUME)
+    return DR_EUNEXPECTED;
+  for (int i = 3; i <= 7; i++)
+    if (!fits_u32(m->f[i].u))
+      return DR_EBADARG;
+  o->run_id = m->f[0].b;
+  o->host = m->f[1].b;
+  o->gen = m->f[2].u;
+  o->node_rank = (uint32_t)m->f[3].u;
+  o->nnodes = (uint32_t)m->f[4].u;
+  o->world_size = (uint32_t)m->f[5].u;
+  o->nproc = (uint32_t)m->f[6].u;
+  o->restart_count = (uint32_t)m->f[7].u;
+  return 0;
+}
+
+int dr_msg_leave(const dr_msg_t *m, dr_leave_t *o) {
+  if (m->type != DR_MSG_LEAVE)
+    return DR_EUNEXPECTED;
+  if (!fits_u32(m->f[1].u))
+    return DR_EBADARG;
+  o->gen = m->f[0].u;
+  o->signal = (uint32_t)m->f[1].u;
+  o->reason = m->f[2].b;
+  return 0;
+}

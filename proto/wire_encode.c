@@ -318,3 +318,24 @@ int dr_enc_stop(dr_buf_t *b, uint32_t req, int exit_code, dr_bytes_t reason) {
   put_bytes(&f, reason);
   return frame_end(&f);
 }
+
+int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r) {
+  frame_t f = frame_begin(b, DR_MSG_RESUME, req);
+  put_bytes(&f, r->run_id);
+  put_bytes(&f, r->host);
+  put_u64(&f, r->gen);
+  put_u64(&f, r->node_rank);
+  put_u64(&f, r->nnodes);
+  put_u64(&f, r->world_size);
+  put_u64(&f, r->nproc);
+  put_u64(&f, r->restart_count);
+  return frame_end(&f);
+}
+
+int dr_enc_leave(dr_buf_t *b, uint32_t req, const dr_leave_t *l) {
+  frame_t f = frame_begin(b, DR_MSG_LEAVE, req);
+  put_u64(&f, l->gen);
+  put_u64(&f, l->signal);
+  put_bytes(&f, l->reason);
+  return frame_end(&f);
+}

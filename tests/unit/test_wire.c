@@ -107,6 +107,15 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     return dr_enc_restart(b, req, 11, 2, dr_str("rank 3 exited with code 1"));
   case DR_MSG_STOP:
     return dr_enc_stop(b, req, 3, dr_str("restart budget spent"));
+  case DR_MSG_RESUME: {
+    dr_resume_t q = {dr_str("job7"), dr_str("node-a.example"), 12, 1, 2, 16,
+                     8, 3};
+    return dr_enc_resume(b, req, &q);
+  }
+  case DR_MSG_LEAVE: {
+    dr_leave_t l = {13, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
+    return dr_enc_leave(b, req, &l);
+  }
   default:
     fail_msg("no sample for type %u", type);
     return -1;
@@ -258,6 +267,19 @@ static void check_sample(const dr_msg_t *m) {
   case DR_MSG_STOP:
     assert_int_equal(f[0].u, 3);
     assert_str(f[1].b, "restart budget spent");
+    break;
+  case DR_MSG_RESUME: {
+    static const uint64_t want[] = {12, 1, 2, 16, 8, 3};
+    assert_str(f[0].b, "job7");
+    assert_str(f[1].b, "node-a.example");
+    for (int i = 2; i < 8; i++)
+      assert_int_equal(f[i].u, want[i - 2]);
+    break;
+  }
+  case DR_MSG_LEAVE:
+    assert_int_equal(f[0].u, 13);
+    assert_int_equal(f[1].u, 15);
+    assert_str(f[2].b, "ddprun on 'node-a' received SIGTERM");
     break;
   default:
     fail_msg("unexpected type %u", m->type);
@@ -901,6 +923,8 @@ static void test_views_reject_other_types(void **state) {
     dr_join_t j;
     dr_assign_t a;
     dr_failure_t x;
+    dr_resume_t q;
+    dr_leave_t l;
     dr_buf_reset(&f->b);
     assert_int_equal(encode_sample(&f->b, t, 1), 0);
     assert_int_equal(dr_decode(&f->dflt, f->b.data, f->b.len, &m, &consumed,
@@ -911,6 +935,23 @@ static void test_views_reject_other_types(void **state) {
                      t == DR_MSG_ASSIGN ? 0 : DR_EUNEXPECTED);
     assert_int_equal(dr_msg_failure(&m, &x),
                      t == DR_MSG_FAILURE ? 0 : DR_EUNEXPECTED);
+    assert_int_equal(dr_msg_resume(&m, &q),
+                     t == DR_MSG_RESUME ? 0 : DR_EUNEXPECTED);
+    assert_int_equal(dr_msg_leave(&m, &l),
+                     t == DR_MSG_LEAVE ? 0 : DR_EUNEXPECTED);
+    if (t == DR_MSG_RESUME) { /* the sample's values, in order */
+      assert_int_equal(q.gen, 12);
+      assert_int_equal(q.node_rank, 1);
+      assert_int_equal(q.nnodes, 2);
+      assert_int_equal(q.world_size, 16);
+      assert_int_equal(q.nproc, 8);
+      assert_int_equal(q.restart_count, 3);
+      assert_memory_equal(q.host.p, "node-a.example", q.host.len);
+    }
+    if (t == DR_MSG_LEAVE) {
+      assert_int_equal(l.gen, 13);
+      assert_int_equal(l.signal, 15);
+    }
   }
 }
 
@@ -922,9 +963,15 @@ static int view_of(const fx_t *f, const raw_t *r) {
   dr_join_t j;
   dr_assign_t a;
   dr_failure_t x;
+  dr_resume_t q;
+  dr_leave_t l;
   assert_int_equal(dr_decode(&f->dflt, r->b, r->len, &m, &consumed, &need,
                              &err),
                    DR_DECODE_OK);
+  if (m.type == DR_MSG_RESUME)
+    return dr_msg_resume(&m, &q);
+  if (m.type == DR_MSG_LEAVE)
+    return dr_msg_leave(&m, &l);
   if (m.type == DR_MSG_JOIN)
     return dr_msg_join(&m, &j);
   if (m.type == DR_MSG_ASSIGN)
@@ -980,6 +1027,18 @@ static void test_views_reject_wide_integers(void **state) {
     u64_frame(&r, DR_MSG_FAILURE, i);
     assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
   }
+  /* RESUME: every u64 but gen (index 2) is 32-bit; LEAVE: all but gen. */
+  const char *rs = dr_msg_schema(DR_MSG_RESUME);
+  for (int i = 0; rs[i] != '\0'; i++) {
+    if (rs[i] != 'u')
+      continue;
+    u64_frame(&r, DR_MSG_RESUME, i);
+    assert_int_equal(view_of(f, &r), i == 2 ? 0 : DR_EBADARG);
+  }
+  u64_frame(&r, DR_MSG_LEAVE, 0);
+  assert_int_equal(view_of(f, &r), 0);
+  u64_frame(&r, DR_MSG_LEAVE, 1);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
 }
 
 /* ---- encoder allocation failure ------------------------------------------- */
