@@ -16,55 +16,17 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "exit_codes.h"
 #include "events.h"
 #include "log.h"
 #include "progress.h"
 #include "watchdog.h"
 
-static void finish(dr_agent_t *ag, int code);
-static void send_join(dr_agent_t *ag);
-static void reconnect(dr_agent_t *ag);
-static void on_retry_reconnect(uv_timer_t *t);
-static void on_join_timeout(uv_timer_t *t);
 
 static double wall_now(void) {
   struct timeval tv;
   gettimeofday(&tv, NULL);
   return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
-
-static void send_buf(dr_agent_t *ag, dr_buf_t *b) {
-  if (ag->arz != NULL)
-    dr_arz_send(ag->arz, b);
-  dr_buf_free(b);
-}
-
-/* Holds a free port for MASTER_PORT: bound (SO_REUSEADDR), not listening,
- * so no other job gets it, while rank 0 can still bind it once released. */
-static int reserve_port(uint16_t *port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -errno;
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  socklen_t len = sizeof(sa);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-    int e = -errno;
-    close(fd);
-    return e;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
-
-static void release_port(dr_agent_t *ag) {
-  if (ag->port_fd >= 0)
-    close(ag->port_fd);
-  ag->port_fd = -1;
 }
 
 /* ---- stopping the local group ----------------------------------------- */
@@ -74,15 +36,13 @@ static void stop_done(dr_agent_t *ag) {
   ag->killed = 0;
   dr__workers_close(ag);
   if (ag->next == DR_NEXT_EXIT) {
-    finish(ag, ag->exit_code);
-  } else if (ag->next == DR_NEXT_RECONNECT) {
-    ag->next = DR_NEXT_WAIT;
-    reconnect(ag);
+    dr__agent_finish(ag, ag->exit_code);
   } else if (ag->next == DR_NEXT_REJOIN) {
     ag->next = DR_NEXT_WAIT;
-    send_join(ag);
+    dr__agent_send_join(ag);
   } else {
     ag->state = DR_AG_WAITING;
+    ag->workers_done_ms = uv_now(&ag->loop);
   }
 }
 
@@ -111,9 +71,7 @@ static int all_stopped(dr_agent_t *ag) {
   return ag->n_alive == 0 && dr__workers_groups_empty(ag);
 }
 
-/* Stops the local workers with sig (SIGKILL after the grace), then does
- * next; a stronger next (exit over rejoin over wait) wins. */
-static void stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
+void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
   if (next > ag->next)
     ag->next = next;
   if (ag->state == DR_AG_STOPPING)
@@ -162,7 +120,7 @@ static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
       dr_logfwd_tail(w->fwd[1], f->message, sizeof(f->message));
 }
 
-static void report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
+void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   dr_buf_t b;
   dr_buf_init(&b);
   dr_failure_t x;
@@ -178,7 +136,7 @@ static void report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
     x.message.len = 1000;
   }
   dr_enc_failure(&b, 0, &x);
-  send_buf(ag, &b);
+  dr__agent_send(ag, &b);
   char esc[2100];
   dr_events_emit(ag->events, "failure",
                  ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
@@ -203,15 +161,16 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
               "the workers of this node\n", w->rank, w->local_rank,
               (int)w->pid, dr_failure_what(&ag->fails[ag->n_fails - 1], what,
                                             sizeof(what)));
-      report_failure(ag, &ag->fails[ag->n_fails - 1]);
-      stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+      dr__agent_report_failure(ag, &ag->fails[ag->n_fails - 1]);
+      dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
     } else if (ag->n_alive == 0) {
       dr__workers_close(ag);
       ag->state = DR_AG_WAITING;
+      ag->workers_done_ms = uv_now(&ag->loop);
       dr_buf_t b;
       dr_buf_init(&b);
       dr_enc_success(&b, 0, ag->asg.gen);
-      send_buf(ag, &b);
+      dr__agent_send(ag, &b);
     }
     return;
   }
@@ -223,7 +182,7 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
     size_t before = ag->n_fails;
     record_failure(ag, w);
     if (ag->n_fails > before)
-      report_failure(ag, &ag->fails[ag->n_fails - 1]);
+      dr__agent_report_failure(ag, &ag->fails[ag->n_fails - 1]);
   }
   if (ag->state == DR_AG_STOPPING && all_stopped(ag))
     stop_done(ag);
@@ -240,7 +199,7 @@ static void on_sigchld(uv_signal_t *h, int signum) {
 
 /* ---- the server's messages --------------------------------------------- */
 
-static void on_assign(dr_agent_t *ag, const dr_msg_t *m) {
+void dr__agent_on_assign(dr_agent_t *ag, const dr_msg_t *m) {
   dr_assign_t a;
   if (dr_msg_assign(m, &a) != 0)
     return;
@@ -273,195 +232,32 @@ static void on_assign(dr_agent_t *ag, const dr_msg_t *m) {
   ag->state = DR_AG_RUNNING;
   /* The reservation is released only now, as the workers start: rank 0
    * binds the port next. */
-  release_port(ag);
+  dr__agent_release_port(ag);
+  ag->spawn_stage = 0;
   int rc = dr__workers_start(ag);
   if (rc != 0) {
+    /* A program that cannot be executed, or CPUs it may not have, is the
+     * configuration's fault and never restarted; a fork at the process or
+     * memory limit may pass and is restartable (as out of memory). */
+    int config = ag->spawn_stage == DR_SPAWN_EXEC ||
+                 ag->spawn_stage == DR_SPAWN_BIND;
+    int code = config                              ? DR_EXIT_CONFIG
+               : rc == -EAGAIN || rc == -ENOMEM    ? DR_EXIT_NOMEM
+                                                   : 1;
     dr_failure_rec_t *f = new_failure(
         ag, ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0, 0);
     if (f != NULL) {
-      f->exit_code = 2;
-      snprintf(f->message, sizeof(f->message), "cannot start '%s': %s",
-               ag->cfg->prog_argv[0], dr_strerror(rc));
-      report_failure(ag, f);
+      f->exit_code = code;
+      snprintf(f->message, sizeof(f->message), "cannot start '%s': %s%s",
+               ag->cfg->prog_argv[0],
+               ag->spawn_stage == DR_SPAWN_FORK ? "fork() failed: " : "",
+               dr_strerror(rc));
+      dr__agent_report_failure(ag, f);
     }
-    ag->exit_code = 2;
-    stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+    if (config)
+      ag->exit_code = DR_EXIT_CONFIG;
+    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
   }
-}
-
-static void on_msg(void *arg, const dr_msg_t *m) {
-  dr_agent_t *ag = arg;
-  switch (m->type) {
-  case DR_MSG_ASSIGN:
-    if (ag->state == DR_AG_JOINING)
-      on_assign(ag, m);
-    break;
-  case DR_MSG_RESTART:
-    fprintf(stderr, "ddprun: restarting the workers (generation %llu, "
-            "restart %llu of %u): %.*s\n", (unsigned long long)m->f[0].u,
-            (unsigned long long)m->f[1].u, ag->o->max_restarts,
-            (int)m->f[2].b.len, (const char *)m->f[2].b.p);
-    snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
-             (int)m->f[2].b.len, (const char *)m->f[2].b.p);
-    {
-      char esc[2500];
-      dr_events_emit(ag->events, "restart",
-                     ",\"gen\":%llu,\"restart_count\":%llu,\"reason\":\"%s\"",
-                     (unsigned long long)m->f[0].u,
-                     (unsigned long long)m->f[1].u,
-                     dr_json_escape(ag->server_reason, esc, sizeof(esc)));
-    }
-    stop_local(ag, SIGTERM, DR_NEXT_REJOIN);
-    break;
-  case DR_MSG_STOP:
-    if (ag->stop_signal == 0)
-      ag->exit_code = (int)m->f[0].u;
-    snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
-             (int)m->f[1].b.len, (const char *)m->f[1].b.p);
-    {
-      char esc[2500];
-      dr_events_emit(ag->events, "stop", ",\"exit_code\":%d,\"reason\":\"%s\"",
-                     (int)m->f[0].u,
-                     dr_json_escape(ag->server_reason, esc, sizeof(esc)));
-    }
-    stop_local(ag, SIGTERM, DR_NEXT_EXIT);
-    break;
-  case DR_MSG_ERROR: {
-    int code = -(int)m->f[0].u;
-    if (ag->state == DR_AG_JOINING || code != DR_ESTOPPED)
-      fprintf(stderr, "ddprun: the rendezvous server refused this node: %.*s\n",
-              (int)m->f[1].b.len, (const char *)m->f[1].b.p);
-    if (ag->next != DR_NEXT_EXIT)
-      ag->exit_code = code == DR_ESTOPPED ? 1 : 2;
-    stop_local(ag, SIGTERM, DR_NEXT_EXIT);
-    break;
-  }
-  default: /* HEARTBEAT: hearing it is enough */
-    break;
-  }
-}
-
-static void on_lost(void *arg, int code, const char *why) {
-  dr_agent_t *ag = arg;
-  if (ag->next == DR_NEXT_EXIT || ag->state == DR_AG_EXITING)
-    return; /* a STOP came first; the server then closed */
-  fprintf(stderr, "ddprun: %s\n", why);
-  char esc[1100];
-  dr_events_emit(ag->events, "server_lost", ",\"reason\":\"%s\"",
-                 dr_json_escape(why, esc, sizeof(esc)));
-  int config = code == DR_ERUNID || code == DR_ENOAUTH || code == DR_EAUTH ||
-               code == DR_EVERSION || code == DR_EDUPRANK ||
-               code == DR_EBADRANK || code == DR_ENPROC || code == DR_EFULL;
-  if (!config && (ag->reconnecting || !ag->have_asg) &&
-      uv_now(&ag->loop) < ag->reconnect_deadline) {
-    /* Connected, then lost before an assignment (a reset handshake, a
-     * dying server's queue): keep trying until the join timeout of this
-     * (re)connection runs out. */
-    ag->reconnecting = 1;
-    dr_arz_close(&ag->arz);
-    uv_timer_start(&ag->retry_timer, on_retry_reconnect, 100, 0);
-    return;
-  }
-  if (!config && !ag->cfg->server_in_process && ag->have_asg &&
-      !ag->reconnecting) {
-    /* A restarted server takes the job back: stop, reconnect, rejoin;
-     * the workers resume from their last checkpoint. */
-    fprintf(stderr, "ddprun: reconnecting to %s:%u for up to %.0f s "
-            "(join_timeout)\n", ag->cfg->server_host, ag->cfg->server_port,
-            ag->o->join_timeout_ms / 1000.0);
-    stop_local(ag, SIGTERM, DR_NEXT_RECONNECT);
-    return;
-  }
-  ag->exit_code = config ? 2 : 3;
-  stop_local(ag, SIGTERM, DR_NEXT_EXIT);
-}
-
-static void send_join(dr_agent_t *ag) {
-  ag->state = DR_AG_JOINING;
-  if (ag->cfg->master_port == 0 && ag->port_fd < 0) {
-    int fd = reserve_port(&ag->port_offer);
-    if (fd >= 0)
-      ag->port_fd = fd;
-  }
-  dr_join_t j;
-  memset(&j, 0, sizeof(j));
-  j.run_id = dr_str(ag->o->rdzv_id);
-  j.host = dr_str(ag->cfg->hostname);
-  j.addr = dr_str(ag->o->local_addr);
-  j.nproc = ag->nproc;
-  j.node_rank = ag->o->node_rank >= 0 ? (uint64_t)ag->o->node_rank : DR_NONE;
-  j.master_port_offer =
-      ag->cfg->master_port != 0 ? ag->cfg->master_port : ag->port_offer;
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_enc_join(&b, 1, &j);
-  send_buf(ag, &b);
-  dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
-  uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
-}
-
-static void on_join_timeout(uv_timer_t *t) {
-  dr_agent_t *ag = t->data;
-  if (ag->state != DR_AG_JOINING)
-    return;
-  int err = ag->arz != NULL ? dr_arz_last_error(ag->arz) : 0;
-  if (ag->arz != NULL && dr_arz_resolve_error(ag->arz) != NULL)
-    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
-            "(%s); gave up after join_timeout=%.3g s; check the host name of "
-            "--rdzv-endpoint\n", ag->cfg->server_host,
-            dr_arz_resolve_error(ag->arz),
-            ag->o->join_timeout_ms / 1000.0);
-  else if (ag->arz != NULL && !dr_arz_connected(ag->arz))
-    fprintf(stderr, "ddprun: connect() to %s:%u failed while joining (%d: "
-            "%s); gave up after join_timeout=%.3g s\n", ag->cfg->server_host,
-            ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "
-            "answer", ag->o->join_timeout_ms / 1000.0);
-  else
-    fprintf(stderr, "ddprun: the rendezvous at %s:%u did not complete within "
-            "join_timeout=%.3g s; are the other nodes started with the same "
-            "--rdzv-id and --nnodes?\n", ag->cfg->server_host,
-            ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
-  ag->exit_code = 3;
-  finish(ag, 3);
-}
-
-static void on_retry_reconnect(uv_timer_t *t) { reconnect(t->data); }
-
-static void on_ready(void *arg) {
-  dr_agent_t *ag = arg;
-  ag->reconnecting = 0;
-  send_join(ag);
-}
-
-static int start_arz(dr_agent_t *ag) {
-  dr_arz_opts_t ao;
-  memset(&ao, 0, sizeof(ao));
-  ao.host = ag->cfg->server_host;
-  ao.port = ag->cfg->server_port;
-  ao.run_id = ag->o->rdzv_id;
-  ao.client_host = ag->cfg->hostname;
-  ao.secret = ag->cfg->secret;
-  ao.secret_len = ag->cfg->secret_len;
-  ao.connect_timeout_ms = ag->o->join_timeout_ms;
-  ao.limits = dr_limits_default();
-  dr_arz_cb_t cb = {on_ready, on_msg, on_lost, ag};
-  int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
-  if (rc != 0)
-    fprintf(stderr, "ddprun: cannot start the rendezvous client for '%s' "
-            "(%s)\n", ag->cfg->server_host, dr_strerror(rc));
-  else
-    uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);
-  return rc;
-}
-
-static void reconnect(dr_agent_t *ag) {
-  dr_arz_close(&ag->arz);
-  if (!ag->reconnecting)
-    ag->reconnect_deadline = uv_now(&ag->loop) + ag->o->join_timeout_ms;
-  ag->reconnecting = 1;
-  ag->state = DR_AG_JOINING;
-  if (start_arz(ag) != 0)
-    finish(ag, 3);
 }
 
 /* 1 when pid is stopped (SIGSTOP, a debugger): state T or t. */
@@ -516,31 +312,11 @@ static void on_hang_timer(uv_timer_t *t) {
                "after step %llu (--hang-timeout %.1f s)", idle,
                (unsigned long long)w->progress_step,
                ag->o->hang_timeout_ms / 1000.0);
-      report_failure(ag, f);
+      dr__agent_report_failure(ag, f);
     }
-    stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
     return;
   }
-}
-
-static void on_heartbeat(uv_timer_t *t) {
-  dr_agent_t *ag = t->data;
-  if (ag->arz == NULL || ag->state == DR_AG_EXITING)
-    return;
-  /* The server pushes heartbeats to running nodes only. */
-  if (ag->state == DR_AG_RUNNING &&
-      dr_arz_idle_ms(ag->arz) > 2ull * ag->o->heartbeat_timeout_ms) {
-    char why[160];
-    snprintf(why, sizeof(why), "lost the rendezvous server %s:%u: nothing "
-             "heard for %llu ms", ag->cfg->server_host, ag->cfg->server_port,
-             (unsigned long long)dr_arz_idle_ms(ag->arz));
-    on_lost(ag, DR_ECLOSED, why);
-    return;
-  }
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_enc_heartbeat(&b, 0, ag->asg.gen);
-  send_buf(ag, &b);
 }
 
 /* ---- signals and the end ----------------------------------------------- */
@@ -561,17 +337,18 @@ static void on_signal(uv_signal_t *h, int sig) {
           sigabbrev_np(sig));
   ag->stop_signal = sig;
   ag->exit_code = 128 + sig;
+  dr__agent_leave(ag, sig);
   if (ag->state == DR_AG_STOPPING) {
     dr__workers_signal(ag, sig);
     ag->next = DR_NEXT_EXIT;
   } else {
-    stop_local(ag, sig, DR_NEXT_EXIT);
+    dr__agent_stop_local(ag, sig, DR_NEXT_EXIT);
   }
 }
 
 static void close_cb(uv_handle_t *h) { (void)h; }
 
-static void finish(dr_agent_t *ag, int code) {
+void dr__agent_finish(dr_agent_t *ag, int code) {
   if (ag->state == DR_AG_EXITING)
     return;
   ag->state = DR_AG_EXITING;
@@ -581,7 +358,7 @@ static void finish(dr_agent_t *ag, int code) {
     dr_summary_print(code, ag->cfg->hostname, ag->server_reason, ag->fails,
                      ag->n_fails);
   dr_arz_close(&ag->arz);
-  release_port(ag);
+  dr__agent_release_port(ag);
   dr__workers_close(ag);
   uv_close((uv_handle_t *)&ag->kill_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hb_timer, close_cb);
@@ -719,13 +496,9 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     every = every < 50 ? 50 : every > 1000 ? 1000 : every;
     uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
   }
-  ag->reconnect_deadline = uv_now(&ag->loop) + ag->o->join_timeout_ms;
-  if (start_arz(ag) != 0) {
-    finish(ag, 2);
-  } else {
-    uint64_t hb = ag->o->heartbeat_timeout_ms / 3;
-    uv_timer_start(&ag->hb_timer, on_heartbeat, hb > 0 ? hb : 1, hb > 0 ? hb : 1);
-  }
+  ag->start_ms = uv_now(&ag->loop);
+  if (dr__agent_session_start(ag) != 0)
+    dr__agent_finish(ag, DR_EXIT_CONFIG);
   uv_run(&ag->loop, UV_RUN_DEFAULT);
   int code = ag->exit_code;
   dr_events_emit(ag->events, "exit_agent", ",\"exit_code\":%d", code);

@@ -36,6 +36,9 @@ typedef struct {
   size_t secret_len;
   uint32_t connect_timeout_ms; /* keep retrying refused connects, and a
                                   name that does not resolve, this long */
+  uint32_t user_timeout_ms;    /* TCP_USER_TIMEOUT: data unacknowledged
+                                  this long ends the connection; 0 = the
+                                  kernel's default */
   dr_limits_t limits;
 } dr_arz_opts_t;
 
@@ -69,8 +72,15 @@ typedef struct {
   const dr_binding_t *bind;
 } dr_spawn_req_t;
 
-/* Which step of starting a worker failed. */
-enum { DR_SPAWN_SETUP = 1, DR_SPAWN_BIND = 2, DR_SPAWN_EXEC = 3 };
+/* Which step of starting a worker failed. Only EXEC (a program that
+ * cannot be executed) and BIND (CPUs it may not have) are configuration
+ * errors; the others (a fork at the process or memory limit) may pass. */
+enum {
+  DR_SPAWN_SETUP = 1,
+  DR_SPAWN_BIND = 2,
+  DR_SPAWN_EXEC = 3,
+  DR_SPAWN_FORK = 4
+};
 
 /* Forks and execs one worker in a new process group, with a parent-death
  * signal (SIGKILL), stdin from /dev/null and stdout/stderr into new pipes.
@@ -166,8 +176,7 @@ typedef enum {
 typedef enum {
   DR_NEXT_WAIT = 0,      /* wait for the server's order */
   DR_NEXT_REJOIN = 1,    /* join the next round */
-  DR_NEXT_RECONNECT = 2, /* the server was lost: connect again, then join */
-  DR_NEXT_EXIT = 3
+  DR_NEXT_EXIT = 2
 } dr_ag_next_t;
 
 struct dr_agent {
@@ -200,11 +209,19 @@ struct dr_agent {
   int killed;                /* SIGKILL sent to the groups while stopping */
   int stop_sig;              /* the signal the stop began with */
   int spawn_failed;          /* local rank whose start failed, or -1 */
+  int spawn_stage;           /* and the DR_SPAWN_* step that failed */
   struct dr_progress *progress;
   char progress_path[300];
   uv_timer_t hang_timer;
+  int arz_ready;             /* the connection is up and authenticated */
   int reconnecting;          /* connecting again after losing the server */
-  uint64_t reconnect_deadline;
+  int resume_pending;        /* RESUME sent, no answer yet */
+  int silent_warned;         /* said that the server has gone silent */
+  uint64_t start_ms;         /* loop time at the start */
+  uint64_t lost_ms;          /* when the server was lost */
+  uint64_t workers_done_ms;  /* when the last worker of a generation ended */
+  char last_loss[1024];      /* the last loss reported, said once */
+  unsigned n_same_loss;      /* attempts since that ended the same way */
   uv_timer_t retry_timer;
   struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
   uv_timer_t hold_timer;     /* polls workers holding signals */
@@ -233,5 +250,23 @@ void dr__sighold_close(dr_agent_t *ag);
 
 /* agent.c: a worker has exited (alive is 0, its status filled). */
 void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w);
+/* Stops the local workers with sig (SIGKILL after the grace), then does
+ * next; a stronger next (exit over rejoin over wait) wins. */
+void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next);
+void dr__agent_finish(dr_agent_t *ag, int code);
+/* An ASSIGN while joining: start the generation's workers. */
+void dr__agent_on_assign(dr_agent_t *ag, const dr_msg_t *m);
+void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
+
+/* agent_session.c: the session with the rendezvous server. */
+/* Connects and starts the heartbeats: 0, or -1 (said on stderr). */
+int dr__agent_session_start(dr_agent_t *ag);
+/* Sends b (then frees it) when connected; dropped otherwise: whatever the
+ * server must know is sent again on resuming. */
+void dr__agent_send(dr_agent_t *ag, dr_buf_t *b);
+void dr__agent_send_join(dr_agent_t *ag);
+/* Tells the server this node leaves because ddprun received sig. */
+void dr__agent_leave(dr_agent_t *ag, int sig);
+void dr__agent_release_port(dr_agent_t *ag);
 
 #endif /* DR_AGENT_INTERNAL_H */

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,7 @@ struct dr_arz {
   uint8_t *secret;
   size_t secret_len;
   uint16_t port;
+  uint32_t user_timeout_ms;
   struct sockaddr_storage addr;
   uint64_t deadline;
   uint64_t backoff_ms;
@@ -217,6 +220,16 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dr_arz_t *a = s->data;
+  if (nread < 0 && a->state == ARZ_HELLO) {
+    /* Accepted by the kernel, then closed unanswered: what a server at its
+     * open-files limit does to the connections it cannot take. */
+    arz_lost(a, nread == UV_EOF ? DR_ECLOSED : (int)nread,
+             "the rendezvous server %s:%u refused the connection (closed it "
+             "before answering HELLO: %s): too many open files on the "
+             "server?", a->host, a->port,
+             nread == UV_EOF ? "end of stream" : uv_strerror((int)nread));
+    return;
+  }
   if (nread < 0) {
     arz_lost(a, nread == UV_EOF ? DR_ECLOSED : (int)nread,
              "the rendezvous server %s:%u closed the connection (%s)", a->host,
@@ -282,6 +295,10 @@ static void on_connect(uv_connect_t *req, int status) {
   if (status == 0) {
     a->ever_connected = 1;
     uv_tcp_nodelay(&a->tcp, 1);
+    uv_os_fd_t fd;
+    unsigned ut = a->user_timeout_ms;
+    if (ut > 0 && uv_fileno((uv_handle_t *)&a->tcp, &fd) == 0)
+      setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
     a->state = ARZ_HELLO;
     a->last_heard = uv_now(a->loop);
     int rc = uv_read_start((uv_stream_t *)&a->tcp, on_alloc, on_read);
@@ -366,6 +383,7 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
   a->loop = loop;
   a->cb = *cb;
   a->port = o->port;
+  a->user_timeout_ms = o->user_timeout_ms;
   a->host = strdup(o->host);
   a->run_id = strdup(o->run_id);
   a->client_host = strdup(o->client_host);

@@ -192,9 +192,11 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
               ag->cfg->prog_argv[0], dr_strerror(rc));
     else
       fprintf(stderr, "ddprun: cannot start local rank %u: %s failed (%s)\n",
-              w->local_rank, stage == DR_SPAWN_BIND ? "sched_setaffinity()"
-                                                    : "setting up the process",
+              w->local_rank, stage == DR_SPAWN_BIND   ? "sched_setaffinity()"
+                             : stage == DR_SPAWN_FORK ? "fork()"
+                                                      : "setting up the process",
               dr_strerror(rc));
+    ag->spawn_stage = stage;
     return rc;
   }
   w->alive = 1;
@@ -267,10 +269,8 @@ int dr__workers_start(dr_agent_t *ag) {
     w->file_fd[0] = w->file_fd[1] = -1;
     int rc = start_one(ag, w);
     if (rc != 0) {
-      /* The exec failed: a configuration error, never restarted. */
       w->alive = 0;
       w->group_gone = 1;
-      w->exit_code = 2;
       ag->spawn_failed = (int)i;
       return rc;
     }

@@ -108,6 +108,7 @@ int dr_spawn(const dr_spawn_req_t *r, pid_t *pid, int *out_fd, int *err_fd,
   pid_t p = fork();
   if (p < 0) {
     rc = -errno;
+    *stage = DR_SPAWN_FORK;
     goto done;
   }
   if (p == 0)

@@ -19,7 +19,7 @@ static void on_rdzv_handle_closed(uv_handle_t *h) {
   dr__server_handle_closed(h->data);
 }
 
-static void node_free(dr_node_t *n) {
+void dr__rdzv_node_free(dr_node_t *n) {
   if (n->conn != NULL)
     n->conn->node = NULL;
   free(n->boot);
@@ -82,9 +82,9 @@ void dr__rdzv_close(dr_server_t *s) {
 void dr__rdzv_free(dr_server_t *s) {
   dr_rdzv_t *r = &s->rdzv;
   for (size_t i = 0; i < r->n_round; i++)
-    node_free(r->round[i]);
+    dr__rdzv_node_free(r->round[i]);
   for (size_t i = 0; i < r->n_waiting; i++)
-    node_free(r->waiting[i]);
+    dr__rdzv_node_free(r->waiting[i]);
   free(r->round);
   free(r->waiting);
   free(r->rank_holder);
@@ -110,6 +110,10 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
                  code, dr_json_escape(reason, esc, sizeof(esc)));
   if (code == 0)
     DR_INFO("job '%s': %s", s->run_id, reason);
+  else if (code > 128 && code < 128 + 65)
+    /* A node left on a signal (its ddprun was told to stop): an end the
+     * operator asked for, not a failure. */
+    DR_WARN("job '%s' ended with exit code %d: %s", s->run_id, code, reason);
   else
     DR_ERROR("job '%s' stopped with exit code %d: %s", s->run_id, code,
              reason);
@@ -199,9 +203,9 @@ static void try_complete(dr_server_t *s) {
   a.bootstrap.len = master->boot_len > 0 ? master->boot_len : (uint32_t)sizeof(r->boot);
   a.restart_count = r->restarts_used;
   a.max_restarts = s->cfg.max_restarts;
-  dr__state_save(s);
 
   r->state = DR_JOB_RUNNING;
+  dr__state_save(s);
   r->rounds_completed++;
   uv_timer_stop(&r->last_call);
   uint64_t now = dr__now_ms(s);
@@ -231,6 +235,10 @@ static void try_complete(dr_server_t *s) {
 
 static void on_last_call(uv_timer_t *t) {
   dr_server_t *s = t->data;
+  if (dr__server_stalled(s)) { /* JOINs may wait unread: read them first */
+    uv_timer_start(t, on_last_call, s->sweep_tick_ms, 0);
+    return;
+  }
   s->rdzv.last_call_expired = 1;
   try_complete(s);
 }
@@ -255,8 +263,9 @@ static void open_generation(dr_server_t *s, const char *reason) {
   uv_timer_stop(&r->hold);
   r->holding = 0;
   r->gen++;
-  dr__state_save(s);
   r->state = DR_JOB_FORMING;
+  r->resuming = 0;
+  dr__state_save(s);
   r->last_call_expired = 0;
   uv_timer_stop(&r->last_call);
   dr__store_new_generation(s);
@@ -275,7 +284,7 @@ static void open_generation(dr_server_t *s, const char *reason) {
                          dr_str(reason)) == 0)
         dr__conn_send(n->conn);
     }
-    node_free(n);
+    dr__rdzv_node_free(n);
   }
   r->n_round = 0;
   memset(r->rank_holder, 0, s->cfg.max_nodes * sizeof(*r->rank_holder));
@@ -288,6 +297,27 @@ static void open_generation(dr_server_t *s, const char *reason) {
   r->n_waiting = 0;
   update_last_call(s);
   try_complete(s);
+}
+
+void dr__rdzv_restart_all(dr_server_t *s, const char *reason) {
+  open_generation(s, reason);
+}
+
+void dr__rdzv_stop(dr_server_t *s, int code, const char *reason) {
+  stop_job(s, code, reason);
+}
+
+int dr__rdzv_round_push(dr_server_t *s, dr_node_t *n) {
+  dr_rdzv_t *r = &s->rdzv;
+  return list_push(&r->round, &r->n_round, &r->cap_round, n);
+}
+
+size_t dr__rdzv_alive(const dr_server_t *s) {
+  const dr_rdzv_t *r = &s->rdzv;
+  size_t alive = r->n_waiting;
+  for (size_t i = 0; i < r->n_round; i++)
+    alive += !r->round[i]->detached;
+  return alive;
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -407,7 +437,7 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
                : list_push(&r->waiting, &r->n_waiting, &r->cap_waiting, n);
   if (rc != 0) {
     if (n != NULL)
-      node_free(n);
+      dr__rdzv_node_free(n);
     dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
     return;
   }
@@ -489,6 +519,20 @@ static void on_hold(uv_timer_t *t) {
   dr_rdzv_t *r = &s->rdzv;
   if (!r->holding)
     return;
+  if (dr__server_stalled(s)) { /* the root cause may wait unread */
+    uv_timer_start(t, on_hold, s->sweep_tick_ms, 0);
+    return;
+  }
+  uint64_t now = dr__now_ms(s);
+  dr__resume_sweep(s, now); /* a node lost at the deadline comes first */
+  if (!r->holding)
+    return;
+  if (r->resuming && now < r->resume_deadline) {
+    /* A node that has not resumed yet may bring the root cause, or be
+     * declared lost at the deadline. */
+    uv_timer_start(t, on_hold, r->resume_deadline - now + 1, 0);
+    return;
+  }
   r->holding = 0;
   if (r->state == DR_JOB_RUNNING)
     decide_failure(s, r->held_code, r->held_exit, r->held_signal,
@@ -555,8 +599,28 @@ static void handle_success(dr_conn_t *c, const dr_msg_t *m) {
   stop_job(s, 0, reason);
 }
 
+/* The node's agent says it is leaving (its ddprun got a signal): its
+ * connection's close, which follows, is judged by that, not as a loss of
+ * unknown cause. */
+static void handle_leave(dr_conn_t *c, const dr_msg_t *m) {
+  dr_leave_t l;
+  if (c->node == NULL || dr_msg_leave(m, &l) != 0)
+    return;
+  dr_node_t *n = c->node;
+  n->leave_signal = l.signal > 0 && l.signal < 65 ? (int)l.signal : 0;
+  snprintf(n->leave_reason, sizeof(n->leave_reason), "%.*s",
+           (int)l.reason.len, (const char *)l.reason.p);
+  DR_INFO("node '%s' (%s) is leaving: %s", n->host, c->peer, n->leave_reason);
+}
+
 void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
   switch (m->type) {
+  case DR_MSG_RESUME:
+    dr__resume_handle(c, m);
+    break;
+  case DR_MSG_LEAVE:
+    handle_leave(c, m);
+    break;
   case DR_MSG_JOIN: {
     /* Refused: no node after it, or a second JOIN on a node's connection. */
     int was_node = c->node != NULL;
@@ -582,7 +646,7 @@ void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
     return; /* freed with the rest in dr__rdzv_free */
   }
   if (list_remove(r->waiting, &r->n_waiting, n)) {
-    node_free(n);
+    dr__rdzv_node_free(n);
     return;
   }
   if (!list_remove(r->round, &r->n_round, n))
@@ -593,42 +657,53 @@ void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
       r->rank_holder[n->req_rank] = NULL;
     DR_INFO("node '%s' left round %" PRIu64 " before it completed: %s",
             n->host, r->gen, why);
-    node_free(n);
+    dr__rdzv_node_free(n);
     update_last_call(s);
     try_complete(s);
     return;
   }
-  char reason[600], ehost[300], ewhy[300];
-  size_t alive = r->n_round + r->n_waiting;
+  char reason[900], ehost[300], ewhy[300];
+  size_t alive = dr__rdzv_alive(s);
+  if (n->leave_reason[0] != '\0')
+    why = n->leave_reason;
   dr_events_emit(s->events, "node_lost",
                  ",\"gen\":%" PRIu64 ",\"node_rank\":%u,\"node_host\":\"%s\","
                  "\"reason\":\"%s\"",
                  r->gen, n->node_rank, dr_json_escape(n->host, ehost, sizeof(ehost)),
                  dr_json_escape(why, ewhy, sizeof(ewhy)));
   if (alive >= s->cfg.min_nodes) {
-    snprintf(reason, sizeof(reason), "node %u ('%s') lost: %s", n->node_rank,
-             n->host, why);
-    node_free(n);
+    snprintf(reason, sizeof(reason), "node %u ('%s') %s: %s", n->node_rank,
+             n->host, n->leave_signal != 0 ? "left" : "lost", why);
+    dr__rdzv_node_free(n);
     open_generation(s, reason);
     return;
   }
   snprintf(reason, sizeof(reason),
-           "node %u ('%s') lost (%s); %zu nodes remain and the job needs at "
+           "node %u ('%s') %s (%s); %zu nodes remain and the job needs at "
            "least %u",
-           n->node_rank, n->host, why, alive, s->cfg.min_nodes);
-  node_free(n);
-  stop_job(s, 3, reason);
+           n->node_rank, n->host, n->leave_signal != 0 ? "left" : "lost", why,
+           alive, s->cfg.min_nodes);
+  int code = n->leave_signal != 0 ? 128 + n->leave_signal : DR_EXIT_COMM;
+  dr__rdzv_node_free(n);
+  stop_job(s, code, reason);
 }
 
 void dr__rdzv_sweep(dr_server_t *s, uint64_t now) {
   dr_rdzv_t *r = &s->rdzv;
   uint32_t timeout = s->cfg.heartbeat_timeout_ms;
   /* One loss reshapes the round, so look again after each. */
+  dr__resume_sweep(s, now);
+  /* Silence counts from the loop's last wake-up from a stall at the
+   * earliest: heartbeats that arrived while it was stopped are no less on
+   * time for being read late. */
   for (int found = 1; found && r->state == DR_JOB_RUNNING;) {
     found = 0;
     for (size_t i = 0; i < r->n_round; i++) {
       dr_conn_t *c = r->round[i]->conn;
-      if (c != NULL && now - c->last_seen_ms > timeout) {
+      uint64_t seen = c == NULL ? 0
+                      : c->last_seen_ms > s->woke_ms ? c->last_seen_ms
+                                                     : s->woke_ms;
+      if (c != NULL && now - seen > timeout) {
         char why[96];
         snprintf(why, sizeof(why), "no heartbeat for %" PRIu64 " ms",
                  now - c->last_seen_ms);

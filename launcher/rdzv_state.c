@@ -1,9 +1,12 @@
 /* The job's place in its life, kept in a file across server restarts
- * (ddprun-rdzv --state-file): its run id, its current generation and the
- * restarts it has used. A server started again on the same file for the
- * same run id continues both, so a crash of the server (or its restart by
- * systemd) neither resets the restart budget nor reuses a generation
- * number; a file of another run id is ignored. The job's end removes the
+ * (ddprun-rdzv --state-file): its run id, its current generation, the
+ * restarts it has used, and whether that generation runs (with how many
+ * nodes and workers) or is forming. A server started again on the same
+ * file for the same run id continues them: a generation that was running
+ * is taken back when its nodes resume (rdzv_resume.c), so a crash of the
+ * server (or its restart by systemd) costs no training step, resets no
+ * restart budget and reuses no generation number; a file of another run id
+ * is ignored. Version 1 files (no running line) load as forming. The job's end removes the
  * file. Each save writes a temporary file and renames it over the old one,
  * so a reader sees one whole state or the previous one. */
 #include <errno.h>
@@ -17,7 +20,8 @@
 #include "log.h"
 #include "server_internal.h"
 
-#define STATE_MAGIC "ddprun-rdzv-state 1"
+#define STATE_MAGIC "ddprun-rdzv-state 2"
+#define STATE_MAGIC_V1 "ddprun-rdzv-state 1"
 
 /* Writes the state whole: 0 or -errno. */
 static int write_state(dr_server_t *s) {
@@ -26,9 +30,20 @@ static int write_state(dr_server_t *s) {
   FILE *f = fopen(tmp, "w");
   if (f == NULL)
     return -errno;
+  const dr_rdzv_t *r = &s->rdzv;
+  uint32_t world = 0;
+  if (r->resuming)
+    world = r->resume_world;
+  else
+    for (size_t i = 0; i < r->n_round; i++)
+      world += r->round[i]->nproc;
   int ok = fprintf(f, STATE_MAGIC "\nrun_id %s\ngeneration %" PRIu64
-                   "\nrestarts_used %u\n", s->run_id, s->rdzv.gen,
-                   s->rdzv.restarts_used) > 0;
+                   "\nrestarts_used %u\n", s->run_id, r->gen,
+                   r->restarts_used) > 0;
+  if (r->state == DR_JOB_RUNNING)
+    ok = fprintf(f, "running %zu %u\n", r->n_round, world) > 0 && ok;
+  else
+    ok = fprintf(f, "forming\n") > 0 && ok;
   ok = fflush(f) == 0 && ok;
   ok = fsync(fileno(f)) == 0 && ok;
   int e = errno;
@@ -61,16 +76,28 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
              strerror(errno));
     return DR_EBADARG;
   }
-  char magic[64] = "", line[4200] = "", tail[64] = "";
+  char magic[64] = "", line[4200] = "", phase[64] = "", tail[64] = "";
   uint64_t gen = 0;
-  uint32_t used = 0;
-  int ok = fgets(magic, sizeof(magic), f) != NULL &&
-           strcmp(magic, STATE_MAGIC "\n") == 0 &&
+  uint32_t used = 0, nnodes = 0, world = 0;
+  int v1 = fgets(magic, sizeof(magic), f) != NULL &&
+           strcmp(magic, STATE_MAGIC_V1 "\n") == 0;
+  int ok = (v1 || strcmp(magic, STATE_MAGIC "\n") == 0) &&
            fgets(line, sizeof(line), f) != NULL &&
            strncmp(line, "run_id ", 7) == 0 && strchr(line, '\n') != NULL &&
-           fscanf(f, "generation %" SCNu64 "\nrestarts_used %" SCNu32 "%63s",
-                  &gen, &used, tail) == 2 &&
+           fscanf(f, "generation %" SCNu64 "\nrestarts_used %" SCNu32 "\n",
+                  &gen, &used) == 2 &&
            gen >= 1;
+  int running = 0;
+  if (ok && !v1) {
+    ok = fscanf(f, "%63s", phase) == 1;
+    running = ok && strcmp(phase, "running") == 0;
+    if (running)
+      ok = fscanf(f, "%" SCNu32 " %" SCNu32, &nnodes, &world) == 2 &&
+           nnodes >= 1 && nnodes <= s->cfg.max_nodes && world >= nnodes;
+    else
+      ok = ok && strcmp(phase, "forming") == 0;
+  }
+  ok = ok && fscanf(f, "%63s", tail) != 1;
   char *run_id = line + 7;
   run_id[strcspn(run_id, "\n")] = '\0';
   fclose(f);
@@ -84,8 +111,21 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
             path, run_id, s->run_id);
     return 0;
   }
-  s->rdzv.gen = gen + 1;
+  s->state_loaded = 1;
   s->rdzv.restarts_used = used;
+  if (running) {
+    if (dr__resume_expect(s, gen, nnodes, world) != 0) {
+      snprintf(err, errlen, "out of memory");
+      return -ENOMEM;
+    }
+    DR_WARN("job '%s' continues from %s: generation %" PRIu64 " was running "
+            "on %u node%s (world size %u), restarts used %u of %u; waiting "
+            "for its nodes to resume", s->run_id, path, gen, nnodes,
+            nnodes == 1 ? "" : "s", world, used, s->cfg.max_restarts);
+    return 0;
+  }
+  /* A generation that was forming: its nodes join again, into a new one. */
+  s->rdzv.gen = gen + 1;
   DR_WARN("job '%s' continues from %s: generation %" PRIu64 ", restarts "
           "used %u of %u", s->run_id, path, s->rdzv.gen, used,
           s->cfg.max_restarts);

@@ -3,6 +3,7 @@
 #include "server_internal.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,18 @@ void dr_server_config_default(dr_server_config_t *cfg) {
 
 uint64_t dr__now_ms(const dr_server_t *s) { return uv_now(s->loop); }
 
+/* The sweep runs every tick; a gap of more than two ticks (and 100 ms, for
+ * a busy machine) means the loop did not run meanwhile. */
+static int sweep_late(const dr_server_t *s, uint64_t now) {
+  return s->last_sweep_ms != 0 &&
+         now - s->last_sweep_ms > 2 * s->sweep_tick_ms + 100;
+}
+
+int dr__server_stalled(const dr_server_t *s) {
+  uint64_t now = dr__now_ms(s);
+  return sweep_late(s, now) || (s->woke_ms != 0 && s->woke_ms == now);
+}
+
 static void raise_nofile(void) {
   struct rlimit rl;
   if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -51,6 +64,17 @@ static void on_connection(uv_stream_t *l, int status) {
 static void on_sweep(uv_timer_t *t) {
   dr_server_t *s = t->data;
   uint64_t now = dr__now_ms(s);
+  if (sweep_late(s, now)) {
+    /* Woken from a stall: read what waits in the sockets first; the next
+     * tick judges, and silence is measured from now at the earliest. */
+    DR_WARN("the server did not run for %" PRIu64 " ms (stopped or paused?); "
+            "judging no node before its messages are read",
+            now - s->last_sweep_ms);
+    s->woke_ms = now;
+    s->last_sweep_ms = now;
+    return;
+  }
+  s->last_sweep_ms = now;
   dr__conn_sweep(s, now);
   dr__rdzv_sweep(s, now);
 }
@@ -200,6 +224,7 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   tick = tick < 10 ? 10 : tick > 250 ? 250 : tick;
   uv_timer_init(loop, &s->sweep);
   s->sweep.data = s;
+  s->sweep_tick_ms = tick;
   uv_timer_start(&s->sweep, on_sweep, tick, tick);
   uv_async_init(loop, &s->stop_async, on_stop_async);
   s->stop_async.data = s;

@@ -271,6 +271,8 @@ static void dispatch(dr_conn_t *c, const dr_msg_t *m) {
   case DR_MSG_HEARTBEAT:
   case DR_MSG_FAILURE:
   case DR_MSG_SUCCESS:
+  case DR_MSG_RESUME:
+  case DR_MSG_LEAVE:
     dr__rdzv_handle(c, m);
     break;
   default:

@@ -91,6 +91,11 @@ struct dr_node {
   uint32_t node_rank;     /* valid once assigned */
   int64_t prev_rank;      /* its node rank in the previous generation, -1 */
   int succeeded;
+  int detached;           /* a place in a running generation that the
+                             server took back (restarted, see rdzv_resume.c)
+                             and that its node has not yet claimed */
+  int leave_signal;       /* the node said it leaves (LEAVE): its signal */
+  char leave_reason[256];
 };
 
 typedef enum {
@@ -116,6 +121,12 @@ typedef struct {
   int exit_code;
   char stop_reason[1024];
   uint8_t boot[128];       /* bootstrap when node 0 offers none */
+  /* A running generation taken back after the server restarted (from its
+   * --state-file, or from the first RESUME): its nodes have until
+   * resume_deadline to claim their places, else they are lost. */
+  int resuming;
+  uint64_t resume_deadline;
+  uint32_t resume_world;
   /* A communication failure (exit 3 or 4) is often the echo of a failure
    * elsewhere: it is held (up to the heartbeat timeout) so that the real
    * root cause, if it is on its way, is the one the job acts on and
@@ -132,9 +143,14 @@ struct dr_server {
   char *run_id;
   char *state_file;        /* --state-file, or NULL; see rdzv_state.c */
   int state_warned;        /* a failed save was reported */
+  int state_loaded;        /* the job's state came from --state-file */
   uint8_t *secret;
   uv_tcp_t listener;
   uv_timer_t sweep;        /* handshake deadlines, heartbeats */
+  uint64_t sweep_tick_ms;  /* its period */
+  uint64_t last_sweep_ms;  /* when it last ran */
+  uint64_t woke_ms;        /* when the loop last woke from a stall (the
+                              process stopped, a VM paused), 0 if never */
   uv_async_t stop_async;
   uv_check_t reaper;       /* closes doomed connections at a safe point */
   uv_timer_t drain;        /* bounds the wait for writes at shutdown */
@@ -158,6 +174,11 @@ struct dr_server {
 
 /* ---- server.c ---------------------------------------------------------- */
 uint64_t dr__now_ms(const dr_server_t *s);
+/* 1 while the loop runs its timers late after a stall (SIGSTOP, a paused
+ * VM, a debugger): libuv runs due timers before it reads the sockets, so
+ * a timer must not judge silence, or act on a hold, before the bytes that
+ * arrived meanwhile have been read. Such a timer defers itself by a tick. */
+int dr__server_stalled(const dr_server_t *s);
 /* Called when the job reaches DONE: the server closes once writes drain. */
 void dr__server_job_done(dr_server_t *s);
 /* Called from a write completion: maybe finish the shutdown. */
@@ -196,6 +217,18 @@ void dr__state_save(dr_server_t *s);
 /* The job has ended: a new server for this run id starts afresh. */
 void dr__state_remove(dr_server_t *s);
 
+/* ---- rdzv_resume.c ----------------------------------------------------- */
+/* Handles RESUME: a node whose workers still run its generation after it
+ * reconnected. Answers OK (its place is kept), RESTART (stop and join the
+ * next round) or ERROR. */
+void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m);
+/* A generation that was running when the state file was written: nnodes
+ * places for its nodes to claim (0, or -ENOMEM). */
+int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
+                      uint32_t world);
+/* Nodes that did not claim their places in time are lost. */
+void dr__resume_sweep(dr_server_t *s, uint64_t now);
+
 /* ---- rdzv.c ------------------------------------------------------------ */
 int dr__rdzv_init(dr_server_t *s);
 void dr__rdzv_close(dr_server_t *s);
@@ -205,6 +238,14 @@ void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m);
 /* The connection of node went away (closed, or silent too long). */
 void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why);
 void dr__rdzv_sweep(dr_server_t *s, uint64_t now);
+/* For rdzv_resume.c: append a node to the round; stop the job; end the
+ * running generation (every node restarts); a new node record. */
+int dr__rdzv_round_push(dr_server_t *s, dr_node_t *n);
+void dr__rdzv_stop(dr_server_t *s, int code, const char *reason);
+void dr__rdzv_restart_all(dr_server_t *s, const char *reason);
+void dr__rdzv_node_free(dr_node_t *n);
+/* Nodes of the round whose agents are connected, plus those waiting. */
+size_t dr__rdzv_alive(const dr_server_t *s);
 
 /* ---- metrics_http.c: the HTTP endpoint ---------------------------------- */
 /* Binds cfg->metrics_host (or cfg->host) on cfg->metrics_port and serves

@@ -37,7 +37,8 @@ typedef enum { DR_EXIT_DONE, DR_EXIT_RESTART, DR_EXIT_STOP } dr_exit_policy_t;
     "a checkpoint could not be written or read (disk full, quota, read-only, "\
     "permission, I/O error); the previous checkpoint is kept")               \
   X(NOMEM, 7, DR_EXIT_RESTART, 0, "out of memory",                           \
-    "an allocation failed")                                                  \
+    "an allocation failed, or a worker could not be started (fork() at the "  \
+    "memory or process limit)")                                              \
   X(PEER, 8, DR_EXIT_RESTART, 1, "another rank failed",                      \
     "stopped because another rank failed; that rank is the root cause")      \
   X(PREEMPTED, 75, DR_EXIT_STOP, 0, "preempted (SIGUSR1)",                   \

@@ -228,6 +228,12 @@ DR_L_TEST(sigterm_forwarded) {
   double ms = p->t_end - t0;
   assert_no_workers(fx, "after ddprun exited");
   expect_reports(p, report);
+  /* The hosted server logs the end for what it is, not as a lost node. */
+  const char *err = dr_l_err(p);
+  if (strstr(err, "ended with exit code 143: node 0 ('") == NULL ||
+      strstr(err, "left (ddprun on '") == NULL ||
+      strstr(err, "received SIGTERM)") == NULL || strstr(err, "ERROR") != NULL)
+    fail_msg("the server did not log the SIGTERM as the job's end:\n%s", err);
   /* Workers that obey SIGTERM need no grace. */
   if (ms >= STOP_GRACE_MS)
     fail_msg("ddprun took %.0f ms to exit after SIGTERM although its "

@@ -5,7 +5,8 @@
 #
 #   kill    a random worker SIGKILLed
 #   stop    a random worker SIGSTOPped; --hang-timeout 1 finds it
-#   server  ddprun-rdzv SIGKILLed and started again on its port
+#   server  ddprun-rdzv SIGKILLed and started again on its port: the
+#           workers keep running and the agents resume their generation
 #
 # The job must survive them all, end with the weights of a run that never
 # failed, and leave no process behind.
@@ -16,8 +17,10 @@
 # write for a while, and that is when the next fault strikes; each fault
 # then costs the job the steps since N, and the run advances five steps per
 # fault (ten past a stopped worker, which does not keep rank 0 from
-# committing the checkpoint it holds). A fault counts as survived when a new generation's rank 0 has
-# resumed and committed its next checkpoint.
+# committing the checkpoint it holds). A worker's fault counts as survived
+# when a new generation's rank 0 has resumed and committed its next
+# checkpoint; a server's when both agents are back in their generation and
+# rank 0 has committed a checkpoint since.
 #
 # Usage: chaos.sh DDPRUN-RDZV DDPRUN TRAIN RTOOL [SEED [FAULTS [KINDS]]]
 # KINDS, e.g. "server" or "kill stop": draw only these, evenly (by default
@@ -204,8 +207,9 @@ while [ "$i" -le "$faults" ]; do
     finish "$srv_wrap"
     [ "$rc" -eq 137 ] || fail "fault $i: the server exited $rc before the kill"
     # Both agents noticed and reconnect before the new server listens.
-    wait_after "$wait_secs" "$log" "$from" "^ddprun: reconnecting to " &&
-      wait_after "$wait_secs" "$log" "$hit_line" "^ddprun: reconnecting to " ||
+    keep_re='the workers keep running; reconnecting to '
+    wait_after "$wait_secs" "$log" "$from" "$keep_re" &&
+      wait_after "$wait_secs" "$log" "$hit_line" "$keep_re" ||
       { tail -n 30 "$log" >&2; fail "fault $i: the agents do not reconnect"; }
     srv_n=$((srv_n + 1))
     new_server "srv$srv_n"
@@ -214,7 +218,19 @@ while [ "$i" -le "$faults" ]; do
   esac
   kinds="$kinds $kind"
   [ "$i" -eq "$faults" ] && rm -f "$tmp/hold"
-  live "$from" "fault $i ($what)"
+  if [ "$kind" = server ]; then
+    back_re='^ddprun: back in generation [0-9]* as node'
+    wait_after "$wait_secs" "$log" "$from" "$back_re" &&
+      wait_after "$wait_secs" "$log" "$hit_line" "$back_re" &&
+      wait_after "$wait_secs" "$log" "$hit_line" "$ckpt_re" ||
+      { tail -n 40 "$log" >&2; fail "fault $i ($what): the agents did not resume"; }
+    case $hit in
+    *"final "*) fail "fault $i: the job ended after $((i - 1)) of $faults faults" ;;
+    esac
+    at_step=$(echo "$hit" | sed 's/.*checkpoint step \([0-9]*\) .*/\1/')
+  else
+    live "$from" "fault $i ($what)"
+  fi
   echo "fault $i/$faults, step $before committed: $what; step $at_step" \
     "committed again $(elapsed "$t_fault") s later"
   i=$((i + 1))

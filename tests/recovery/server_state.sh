@@ -2,11 +2,12 @@
 # A rendezvous server restarted on its --state-file continues the job's
 # generation count and restart budget. One node of 2 workers, --max-restarts
 # 2: rank 1 is killed after step 3 on the job's first attempt (restart 1,
-# generation 2); the state file then says so; ddprun-rdzv is SIGKILLed and
-# started again on the same port and file; the agent reconnects, and the
-# job goes on in generation 3 with restart 1 of 2 (a fresh budget would be
-# generation 1, restart 0 of 2) and completes; the file is removed at the
-# end. Then a state file that is not one is refused (exit 2, one line), as
+# generation 2); the state file then says that generation 2 runs; ddprun-rdzv
+# is SIGKILLed and started again on the same port and file; the agent
+# reconnects with its workers still running, the server takes generation 2
+# back with restart 1 of 2 (a fresh budget would be generation 1, restart 0
+# of 2), and the job completes without another restart; the file is removed
+# at the end. Then a state file that is not one is refused (exit 2, one line), as
 # is one the server cannot write.
 #
 # Usage: server_state.sh DDPRUN-RDZV DDPRUN TRAIN RTOOL
@@ -44,28 +45,30 @@ wait_for "$wait_secs" "$tmp/a.err" 'generation 2, restart 1 of 2' ||
   { show a; fail "the job did not restart once"; }
 wait_for "$wait_secs" "$tmp/a.out" '^\[rank0\]:checkpoint step' ||
   { show a; fail "generation 2 wrote no checkpoint"; }
-printf 'ddprun-rdzv-state 1\nrun_id %s\ngeneration 2\nrestarts_used 1\n' "$id" |
+printf 'ddprun-rdzv-state 2\nrun_id %s\ngeneration 2\nrestarts_used 1\nrunning 1 2\n' "$id" |
   cmp -s - "$state" || fail "the state file says: $(cat "$state" 2>&1)"
 
 kill -KILL "$(child_of "$s1")"
 finish "$s1"
 [ "$rc" -eq 137 ] || fail "the first ddprun-rdzv exited $rc, not 137"
-wait_for "$wait_secs" "$tmp/a.err" "reconnecting to 127.0.0.1:$port" ||
-  { show a; fail "the agent does not reconnect"; }
+wait_for "$wait_secs" "$tmp/a.err" "the workers keep running; reconnecting to 127.0.0.1:$port" ||
+  { show a; fail "the agent does not reconnect with its workers running"; }
 srv s2 "$port"
 s2=$srv_pid
-grep -q "job '$id' continues from $state: generation 3, restarts used 1 of 2" \
+grep -q "job '$id' continues from $state: generation 2 was running on 1 node (world size 2), restarts used 1 of 2" \
   "$tmp/s2.err" || { show s2; fail "the new server did not take up the state"; }
 finish "$a"
 [ "$rc" -eq 0 ] || { show a; fail "ddprun exited $rc"; }
 finish "$s2"
 [ "$rc" -eq 0 ] || { show s2; fail "the second ddprun-rdzv exited $rc"; }
-grep -q 'generation 3, restart 1 of 2' "$tmp/a.err" ||
-  { show a; fail "the job did not go on in generation 3 with restart 1 of 2"; }
-sed -n '/reconnecting to/,$p' "$tmp/a.err" | grep -q 'generation [12], restart' &&
-  fail "generation 1 or 2 again after the server restart"
-grep -q 'resuming at step [1-9]' "$tmp/a.err" ||
-  { show a; fail "the job did not resume from a checkpoint"; }
+grep -q 'back in generation 2 as node 0 after' "$tmp/a.err" ||
+  { show a; fail "the job did not go on in generation 2"; }
+sed -n '/reconnecting to/,$p' "$tmp/a.err" | grep -q 'restarting the workers' &&
+  fail "the workers restarted after the server restart"
+# Rank 0 started twice, for generations 1 and 2, and never again.
+[ "$(grep -c 'rank 0: no checkpoint in .*; starting at step 0' "$tmp/a.err")" = 2 ] &&
+  ! grep -q 'resuming at step' "$tmp/a.err" ||
+  { show a; fail "rank 0 did not start exactly twice (generations 1 and 2)"; }
 [ ! -e "$state" ] || fail "the state file outlived the job"
 grep -q '^\[rank0\]:final ' "$tmp/a.out" || fail "no final line"
 expect_no_leftovers
@@ -83,5 +86,5 @@ timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 \
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write --state-file" "$tmp/bad.err" ||
   fail "an unwritable state path: exit $rc, $(cat "$tmp/bad.err")"
-echo "PASS: $name: generation 3 with restart 1 of 2 after the server restart;" \
+echo "PASS: $name: generation 2 with restart 1 of 2 taken back after the server restart;" \
   "bad state files refused"
