@@ -33,7 +33,9 @@ struct dr_reducer {
   float *mem;
   int sync;
   size_t next_launch;
-  size_t *observed;    /* ready order of the first synchronised pass */
+  uint8_t *marked;     /* [n_params] marked in this pass */
+  size_t *observed;    /* [n_params] first marks of the first synchronised
+                          pass, in order */
   size_t n_observed;
   int observing, observed_done;
   int err;
@@ -157,13 +159,15 @@ int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
   size_t n = r->n_params > 0 ? r->n_params : 1;
   r->elems = calloc(n, sizeof(size_t));
   r->bucket_of = calloc(n, sizeof(size_t));
+  r->marked = calloc(n, sizeof(uint8_t));
   r->observed = calloc(n, sizeof(size_t));
   r->order = calloc(n, sizeof(size_t));
   r->param_ready = calloc(n, sizeof(uint64_t));
   size_t *order = calloc(n, sizeof(size_t));
   int rc = -ENOMEM;
-  if (r->elems != NULL && r->bucket_of != NULL && r->observed != NULL &&
-      r->order != NULL && r->param_ready != NULL && order != NULL) {
+  if (r->elems != NULL && r->bucket_of != NULL && r->marked != NULL &&
+      r->observed != NULL && r->order != NULL && r->param_ready != NULL &&
+      order != NULL) {
     for (size_t i = 0; i < r->n_params; i++) {
       r->elems[i] = dr_model_param(m, i)->n_elems;
       order[i] = r->n_params - 1 - i; /* reverse registration order */
@@ -191,6 +195,7 @@ void dr_reducer_free(dr_reducer_t **rp) {
   free(r->bucket_of);
   free(r->order);
   free(r->param_ready);
+  free(r->marked);
   free(r->observed);
   free(r->b);
   free(r->times);
@@ -229,6 +234,7 @@ int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len) {
   }
   r->sync = sync;
   r->next_launch = 0;
+  memset(r->marked, 0, r->n_params * sizeof(uint8_t));
   for (size_t i = 0; i < r->nb; i++) {
     r->b[i].pending = r->b[i].n_params;
     r->b[i].launched = 0;
@@ -274,16 +280,18 @@ static void launch_in_order(dr_reducer_t *r) {
 
 void dr_reducer_mark_ready(void *arg, size_t param) {
   dr_reducer_t *r = arg;
-  if (!r->sync || param >= r->n_params)
+  /* Only a parameter's first mark in a pass counts: a second one would
+   * count it twice in the observed order (and lose another from it), and
+   * complete its bucket while a gradient in it is still being written. */
+  if (!r->sync || param >= r->n_params || r->marked[param])
     return;
-  if (r->observing && r->n_observed < r->n_params)
+  r->marked[param] = 1;
+  if (r->observing) /* at most n_params: one first mark each */
     r->observed[r->n_observed++] = param;
   uint64_t t = now_us();
   r->param_ready[param] = t;
   size_t bi = r->bucket_of[param];
   bucket_t *b = &r->b[bi];
-  if (b->pending == 0)
-    return; /* marked twice: ignore */
   if (--b->pending == 0) {
     r->times[bi].ready_us = t;
     if (r->cfg.overlap)

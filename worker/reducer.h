@@ -80,7 +80,9 @@ const char *dr_reducer_describe(dr_reducer_t *r);
  * broadcast from rank 0): 0, or a failure code with its message. */
 int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len);
 
-/* The model's grad-ready hook (dr_grad_ready_fn): arg is the reducer. */
+/* The model's grad-ready hook (dr_grad_ready_fn): arg is the reducer. Only
+ * a parameter's first mark in a pass counts (its ready time, its place in
+ * the observed order, its bucket's readiness); a second one is ignored. */
 void dr_reducer_mark_ready(void *arg, size_t param);
 
 /* After the backward pass: launches what is left (everything when overlap
