@@ -1,6 +1,8 @@
 /* The reducer at world 2: the rebuild after the first step when a
- * parameter is marked twice. Both ranks must end with the same buckets,
- * exact averaged gradients and views inside the bucket memory.
+ * parameter is marked twice, and when one rank's observation of the ready
+ * order is incomplete. Both ranks must end with the same buckets, exact
+ * averaged gradients and views inside the bucket memory, and neither may
+ * wait for the other in a collective it never makes.
  *
  * The two ranks are two threads of this process, each with its own model
  * and reducer, over a stand-in process group defined here: its collectives
@@ -358,9 +360,37 @@ static void test_marked_twice(void **state) {
   run_ranks(&sc, want);
 }
 
+/* Rank 1 never marks param 4 in the first step: rank 0's complete order
+ * still decides, and rank 1 rebuilds with it. */
+static void test_incomplete_on_rank1(void **state) {
+  (void)state;
+  scenario_t sc;
+  memset(&sc, 0, sizeof(sc));
+  pass_set(&sc.pass[0][0], 6, (const size_t[]){0, 1, 2, 3, 4, 5});
+  pass_set(&sc.pass[1][0], 5, (const size_t[]){0, 1, 2, 3, 5});
+  later_steps_full(&sc);
+  static const size_t want[N_PARAMS] = {0, 1, 2, 3, 4, 5};
+  run_ranks(&sc, want);
+}
+
+/* Rank 0 never marks param 1 in the first step: every rank keeps the
+ * initial plan, rank 1's complete order notwithstanding. */
+static void test_incomplete_on_rank0(void **state) {
+  (void)state;
+  scenario_t sc;
+  memset(&sc, 0, sizeof(sc));
+  pass_set(&sc.pass[0][0], 5, (const size_t[]){0, 2, 3, 4, 5});
+  pass_set(&sc.pass[1][0], 6, (const size_t[]){0, 1, 2, 3, 4, 5});
+  later_steps_full(&sc);
+  static const size_t want[N_PARAMS] = {5, 4, 3, 2, 1, 0};
+  run_ranks(&sc, want);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_marked_twice),
+      cmocka_unit_test(test_incomplete_on_rank1),
+      cmocka_unit_test(test_incomplete_on_rank0),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
