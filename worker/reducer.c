@@ -33,8 +33,14 @@ struct dr_reducer {
   float *mem;
   int sync;
   size_t next_launch;
-  size_t *observed;    /* ready order of the first synchronised pass */
+  uint8_t *marked;     /* [n_params] marked in this pass; a scratch set
+                          between passes */
+  size_t *observed;    /* [n_params] first marks of the first synchronised
+                          pass, in order; then the order received */
   size_t n_observed;
+  uint32_t *msg;       /* [1 + n_params] rank 0's decision, then its order:
+                          allocated up front so that no rank can fail
+                          before the broadcast its peers are waiting in */
   int observing, observed_done;
   int err;
   char errmsg[256];
@@ -157,13 +163,16 @@ int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
   size_t n = r->n_params > 0 ? r->n_params : 1;
   r->elems = calloc(n, sizeof(size_t));
   r->bucket_of = calloc(n, sizeof(size_t));
+  r->marked = calloc(n, sizeof(uint8_t));
   r->observed = calloc(n, sizeof(size_t));
+  r->msg = calloc(n + 1, sizeof(uint32_t));
   r->order = calloc(n, sizeof(size_t));
   r->param_ready = calloc(n, sizeof(uint64_t));
   size_t *order = calloc(n, sizeof(size_t));
   int rc = -ENOMEM;
-  if (r->elems != NULL && r->bucket_of != NULL && r->observed != NULL &&
-      r->order != NULL && r->param_ready != NULL && order != NULL) {
+  if (r->elems != NULL && r->bucket_of != NULL && r->marked != NULL &&
+      r->observed != NULL && r->msg != NULL && r->order != NULL &&
+      r->param_ready != NULL && order != NULL) {
     for (size_t i = 0; i < r->n_params; i++) {
       r->elems[i] = dr_model_param(m, i)->n_elems;
       order[i] = r->n_params - 1 - i; /* reverse registration order */
@@ -191,7 +200,9 @@ void dr_reducer_free(dr_reducer_t **rp) {
   free(r->bucket_of);
   free(r->order);
   free(r->param_ready);
+  free(r->marked);
   free(r->observed);
+  free(r->msg);
   free(r->b);
   free(r->times);
   mem_free(r, r->mem);
@@ -229,6 +240,7 @@ int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len) {
   }
   r->sync = sync;
   r->next_launch = 0;
+  memset(r->marked, 0, r->n_params * sizeof(uint8_t));
   for (size_t i = 0; i < r->nb; i++) {
     r->b[i].pending = r->b[i].n_params;
     r->b[i].launched = 0;
@@ -262,7 +274,7 @@ static void launch(dr_reducer_t *r, size_t i) {
     r->err = rc;
     snprintf(r->errmsg, sizeof(r->errmsg),
              "cannot launch the all-reduce of bucket %zu (%s)", i,
-             dr_strerror(rc));
+             dr_pg_strerror(rc));
   }
 }
 
@@ -274,16 +286,18 @@ static void launch_in_order(dr_reducer_t *r) {
 
 void dr_reducer_mark_ready(void *arg, size_t param) {
   dr_reducer_t *r = arg;
-  if (!r->sync || param >= r->n_params)
+  /* Only a parameter's first mark in a pass counts: a second one would
+   * count it twice in the observed order (and lose another from it), and
+   * complete its bucket while a gradient in it is still being written. */
+  if (!r->sync || param >= r->n_params || r->marked[param])
     return;
-  if (r->observing && r->n_observed < r->n_params)
+  r->marked[param] = 1;
+  if (r->observing) /* at most n_params: one first mark each */
     r->observed[r->n_observed++] = param;
   uint64_t t = now_us();
   r->param_ready[param] = t;
   size_t bi = r->bucket_of[param];
   bucket_t *b = &r->b[bi];
-  if (b->pending == 0)
-    return; /* marked twice: ignore */
   if (--b->pending == 0) {
     r->times[bi].ready_us = t;
     if (r->cfg.overlap)
@@ -301,31 +315,55 @@ void dr_reducer_end_backward(dr_reducer_t *r) {
     launch(r, r->next_launch++);
 }
 
-/* Rebuilds the buckets in the observed ready order, rank 0's on all. */
+/* 1 when v[0..n_v) holds each of 0..n-1 exactly once. seen: n bytes of
+ * scratch. */
+static int is_permutation(const size_t *v, size_t n_v, size_t n,
+                          uint8_t *seen) {
+  if (n_v != n)
+    return 0;
+  memset(seen, 0, n * sizeof(uint8_t));
+  for (size_t i = 0; i < n; i++) {
+    if (v[i] >= n || seen[v[i]])
+      return 0;
+    seen[v[i]] = 1;
+  }
+  return 1;
+}
+
+/* Rebuilds the buckets in rank 0's observed ready order, or keeps them, as
+ * rank 0 decides. Every rank enters the broadcast whatever it observed
+ * itself: a rank that returned on its own view would leave its peers
+ * waiting in the broadcast, and the buckets would differ between ranks. */
 static int rebuild(dr_reducer_t *r, char *err, size_t err_len) {
+  size_t n = r->n_params;
+  int many = r->pg != NULL && dr_pg_world(r->pg) > 1;
   r->observing = 0;
-  if (r->n_observed != r->n_params)
-    return 0; /* an incomplete observation: keep the plan */
-  uint32_t *order32 = malloc(r->n_params * sizeof(uint32_t));
-  size_t *order = malloc(r->n_params * sizeof(size_t));
-  if (order32 == NULL || order == NULL) {
-    free(order32);
-    free(order);
-    return -ENOMEM;
+  if (!many || dr_pg_rank(r->pg) == 0) {
+    /* Incomplete (a parameter never marked) or too many for the message:
+     * keep the plan. r->marked is free between passes. */
+    r->msg[0] = n <= UINT32_MAX &&
+                is_permutation(r->observed, r->n_observed, n, r->marked);
+    for (size_t i = 0; i < n; i++)
+      r->msg[1 + i] = r->msg[0] ? (uint32_t)r->observed[i] : 0;
   }
-  for (size_t i = 0; i < r->n_params; i++)
-    order32[i] = (uint32_t)r->observed[i];
-  int rc = 0;
-  if (r->pg != NULL && dr_pg_world(r->pg) > 1)
-    rc = dr_pg_broadcast_sync(r->pg, order32, r->n_params * sizeof(uint32_t),
-                              0, err, err_len);
-  if (rc == 0) {
-    for (size_t i = 0; i < r->n_params; i++)
-      order[i] = order32[i] < r->n_params ? order32[i] : i;
-    rc = build(r, order);
+  if (many) {
+    int rc = dr_pg_broadcast_sync(r->pg, r->msg, (n + 1) * sizeof(uint32_t),
+                                  0, err, err_len);
+    if (rc != 0)
+      return rc;
   }
-  free(order32);
-  free(order);
+  if (r->msg[0] == 0)
+    return 0;
+  for (size_t i = 0; i < n; i++)
+    r->observed[i] = r->msg[1 + i];
+  if (!is_permutation(r->observed, n, n, r->marked)) {
+    snprintf(err, err_len, "the bucket order from rank 0 is not a "
+             "permutation of the %zu parameters", n);
+    return DR_EBADARG;
+  }
+  int rc = build(r, r->observed);
+  if (rc != 0)
+    snprintf(err, err_len, "cannot rebuild the buckets (%s)", dr_strerror(rc));
   return rc;
 }
 

@@ -15,6 +15,9 @@
  * in the same order. The optimizer waits only at the end (dr_reducer_wait).
  * After the first synchronised step, the buckets are rebuilt in the order
  * the parameters actually became ready, using rank 0's order on every rank.
+ * Rank 0 alone decides whether to rebuild: only when its observation holds
+ * every parameter once; otherwise every rank keeps its plan. What the other
+ * ranks observed themselves does not matter.
  * With no_sync (gradient accumulation) nothing is launched; with overlap
  * off everything is launched after the backward pass, for comparison.
  */
@@ -76,11 +79,17 @@ size_t dr_reducer_bucket_elems(const dr_reducer_t *r, size_t b);
 const char *dr_reducer_describe(dr_reducer_t *r);
 
 /* Before each backward pass: sync = 0 accumulates locally (no_sync).
- * After the first synchronised step this rebuilds the buckets (a
- * broadcast from rank 0): 0, or a failure code with its message. */
+ * After the first synchronised step (with rebuild on) this is a
+ * collective: rank 0 broadcasts its decision, rebuild or keep, with its
+ * observed order, and every rank follows it, so every rank must make this
+ * call there whatever it observed. 0, or a failure code with its message
+ * (the broadcast's, -ENOMEM, or DR_EBADARG for an order from rank 0 that
+ * is not a permutation of the parameters). */
 int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len);
 
-/* The model's grad-ready hook (dr_grad_ready_fn): arg is the reducer. */
+/* The model's grad-ready hook (dr_grad_ready_fn): arg is the reducer. Only
+ * a parameter's first mark in a pass counts (its ready time, its place in
+ * the observed order, its bucket's readiness); a second one is ignored. */
 void dr_reducer_mark_ready(void *arg, size_t param);
 
 /* After the backward pass: launches what is left (everything when overlap

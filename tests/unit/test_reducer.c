@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
 #include "reducer.h"
 
 /* ---- stand-ins ---------------------------------------------------------- */
@@ -29,6 +30,8 @@ int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n, dr_pg_op_t op,
   (void)pg, (void)buf, (void)n, (void)op, (void)w;
   return -1;
 }
+const char *dr_pg_strerror(int code) { return dr_strerror(code); }
+uint32_t dr_pg_rank(const dr_pg_t *pg) { (void)pg; return 0; }
 uint32_t dr_pg_world(const dr_pg_t *pg) { (void)pg; return 1; }
 int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n, uint32_t root,
                          char *err, size_t len) {
@@ -242,6 +245,39 @@ static void test_rebuild_observed_order(void **state) {
   free(m);
 }
 
+/* A second mark of a parameter neither completes its bucket early nor
+ * moves it in the observed order. */
+static void test_marked_twice(void **state) {
+  size_t elems[4] = {10, 10, 10, 10};
+  dr_model_t *m = model_new(4, elems);
+  rec_t rec = {{0}, 0, 0};
+  dr_reducer_config_t cfg = {80, 80, 1, 1, rec_launch, &rec, NULL, NULL, NULL};
+  dr_reducer_t *r = NULL;
+  char err[64];
+  assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
+  assert_int_equal(dr_reducer_n_buckets(r), 2); /* {3, 2} {1, 0} */
+  assert_int_equal(dr_reducer_begin(r, 1, err, sizeof(err)), 0);
+  dr_reducer_mark_ready(r, 3);
+  dr_reducer_mark_ready(r, 3);
+  assert_int_equal(rec.n, 0); /* 2 is not ready yet */
+  dr_reducer_mark_ready(r, 2);
+  assert_int_equal(rec.n, 1);
+  dr_reducer_mark_ready(r, 2);
+  dr_reducer_mark_ready(r, 0);
+  dr_reducer_mark_ready(r, 3);
+  assert_int_equal(rec.n, 1); /* 1 is not ready yet */
+  dr_reducer_mark_ready(r, 1);
+  assert_int_equal(rec.n, 2);
+  dr_reducer_end_backward(r);
+  assert_int_equal(dr_reducer_wait(r, err, sizeof(err)), 0);
+  assert_int_equal(dr_reducer_begin(r, 1, err, sizeof(err)), 0);
+  static const size_t want[4] = {3, 2, 0, 1};
+  for (size_t i = 0; i < 4; i++)
+    assert_int_equal(dr_reducer_order(r)[i], want[i]);
+  dr_reducer_free(&r);
+  free(m);
+}
+
 /* An allocator that hands out zeroed memory and counts what is live: the
  * GPU path's bucket memory goes through such a hook. */
 typedef struct {
@@ -305,6 +341,7 @@ int main(void) {
       cmocka_unit_test(test_launch_order_shuffled),
       cmocka_unit_test(test_no_sync_and_no_overlap),
       cmocka_unit_test(test_rebuild_observed_order),
+      cmocka_unit_test(test_marked_twice),
       cmocka_unit_test(test_mem_hook),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
