@@ -46,7 +46,7 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
     n->node_rank = i;
     n->prev_rank = i;
     n->req_rank = DR_NONE;
-    snprintf(n->host, sizeof(n->host), "node %u", i);
+    snprintf(n->host, sizeof(n->host), "unknown host");
   }
   r->gen = gen;
   r->state = DR_JOB_RUNNING;
@@ -186,6 +186,11 @@ void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
   if (!n->detached) {
     send_restart(c, m->req_id, "node rank %u of generation %" PRIu64 " is "
                  "already held by '%s'", q.node_rank, r->gen, n->host);
+    return;
+  }
+  if (n->nproc != 0 && n->nproc != q.nproc) {
+    send_restart(c, m->req_id, "node rank %u of generation %" PRIu64 " had "
+                 "%u workers, not %u", q.node_rank, r->gen, n->nproc, q.nproc);
     return;
   }
   claim(c, n, &q, m->req_id);

@@ -40,9 +40,19 @@ static int write_state(dr_server_t *s) {
   int ok = fprintf(f, STATE_MAGIC "\nrun_id %s\ngeneration %" PRIu64
                    "\nrestarts_used %u\n", s->run_id, r->gen,
                    r->restarts_used) > 0;
-  if (r->state == DR_JOB_RUNNING)
+  if (r->state == DR_JOB_RUNNING) {
     ok = fprintf(f, "running %zu %u\n", r->n_round, world) > 0 && ok;
-  else
+    for (size_t i = 0; i < r->n_round; i++) {
+      /* One word: a host name the agent sent may hold anything. */
+      char host[256];
+      snprintf(host, sizeof(host), "%s", r->round[i]->host);
+      for (char *c = host; *c != '\0'; c++)
+        if (*c <= ' ' || *c > '~')
+          *c = '?';
+      ok = fprintf(f, "node %zu %u %s\n", i, r->round[i]->nproc,
+                   host[0] != '\0' ? host : "?") > 0 && ok;
+    }
+  } else
     ok = fprintf(f, "forming\n") > 0 && ok;
   ok = fflush(f) == 0 && ok;
   ok = fsync(fileno(f)) == 0 && ok;
@@ -79,6 +89,10 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
   char magic[64] = "", line[4200] = "", phase[64] = "", tail[64] = "";
   uint64_t gen = 0;
   uint32_t used = 0, nnodes = 0, world = 0;
+  struct {
+    uint32_t nproc;
+    char host[256];
+  } *nodes = NULL;
   int v1 = fgets(magic, sizeof(magic), f) != NULL &&
            strcmp(magic, STATE_MAGIC_V1 "\n") == 0;
   int ok = (v1 || strcmp(magic, STATE_MAGIC "\n") == 0) &&
@@ -94,7 +108,16 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
     if (running)
       ok = fscanf(f, "%" SCNu32 " %" SCNu32, &nnodes, &world) == 2 &&
            nnodes >= 1 && nnodes <= s->cfg.max_nodes && world >= nnodes;
-    else
+    if (running && ok) {
+      nodes = calloc(nnodes, sizeof(*nodes));
+      ok = nodes != NULL;
+      for (uint32_t i = 0; ok && i < nnodes; i++) {
+        uint32_t rank = 0;
+        ok = fscanf(f, " node %" SCNu32 " %" SCNu32 " %255s", &rank,
+                    &nodes[i].nproc, nodes[i].host) == 3 &&
+             rank == i && nodes[i].nproc >= 1;
+      }
+    } else if (!running)
       ok = ok && strcmp(phase, "forming") == 0;
   }
   ok = ok && fscanf(f, "%63s", tail) != 1;
@@ -102,11 +125,13 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
   run_id[strcspn(run_id, "\n")] = '\0';
   fclose(f);
   if (!ok) {
+    free(nodes);
     snprintf(err, errlen, "--state-file %s is not a state this server "
              "wrote; remove it to start the job afresh", path);
     return DR_EBADARG;
   }
   if (strcmp(run_id, s->run_id) != 0) {
+    free(nodes);
     DR_INFO("--state-file %s is of job '%s', not '%s': starting afresh",
             path, run_id, s->run_id);
     return 0;
@@ -115,9 +140,18 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
   s->rdzv.restarts_used = used;
   if (running) {
     if (dr__resume_expect(s, gen, nnodes, world) != 0) {
+      free(nodes);
       snprintf(err, errlen, "out of memory");
       return -ENOMEM;
     }
+    /* The places keep who held them: a RESUME must match, and a node that
+     * never comes back is named by its host. */
+    for (uint32_t i = 0; i < nnodes; i++) {
+      s->rdzv.round[i]->nproc = nodes[i].nproc;
+      snprintf(s->rdzv.round[i]->host, sizeof(s->rdzv.round[i]->host), "%s",
+               nodes[i].host);
+    }
+    free(nodes);
     DR_WARN("job '%s' continues from %s: generation %" PRIu64 " was running "
             "on %u node%s (world size %u), restarts used %u of %u; waiting "
             "for its nodes to resume", s->run_id, path, gen, nnodes,

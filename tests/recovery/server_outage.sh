@@ -8,17 +8,18 @@
 #                     timeouts) and continued: the job ends with the weights
 #                     of an uninterrupted run, in generation 1, restart count
 #                     0, every logged step once.
-#   pause_nodeloss    the same pause, with node 1's ddprun SIGKILLed in it:
-#                     once continued, the server names node 1 lost (exit 3).
+#   pause_nodeloss    the same pause, with agent n1's ddprun SIGKILLed in it:
+#                     once continued, the server names its node lost (exit 3).
 #   restart           ddprun-rdzv SIGKILLed and started again on its port
 #                     (no state file): the agents reconnect with the workers
 #                     still running, the new server takes generation 1 back
 #                     from their RESUME, and the job ends as uninterrupted.
 #   restart_state     the same with --state-file on both servers: the new one
 #                     expects generation 1 from the file.
-#   restart_nodeloss  the server SIGKILLed, node 1's ddprun SIGKILLed while it
-#                     is down, the server started again on its state file:
-#                     node 1 never resumes and is named lost (exit 3).
+#   restart_nodeloss  the server SIGKILLed, agent n1's ddprun SIGKILLed while
+#                     it is down, the server started again on its state file:
+#                     n1's node never resumes and is named lost, with its
+#                     host from the file (exit 3).
 #   reset             as restart, but the agents' first reconnection is reset
 #                     during the handshake: they keep trying and resume.
 #   join_reset        the agents' very first connection is reset during the
@@ -131,6 +132,7 @@ pause)
 
 pause_nodeloss)
   midrun 1500
+  kr=$(events "$(ev n1)" assign | field node_rank)
   sp=$(child_of "$s1") || exit 1
   kill -STOP "$sp"
   kill -KILL "$(child_of "${apid[n1]}")"
@@ -143,9 +145,9 @@ pause_nodeloss)
   found_s=$(elapsed "$t_cont")
   finish "${apid[n0]}"; expect_rc n0 "$rc" 3
   finish "$s1"; expect_rc srv1 "$rc" 3
-  grep -q "node 1 ('[^']*') lost" "$tmp/n0.err" ||
-    { show n0; fail "n0 does not name node 1 lost"; }
-  echo "pause_nodeloss: node 1 named lost ${found_s} s after the server woke"
+  grep -q "node $kr ('[^']*') lost" "$tmp/n0.err" ||
+    { show n0; fail "n0 does not name node $kr (n1) lost"; }
+  echo "pause_nodeloss: node $kr named lost ${found_s} s after the server woke"
   ;;
 
 restart | restart_state)
@@ -179,6 +181,7 @@ restart_nodeloss)
   midrun 1000 --state-file "$tmp/rdzv.state"
   kill_server
   reconnecting
+  kr=$(events "$(ev n1)" assign | field node_rank)
   kill -KILL "$(child_of "${apid[n1]}")"
   finish "${apid[n1]}"
   srv_port=$port server srv2 2 1 --state-file "$tmp/rdzv.state"
@@ -188,9 +191,9 @@ restart_nodeloss)
   found_s=$(elapsed "$t_up")
   finish "${apid[n0]}"; expect_rc n0 "$rc" 3
   finish "$srv_pid"; expect_rc srv2 "$rc" 3
-  grep -q "node 1 ('node 1') lost (did not resume within" "$tmp/n0.err" ||
-    { show n0; show srv2; fail "n0 does not name node 1 lost"; }
-  echo "restart_nodeloss: node 1 named lost ${found_s} s after the new server started"
+  grep -q "node $kr ('$(hostname)') lost (did not resume within" "$tmp/n0.err" ||
+    { show n0; show srv2; fail "n0 does not name node $kr (n1) lost"; }
+  echo "restart_nodeloss: node $kr named lost ${found_s} s after the new server started"
   ;;
 
 reset)

@@ -45,7 +45,7 @@ wait_for "$wait_secs" "$tmp/a.err" 'generation 2, restart 1 of 2' ||
   { show a; fail "the job did not restart once"; }
 wait_for "$wait_secs" "$tmp/a.out" '^\[rank0\]:checkpoint step' ||
   { show a; fail "generation 2 wrote no checkpoint"; }
-printf 'ddprun-rdzv-state 2\nrun_id %s\ngeneration 2\nrestarts_used 1\nrunning 1 2\n' "$id" |
+printf 'ddprun-rdzv-state 2\nrun_id %s\ngeneration 2\nrestarts_used 1\nrunning 1 2\nnode 0 2 %s\n' "$id" "$(hostname)" |
   cmp -s - "$state" || fail "the state file says: $(cat "$state" 2>&1)"
 
 kill -KILL "$(child_of "$s1")"
@@ -81,10 +81,24 @@ rc=$?
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$tmp/bad.err")" -eq 1 ] &&
   grep -q "is not a state this server wrote; remove it" "$tmp/bad.err" ||
   fail "a foreign state file: exit $rc, $(cat "$tmp/bad.err")"
+# A running generation whose node list is cut short is not a state either.
+printf 'ddprun-rdzv-state 2\nrun_id %s\ngeneration 4\nrestarts_used 0\nrunning 2 4\nnode 0 2 h0\n' \
+  "$id" >"$state"
+timeout 10 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
+  >/dev/null 2>"$tmp/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "is not a state this server wrote" "$tmp/bad.err" ||
+  fail "a cut node list: exit $rc, $(cat "$tmp/bad.err")"
+# A version 1 file (no phase) still loads: its generation was forming.
+printf 'ddprun-rdzv-state 1\nrun_id %s\ngeneration 4\nrestarts_used 1\n' "$id" >"$state"
+timeout 2 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
+  >/dev/null 2>"$tmp/v1.err"
+grep -q "continues from $state: generation 5, restarts used 1 of" "$tmp/v1.err" ||
+  fail "a version 1 state file: $(cat "$tmp/v1.err")"
 timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 \
   --state-file "$tmp/no/such/dir/state" >/dev/null 2>"$tmp/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write --state-file" "$tmp/bad.err" ||
   fail "an unwritable state path: exit $rc, $(cat "$tmp/bad.err")"
 echo "PASS: $name: generation 2 with restart 1 of 2 taken back after the server restart;" \
-  "bad state files refused"
+  "bad state files refused, a version 1 file loads"
