@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "model.h"
 
 typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
 
@@ -38,15 +39,16 @@ static const row_t rows[] = {
     {"eval-frac", K_F64, OFF(eval_frac), "0.1", 0, 0.9,
      "text: held-out fraction at the end of the file"},
     {"layers", K_U32, OFF(layers), "2", 1, 1000, "hidden layers"},
-    {"width", K_U32, OFF(width), "512", 1, 1 << 20, "hidden units per layer"},
-    {"input-dim", K_U32, OFF(input_dim), "256", 1, 1 << 20,
+    {"width", K_U32, OFF(width), "512", 1, DR_MODEL_MAX_DIM,
+     "hidden units per layer"},
+    {"input-dim", K_U32, OFF(input_dim), "256", 1, DR_MODEL_MAX_DIM,
      "synthetic input size"},
-    {"classes", K_U32, OFF(classes), "16", 2, 1 << 20,
+    {"classes", K_U32, OFF(classes), "16", 2, DR_MODEL_MAX_DIM,
      "synthetic classes (text: always 256)"},
     {"context", K_U32, OFF(context), "32", 1, 4096, "text: bytes of context"},
     {"embed-dim", K_U32, OFF(embed_dim), "16", 1, 4096,
      "text: embedding size per byte"},
-    {"batch", K_U32, OFF(batch), "64", 1, 1 << 24,
+    {"batch", K_U32, OFF(batch), "64", 1, DR_MODEL_MAX_DIM,
      "samples per rank per micro-batch"},
     {"global-batch", K_U64, OFF(global_batch), "0", 0, 1e12,
      "samples per optimizer step over all ranks: each rank's --batch is "
@@ -138,6 +140,12 @@ static const row_t *find(const char *name) {
   return NULL;
 }
 
+/* The rows whose largest value is the model's (DR_MODEL_MAX_DIM). */
+static int model_bound(const row_t *r) {
+  return r->off == OFF(batch) || r->off == OFF(width) ||
+         r->off == OFF(input_dim) || r->off == OFF(classes);
+}
+
 static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
                size_t n) {
   char *p = (char *)c + r->off;
@@ -173,10 +181,15 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
   errno = 0;
   double d = strtod(v, &end);
   if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < r->min ||
-      d > r->max)
-    return fail(err, n, "--%s '%s': expected a number from %g to %g%s",
-                r->name, v, r->min, r->max,
-                r->off == OFF(bucket_cap_mb) ? ", or auto" : "");
+      d > r->max) {
+    if (r->kind == K_F64)
+      return fail(err, n, "--%s '%s': expected a number from %g to %g%s",
+                  r->name, v, r->min, r->max,
+                  r->off == OFF(bucket_cap_mb) ? ", or auto" : "");
+    return fail(err, n, "--%s '%s': expected a whole number from %.0f to "
+                "%.0f%s", r->name, v, r->min, r->max,
+                model_bound(r) ? " (2^20, the model's limit)" : "");
+  }
   if (r->kind != K_F64 && d != floor(d))
     return fail(err, n, "--%s '%s': expected a whole number", r->name, v);
   if (r->kind == K_U32)
@@ -346,13 +359,18 @@ int dr_train_config_derive_batch(dr_train_config_t *c, uint32_t world,
   if (c->global_batch == 0)
     return 0;
   uint64_t per = (uint64_t)world * c->grad_accum;
-  if (per == 0 || c->global_batch % per != 0 || c->global_batch / per > (1u << 24))
+  if (per == 0 || c->global_batch % per != 0)
     return fail(err, n, "--global-batch %llu is not a multiple of the world "
-                "size %u x --grad-accum %u%s; choose one that every world "
+                "size %u x --grad-accum %u; choose one that every world "
                 "size of the job divides",
+                (unsigned long long)c->global_batch, world, c->grad_accum);
+  if (c->global_batch / per > DR_MODEL_MAX_DIM)
+    return fail(err, n, "--global-batch %llu over the world size %u x "
+                "--grad-accum %u is %llu per rank, over %u (2^20, the "
+                "model's limit of --batch)",
                 (unsigned long long)c->global_batch, world, c->grad_accum,
-                c->global_batch / (per > 0 ? per : 1) > (1u << 24)
-                    ? " (or is over 2^24 per rank)" : "");
+                (unsigned long long)(c->global_batch / per),
+                DR_MODEL_MAX_DIM);
   c->batch = (uint32_t)(c->global_batch / per);
   return 0;
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # train's settings and exit codes:
 #  - a bad command line or INI file: exit 2, one line on stderr naming the
-#    offending option, key or line, nothing on stdout;
+#    offending option, key or line, nothing on stdout; a --batch (or a
+#    --global-batch per rank) over the model's limit, 2^20, is refused
+#    when the flag is read, naming the limit;
 #  - --config INI: keys at the top level and in [train] are honoured
 #    (dashes or underscores), and flags override the file;
 #  - a loss that becomes non-finite: exit 5 with a message naming the step
@@ -54,6 +56,17 @@ refused "--no-overlap 'maybe'" $small --no-overlap=maybe
 refused "--steps needs a value" $small --steps
 refused "/nonexistent" $small --data text:/nonexistent/file.txt
 refused "fewer than one step" $small --batch 1000
+# The model's limit, where the flag is read (up to 2^24 used to pass here
+# and be refused by the model later).
+limit="expected a whole number from 1 to 1048576 \(2\^20, the model's limit\)"
+refused "^train: --batch '1048577': $limit$" $small --batch 1048577
+refused "^train: --batch '16777216': $limit$" $small --batch 16777216
+printf 'steps = 3\nbatch = 2000000\n' >"$tmp/big_batch.ini"
+refused "big_batch.ini: --batch '2000000': $limit" --config "$tmp/big_batch.ini"
+nobatch="--layers 1 --width 16 --input-dim 32 --classes 8 --samples 512
+         --eval-samples 64 --steps 4"
+refused "global-batch 4194304 over the world size 1 x --grad-accum 2 is 2097152 per rank, over 1048576 \(2\^20, the model's limit of --batch\)" \
+  $nobatch --global-batch 4194304 --grad-accum 2
 
 # The INI file.
 cat >"$tmp/good.ini" <<'EOF'

@@ -11,8 +11,8 @@
 #include "nn_internal.h"
 
 /* Bounds that keep every BLAS dimension and leading dimension in an int
- * and every size_t product far from overflow. */
-#define MAX_DIM (1u << 20)
+ * and every size_t product far from overflow (DR_MODEL_MAX_DIM: model.h). */
+#define MAX_DIM DR_MODEL_MAX_DIM
 #define MAX_LAYERS 1024u
 #define MAX_CONTEXT 4096u
 

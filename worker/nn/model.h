@@ -32,6 +32,12 @@ typedef struct {
   char name[32];
 } dr_param_t;
 
+/* The largest width, input dim, class count, context x embed dim and
+ * max_batch: every BLAS dimension and leading dimension stays in an int,
+ * and every size_t product far from overflow. Callers that take these
+ * settings from a user check them against this bound. */
+#define DR_MODEL_MAX_DIM (1u << 20)
+
 typedef struct {
   uint32_t input_dim;  /* synthetic input size; ignored for text */
   uint32_t width;
