@@ -40,6 +40,23 @@ const char *dr_ckpt_strerror(int code) {
   }
 }
 
+dr_ckpt_fail_kind_t dr_ckpt_fail_kind(int code) {
+  switch (-code) {
+  case ENOSPC:
+  case EDQUOT:
+  case EFBIG:
+  case EROFS:
+  case EACCES:
+  case EPERM:
+  case EIO:
+    return DR_CKPT_FAIL_STORAGE;
+  case ENOMEM:
+    return DR_CKPT_FAIL_NOMEM;
+  default:
+    return DR_CKPT_FAIL_OTHER;
+  }
+}
+
 static int fail(char *err, size_t n, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int fail(char *err, size_t n, int code, const char *fmt, ...) {
@@ -257,12 +274,10 @@ int dr_ckpt_path(char *buf, size_t n, const char *dir, uint64_t step) {
 
 /* ---- writing ------------------------------------------------------------ */
 
+/* buf holds CHUNK_BYTES. */
 static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
-                         uint32_t *crc) {
+                         uint8_t *buf, uint32_t *crc) {
   static_assert(sizeof(float) == 4, "fp32 payload");
-  uint8_t *buf = malloc(CHUNK_BYTES);
-  if (buf == NULL)
-    return -ENOMEM;
   int le = host_is_le(), rc = 0;
   uint32_t c = 0;
   for (size_t s = 0; s < n_spans && rc == 0; s++) {
@@ -279,7 +294,6 @@ static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
       left -= k;
     }
   }
-  free(buf);
   *crc = c;
   return rc;
 }
@@ -312,17 +326,26 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
                 "%s", dir);
   snprintf(tmp, sizeof(tmp), "%s" TMP_TAG "%ld", final, (long)getpid());
 
+  /* Before the file exists: nothing to clean up when it fails. */
+  uint8_t *buf = malloc(CHUNK_BYTES);
+  if (buf == NULL)
+    return fail(err, n, -ENOMEM, "out of memory for the %u KiB buffer of "
+                "the checkpoint %s", CHUNK_BYTES / 1024, final);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return fail(err, n, -errno, "open() of %s failed while writing a "
-                "checkpoint (%s)", tmp, strerror(errno));
+  if (fd < 0) {
+    int e = errno;
+    free(buf);
+    return fail(err, n, -e, "open() of %s failed while writing a "
+                "checkpoint (%s)", tmp, strerror(e));
+  }
   uint8_t hdr[DR_CKPT_HEADER_BYTES];
   memset(hdr, 0, sizeof(hdr));
   const char *what = "write()";
   dr_ckpt_header_t full = *h;
   int rc = write_all(fd, hdr, sizeof(hdr));
   if (rc == 0)
-    rc = write_payload(fd, spans, n_spans, &full.payload_crc32);
+    rc = write_payload(fd, spans, n_spans, buf, &full.payload_crc32);
+  free(buf);
   if (rc == 0) {
     /* The header last: a file cut short by a crash never carries a header
      * that would describe it as complete. */
@@ -418,7 +441,8 @@ static int read_payload(int fd, const char *path, const dr_ckpt_header_t *h,
   if (spans == NULL) {
     scratch = malloc(CHUNK_BYTES);
     if (scratch == NULL)
-      return fail(err, n, -ENOMEM, "%s: out of memory", path);
+      return fail(err, n, -ENOMEM, "out of memory for the %u KiB buffer "
+                  "that verifies %s", CHUNK_BYTES / 1024, path);
     whole.p = NULL;
     whole.n_elems = (size_t)(h->param_elems + h->optim_elems);
     spans = &whole;

@@ -72,6 +72,23 @@ enum {
 /* A static message for the codes above, or strerror's for -errno. */
 const char *dr_ckpt_strerror(int code);
 
+/* What a failure of this module says about the directory, for a caller
+ * that must tell a disk that refuses from a run that may simply retry. */
+typedef enum {
+  DR_CKPT_FAIL_OTHER = 0, /* a file that is not a valid checkpoint, a
+                             vanished file or directory, an interrupted
+                             call: another attempt may succeed */
+  DR_CKPT_FAIL_STORAGE,   /* the storage refuses: full (ENOSPC), over quota
+                             (EDQUOT, EFBIG), read-only (EROFS), no
+                             permission (EACCES, EPERM), or an I/O error
+                             (EIO): the same call fails again until someone
+                             acts */
+  DR_CKPT_FAIL_NOMEM      /* -ENOMEM */
+} dr_ckpt_fail_kind_t;
+
+/* The kind of a code returned by this module (0 is OTHER). */
+dr_ckpt_fail_kind_t dr_ckpt_fail_kind(int code);
+
 typedef struct {
   uint32_t version;        /* read: the file's; write: ignored */
   uint32_t rng_version;

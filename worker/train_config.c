@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "exit_codes.h"
 #include "model.h"
 
 typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
@@ -234,6 +235,25 @@ static int on_ini(void *user, const char *section, const char *name,
   return x->rc == 0;
 }
 
+/* "  LEFT  text..." with the text starting at column indent and wrapped
+ * at 79 columns under itself. */
+static void print_wrapped(int indent, const char *left, const char *text) {
+  char buf[1024];
+  snprintf(buf, sizeof(buf), "%s", text);
+  printf("  %-*s", indent - 2, left);
+  size_t col = (size_t)indent;
+  for (char *save = NULL, *w = strtok_r(buf, " ", &save); w != NULL;
+       w = strtok_r(NULL, " ", &save)) {
+    if (col + 1 + strlen(w) > 79) {
+      printf("\n%*s", indent, "");
+      col = (size_t)indent;
+    }
+    printf(" %s", w);
+    col += 1 + strlen(w);
+  }
+  printf("\n");
+}
+
 static void usage(void) {
   printf("usage: train [--key value ...]\n\n"
          "Data-parallel training of an MLP; run it under ddprun, or alone\n"
@@ -249,29 +269,25 @@ static void usage(void) {
                rows[k].def);
     else
       snprintf(text, sizeof(text), "%s", rows[k].help);
-    /* Wrap the help at 79 columns, indented under its column. */
-    printf("  %-22s", left);
-    size_t col = 24;
-    for (char *save = NULL, *w = strtok_r(text, " ", &save); w != NULL;
-         w = strtok_r(NULL, " ", &save)) {
-      if (col + 1 + strlen(w) > 79) {
-        printf("\n%24s", "");
-        col = 24;
-      }
-      printf(" %s", w);
-      col += 1 + strlen(w);
-    }
-    printf("\n");
+    print_wrapped(24, left, text);
   }
-  printf("\nExit codes: 0 done; 2 bad configuration (also a checkpoint "
-         "that does not fit\nthe run, or --device cuda without a usable GPU);"
-         " 3 communication failure (NCCL\nset-up included), or a "
-         "checkpoint that cannot be written or read; 4 a\ncollective timed "
-         "out or lost a peer, or the GPU failed during the run;\n5 the loss "
-         "became non-finite\n(not "
-         "restarted); 75 preempted: SIGUSR1 stopped every rank after a step,\n"
-         "with a checkpoint when --ckpt-dir is given (not restarted by ddprun;"
-         "\nrun the job again to resume).\n");
+  /* The job's table (proto/exit_codes.h), as ddprun acts on it. */
+  printf("\nExit codes:\n");
+  int n_codes;
+  const dr_exit_info_t *t = dr_exit_table(&n_codes);
+  for (int i = 0; i < n_codes; i++) {
+    char left[16], text[512];
+    snprintf(left, sizeof(left), "%d", t[i].code);
+    snprintf(text, sizeof(text), "%s: %s%s", t[i].brief, t[i].meaning,
+             t[i].policy == DR_EXIT_STOP ? " (ddprun does not restart it)"
+                                         : "");
+    print_wrapped(7, left, text);
+    if (t[i].code == 0)
+      print_wrapped(7, "1", "any other failure (the final weights differ "
+                    "between ranks, a checkpoint that cannot be written or "
+                    "read for a reason a restart may cure): a crash to "
+                    "ddprun, which restarts it");
+  }
 }
 
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,

@@ -10,7 +10,10 @@
 #    and the rank; under `ddprun --max-restarts 3` the job is not restarted
 #    (ddprun exits 5 and every worker ran once, with
 #    TORCHELASTIC_RESTART_COUNT=0), and neither is a job whose worker
-#    exits 2.
+#    exits 2;
+#  - an allocation that fails (a batch whose activations exceed the
+#    address space, ulimit -v): exit 7 with a line naming what was being
+#    allocated.
 #
 # Usage: bad_input.sh DDPRUN TRAIN
 set -u
@@ -167,5 +170,25 @@ done
 grep -Eq "rank [01]: the loss is -?(nan|inf) at step [0-9]+" "$tmp/ddp_nonfinite.out" \
   "$tmp/ddp_nonfinite.err" ||
   { show ddp_nonfinite; fail "ddprun did not pass on the non-finite loss message"; }
+
+# Out of memory: the activations of 2^20 rows of width 4096 (about 48 GiB)
+# in a 4 GB address space. (An address-sanitizer build cannot start under
+# such a limit: skipped there.)
+vlimit=(bash -c 'ulimit -v 4000000 && exec "$@"' vlimit)
+# (Not exec'd: a probe that aborts is reported by its own shell, silenced.)
+if bash -c 'ulimit -v 4000000 && "$@"' probe "$train" --help >/dev/null 2>&1; then
+  run 30 nomem "${vlimit[@]}" env -u RANK -u WORLD_SIZE "$train" --layers 1 \
+    --width 4096 --input-dim 32 --classes 8 --samples 512 --eval-samples 64 \
+    --batch 1048576 --steps 1
+  if [ "$rc" -ne 7 ] || [ "$(wc -l <"$tmp/nomem.err")" -ne 1 ] ||
+      ! grep -q "^train: rank 0: model: out of memory allocating the activations of a batch of 1048576 rows ([0-9.]* MiB) (exit 7: out of memory)$" \
+        "$tmp/nomem.err"; then
+    show nomem
+    fail "an allocation failure: expected exit 7 and one line naming the activations; got exit $rc"
+  fi
+  echo "out of memory: exit 7: $(cat "$tmp/nomem.err")"
+else
+  echo "out of memory: not checked (train does not start under ulimit -v)"
+fi
 
 echo "PASS: $name ($n_refused refusals)"

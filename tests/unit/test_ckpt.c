@@ -1,6 +1,8 @@
 /* Checkpoint files: the round trip, the documented layout, rejection of
  * every flipped byte and every truncation, the choice of the newest valid
- * file, keep-K pruning, temporary files, and failures of the writer. */
+ * file, keep-K pruning, temporary files, failures of the writer (a storage
+ * that refuses leaves the older files as they were) and the kinds of
+ * failures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +13,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -550,6 +554,77 @@ static void test_write_failures(void **state) {
                    -ENAMETOOLONG);
 }
 
+/* A storage that refuses in the middle of a write (here a file size
+ * limit, EFBIG, as a full disk refuses with ENOSPC): the error names the
+ * call, the file and the reason, no temporary file stays, and the older
+ * checkpoint is as it was and still loads. */
+static void test_storage_refuses(void **state) {
+  fx_t *f = *state;
+  write_at(f, 5);
+  char older[256];
+  snprintf(older, sizeof(older), "%s", f->path);
+  size_t n_before;
+  uint8_t *before = slurp(older, &n_before);
+
+  /* The file takes 160 + 4 x 69 = 436 bytes: it stops in its payload. */
+  struct rlimit saved, small = {400, 400};
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  small.rlim_max = saved.rlim_max;
+  void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN); /* EFBIG, not death */
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  f->h.step = 10;
+  f->h.epoch_pos = 10;
+  char err[512] = "", path[256] = "";
+  int rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, path,
+                         sizeof(path), err, sizeof(err));
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_xfsz);
+
+  assert_int_equal(rc, -EFBIG);
+  assert_int_equal(dr_ckpt_fail_kind(rc), DR_CKPT_FAIL_STORAGE);
+  assert_non_null(strstr(err, "write()"));
+  assert_non_null(strstr(err, "ckpt-0000000010.bin.tmp."));
+  assert_non_null(strstr(err, strerror(EFBIG)));
+  assert_false(exists(f->dir, "ckpt-0000000010.bin"));
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+  char own[256];
+  snprintf(own, sizeof(own), "%s/ckpt-0000000010.bin.tmp.%ld", f->dir,
+           (long)getpid());
+  assert_int_not_equal(access(own, F_OK), 0);
+
+  size_t n_after;
+  uint8_t *after = slurp(older, &n_after);
+  assert_int_equal(n_after, n_before);
+  assert_memory_equal(after, before, n_before);
+  float params[N_PARAM], optim[N_OPTIM];
+  dr_ckpt_span_t in[2] = {{params, N_PARAM}, {optim, N_OPTIM}};
+  dr_ckpt_header_t h;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path), NULL,
+                                       NULL), 1);
+  assert_string_equal(path, older);
+  assert_int_equal(dr_ckpt_read(older, &h, in, 2, err, sizeof(err)), 0);
+  assert_memory_equal(params, f->params, sizeof(params));
+  assert_int_equal(h.step, 5);
+  free(before);
+  free(after);
+}
+
+static void test_fail_kind(void **state) {
+  (void)state;
+  static const int storage[] = {ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM,
+                                EIO};
+  for (size_t i = 0; i < sizeof(storage) / sizeof(storage[0]); i++)
+    assert_int_equal(dr_ckpt_fail_kind(-storage[i]), DR_CKPT_FAIL_STORAGE);
+  assert_int_equal(dr_ckpt_fail_kind(-ENOMEM), DR_CKPT_FAIL_NOMEM);
+  /* What a retry may get past, and the file's own faults. */
+  static const int other[] = {0, -ENOENT, -ENOTDIR, -EINTR, -ESTALE,
+                              -ENAMETOOLONG, DR_CKPT_EMAGIC, DR_CKPT_EVERSION,
+                              DR_CKPT_EHEADER, DR_CKPT_ESIZE, DR_CKPT_ECRC,
+                              DR_CKPT_ESHAPE};
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+    assert_int_equal(dr_ckpt_fail_kind(other[i]), DR_CKPT_FAIL_OTHER);
+}
+
 static void test_strerror(void **state) {
   (void)state;
   assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ECRC), "checksum"));
@@ -579,6 +654,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_commit_is_the_rename, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_write_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_storage_refuses, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fail_kind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_strerror, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,7 +58,8 @@ typedef void (*dr_span_fn)(void *arg, const char *name, uint64_t t0_us,
 /* Called when param i's gradient is final for this backward pass. */
 typedef void (*dr_grad_ready_fn)(void *arg, size_t i);
 
-/* 0, DR_EBADARG (with err) or -ENOMEM. Caller owns *out; free with
+/* 0, DR_EBADARG (with err) or -ENOMEM (with err naming what could not
+ * be allocated). Caller owns *out; free with
  * dr_model_free. Every param->g starts pointing into zeroed gradient memory
  * of the model's own; the reducer may repoint it (the model never
  * reallocates or frees a g it did not allocate). */
