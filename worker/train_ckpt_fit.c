@@ -1,10 +1,11 @@
 /* Whether a checkpoint fits the run that would resume from it: the
  * header the run would write, and the comparison that refuses (exit 2),
- * naming the field, a file of another model, data or batch. */
+ * naming the field, a file of another model, data, batch or schedule. */
 #include "train_ckpt.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h) {
@@ -29,6 +30,95 @@ void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h) {
   h->embed_dim = mc->embed_dim;
   h->param_elems = dr_model_n_elems(r->model);
   h->optim_elems = dr_optim_state_elems(r->opt);
+  const dr_train_config_t *c = &r->c;
+  h->warmup_steps = c->warmup;
+  h->lr = c->lr;
+  h->min_lr_frac = c->min_lr_frac;
+  h->momentum = c->momentum;
+  h->weight_decay = c->weight_decay;
+  h->beta1 = c->beta1;
+  h->beta2 = c->beta2;
+  h->eps = c->eps;
+}
+
+/* The shortest text that reads back as v. */
+static const char *real(char *buf, size_t n, double v) {
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(buf, n, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v)
+      break;
+  }
+  return buf;
+}
+
+/* Appends "FLAG is WAS there and IS here" to the list of changes. */
+static void add_change(char *list, size_t n, const char *flag,
+                       const char *was, const char *is) {
+  size_t len = strlen(list);
+  snprintf(list + len, n - len, "%s%s is %s there and %s here",
+           len > 0 ? ", " : "", flag, was, is);
+}
+
+/* The schedule and the hyper-parameters that the checkpoint's optimizer
+ * uses (a change of the others changes nothing), all in one line: refused
+ * (exit 2), or reported and taken with --allow-schedule-change.
+ * Version-1 files record none. Returns 0 or exit code 2. */
+static int check_schedule(dr_run_t *r, const char *path,
+                          const dr_ckpt_header_t *f,
+                          const dr_ckpt_header_t *w) {
+  if (!f->has_schedule) {
+    fprintf(stderr, "train: rank 0: %s is of checkpoint format version %u, "
+            "which records no learning-rate schedule: --lr, --warmup, "
+            "--min-lr-frac and the optimizer's hyper-parameters are taken "
+            "as given\n", path, (unsigned)f->version);
+    return 0;
+  }
+  char list[1024] = "", was[32], is[32];
+  if (f->warmup_steps != w->warmup_steps) {
+    snprintf(was, sizeof(was), "%" PRIu64, f->warmup_steps);
+    snprintf(is, sizeof(is), "%" PRIu64, w->warmup_steps);
+    add_change(list, sizeof(list), "--warmup", was, is);
+  }
+  enum { BOTH, SGD, ADAMW };
+  static const struct {
+    const char *flag;
+    size_t off;
+    int opt;
+  } reals[] = {
+#define R(f, flag, opt) {flag, offsetof(dr_ckpt_header_t, f), opt}
+      R(lr, "--lr", BOTH),
+      R(min_lr_frac, "--min-lr-frac", BOTH),
+      R(weight_decay, "--weight-decay", BOTH),
+      R(momentum, "--momentum", SGD),
+      R(beta1, "--beta1", ADAMW),
+      R(beta2, "--beta2", ADAMW),
+      R(eps, "--eps", ADAMW),
+#undef R
+  };
+  int opt = f->optimizer == DR_OPT_ADAMW ? ADAMW : SGD;
+  for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
+    double a, b;
+    if (reals[i].opt != BOTH && reals[i].opt != opt)
+      continue;
+    memcpy(&a, (const char *)f + reals[i].off, sizeof(a));
+    memcpy(&b, (const char *)w + reals[i].off, sizeof(b));
+    if (a != b)
+      add_change(list, sizeof(list), reals[i].flag,
+                 real(was, sizeof(was), a), real(is, sizeof(is), b));
+  }
+  if (list[0] == '\0')
+    return 0;
+  if (r->c.allow_schedule_change) {
+    fprintf(stderr, "train: rank 0: the checkpoint %s has another schedule: "
+            "%s; going on with this run's from step %" PRIu64 " "
+            "(--allow-schedule-change)\n", path, list, f->step + 1);
+    return 0;
+  }
+  fprintf(stderr, "train: rank 0: the checkpoint %s does not fit this run: "
+          "%s; resume with the values it was written with, give "
+          "--allow-schedule-change to go on with this run's, or give another "
+          "--ckpt-dir (exit %d)\n", path, list, DR_TRAIN_ECONFIG);
+  return DR_TRAIN_ECONFIG;
 }
 
 /* A checkpoint that does not fit this run is a configuration error: the
@@ -93,6 +183,5 @@ int dr__train_ckpt_fits(dr_run_t *r, const char *path,
             r->total_steps, DR_TRAIN_ECONFIG);
     return DR_TRAIN_ECONFIG;
   }
-  return 0;
+  return check_schedule(r, path, f, &w);
 }
-

@@ -116,6 +116,12 @@ static const row_t rows[] = {
      "steps between checkpoints; 0: none"},
     {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
      "newest checkpoints kept; older ones are deleted"},
+    {"allow-schedule-change", K_FLAG, OFF(allow_schedule_change), "0", 0, 1,
+     "resume from a checkpoint whose --lr, --warmup, --min-lr-frac or "
+     "optimizer hyper-parameters (--momentum, --weight-decay, --beta1, "
+     "--beta2, --eps) differ from this run's, and go on with this run's "
+     "values from the resumed step; without it such a resume is refused "
+     "(exit 2)"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 

@@ -16,7 +16,7 @@ run 20 help env -i PATH="$PATH" "$train" --help
 [ "$rc" -eq 0 ] || { show help; fail "--help exited $rc"; }
 for key in config data layers width batch steps lr optimizer bucket-cap-mb \
     first-bucket-mb no-overlap grad-accum comm-timeout trace dump-weights \
-    ckpt-dir; do
+    ckpt-dir allow-schedule-change; do
   grep -q -- "^  --$key" "$tmp/help.out" ||
     { show help; fail "--help does not list --$key"; }
 done
