@@ -16,7 +16,10 @@
 #include <unistd.h>
 
 #define MAGIC "DDPRCKPT"
-#define HDR_CRC_OFF 156 /* the header CRC covers [0, HDR_CRC_OFF) */
+/* The header CRC sits in the last 4 bytes of the header and covers the
+ * bytes before it. */
+#define HDR_CRC_OFF (DR_CKPT_HEADER_BYTES - 4)
+#define V1_HDR_CRC_OFF (DR_CKPT_V1_HEADER_BYTES - 4)
 #define CHUNK_BYTES (1u << 16)
 #define NAME_LEN 19 /* "ckpt-" + 10 digits + ".bin" */
 #define TMP_TAG ".tmp."
@@ -37,6 +40,23 @@ const char *dr_ckpt_strerror(int code) {
     return "checkpoint sizes do not match the buffers";
   default:
     return code < 0 ? strerror(-code) : "success";
+  }
+}
+
+dr_ckpt_fail_kind_t dr_ckpt_fail_kind(int code) {
+  switch (-code) {
+  case ENOSPC:
+  case EDQUOT:
+  case EFBIG:
+  case EROFS:
+  case EACCES:
+  case EPERM:
+  case EIO:
+    return DR_CKPT_FAIL_STORAGE;
+  case ENOMEM:
+    return DR_CKPT_FAIL_NOMEM;
+  default:
+    return DR_CKPT_FAIL_OTHER;
   }
 }
 
@@ -112,6 +132,20 @@ static uint64_t get64(const uint8_t *b) {
   return v;
 }
 
+/* Reals travel as the bits of an IEEE-754 binary64. */
+static void putf64(uint8_t *b, double v) {
+  uint64_t u;
+  memcpy(&u, &v, sizeof(u));
+  put64(b, u);
+}
+static double getf64(const uint8_t *b) {
+  uint64_t u = get64(b);
+  double v;
+  memcpy(&v, &u, sizeof(v));
+  return v;
+}
+
+/* Always the current version. */
 static void encode(const dr_ckpt_header_t *h, uint8_t *b) {
   memset(b, 0, DR_CKPT_HEADER_BYTES);
   memcpy(b, MAGIC, 8);
@@ -137,6 +171,14 @@ static void encode(const dr_ckpt_header_t *h, uint8_t *b) {
   put32(b + 120, h->embed_dim);
   put64(b + 128, h->param_elems);
   put64(b + 136, h->optim_elems);
+  put64(b + 160, h->warmup_steps);
+  putf64(b + 168, h->lr);
+  putf64(b + 176, h->min_lr_frac);
+  putf64(b + 184, h->momentum);
+  putf64(b + 192, h->weight_decay);
+  putf64(b + 200, h->beta1);
+  putf64(b + 208, h->beta2);
+  putf64(b + 216, h->eps);
   put32(b + HDR_CRC_OFF, dr_ckpt_crc32(0, b, HDR_CRC_OFF));
 }
 
@@ -147,27 +189,49 @@ static int all_zero(const uint8_t *b, size_t n) {
   return 1;
 }
 
-/* Checks and decodes the first DR_CKPT_HEADER_BYTES of a file. */
-static int decode(const uint8_t *b, const char *path, dr_ckpt_header_t *h,
-                  char *err, size_t n) {
+/* The header size of a known format version, or 0. */
+static uint32_t known_header_bytes(uint32_t version) {
+  return version == 1                 ? DR_CKPT_V1_HEADER_BYTES
+         : version == DR_CKPT_VERSION ? DR_CKPT_HEADER_BYTES
+                                      : 0;
+}
+
+/* Checks the magic and the (version, header size) pair of the first 16
+ * bytes of a file; *hb receives the header size. */
+static int check_prefix(const uint8_t *b, const char *path, uint32_t *hb,
+                        char *err, size_t n) {
   if (memcmp(b, MAGIC, 8) != 0)
     return fail(err, n, DR_CKPT_EMAGIC, "%s: no \"" MAGIC "\" magic", path);
-  uint32_t version = get32(b + 8), hb = get32(b + 12);
-  if (version != DR_CKPT_VERSION || hb != DR_CKPT_HEADER_BYTES)
+  uint32_t version = get32(b + 8);
+  *hb = get32(b + 12);
+  if (known_header_bytes(version) == 0 || *hb != known_header_bytes(version))
     return fail(err, n, DR_CKPT_EVERSION,
                 "%s: format version %" PRIu32 " with a %" PRIu32 "-byte "
-                "header; this reader knows version %d (%d bytes)", path,
-                version, hb, DR_CKPT_VERSION, DR_CKPT_HEADER_BYTES);
-  uint32_t want = get32(b + HDR_CRC_OFF);
-  uint32_t got = dr_ckpt_crc32(0, b, HDR_CRC_OFF);
+                "header; this reader knows version 1 (%d bytes) and %d (%d "
+                "bytes)", path, version, *hb, DR_CKPT_V1_HEADER_BYTES,
+                DR_CKPT_VERSION, DR_CKPT_HEADER_BYTES);
+  return 0;
+}
+
+/* Checks and decodes a whole header (check_prefix passed: b holds the
+ * header size it found). */
+static int decode(const uint8_t *b, const char *path, dr_ckpt_header_t *h,
+                  char *err, size_t n) {
+  uint32_t version = get32(b + 8);
+  int v1 = version == 1;
+  size_t crc_off = v1 ? V1_HDR_CRC_OFF : HDR_CRC_OFF;
+  uint32_t want = get32(b + crc_off);
+  uint32_t got = dr_ckpt_crc32(0, b, crc_off);
   if (want != got)
     return fail(err, n, DR_CKPT_EHEADER, "%s: header CRC-32 is 0x%08" PRIx32
                 ", the header says 0x%08" PRIx32, path, got, want);
-  if (!all_zero(b + 124, 4) || !all_zero(b + 144, 12))
+  if (!all_zero(b + 124, 4) || !all_zero(b + 144, v1 ? 12 : 16) ||
+      (!v1 && !all_zero(b + 224, 28)))
     return fail(err, n, DR_CKPT_EHEADER, "%s: reserved header bytes are "
                 "not zero", path);
   memset(h, 0, sizeof(*h));
   h->version = version;
+  h->header_bytes = get32(b + 12);
   h->payload_bytes = get64(b + 16);
   h->payload_crc32 = get32(b + 24);
   h->rng_version = get32(b + 28);
@@ -188,6 +252,17 @@ static int decode(const uint8_t *b, const char *path, dr_ckpt_header_t *h,
   h->embed_dim = get32(b + 120);
   h->param_elems = get64(b + 128);
   h->optim_elems = get64(b + 136);
+  if (!v1) {
+    h->has_schedule = 1;
+    h->warmup_steps = get64(b + 160);
+    h->lr = getf64(b + 168);
+    h->min_lr_frac = getf64(b + 176);
+    h->momentum = getf64(b + 184);
+    h->weight_decay = getf64(b + 192);
+    h->beta1 = getf64(b + 200);
+    h->beta2 = getf64(b + 208);
+    h->eps = getf64(b + 216);
+  }
   /* Every declared length is checked before it is trusted. */
   const uint64_t max_elems = (UINT64_MAX - DR_CKPT_HEADER_BYTES) / 8;
   if (h->param_elems > max_elems || h->optim_elems > max_elems ||
@@ -257,12 +332,10 @@ int dr_ckpt_path(char *buf, size_t n, const char *dir, uint64_t step) {
 
 /* ---- writing ------------------------------------------------------------ */
 
+/* buf holds CHUNK_BYTES. */
 static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
-                         uint32_t *crc) {
+                         uint8_t *buf, uint32_t *crc) {
   static_assert(sizeof(float) == 4, "fp32 payload");
-  uint8_t *buf = malloc(CHUNK_BYTES);
-  if (buf == NULL)
-    return -ENOMEM;
   int le = host_is_le(), rc = 0;
   uint32_t c = 0;
   for (size_t s = 0; s < n_spans && rc == 0; s++) {
@@ -279,7 +352,6 @@ static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
       left -= k;
     }
   }
-  free(buf);
   *crc = c;
   return rc;
 }
@@ -312,17 +384,26 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
                 "%s", dir);
   snprintf(tmp, sizeof(tmp), "%s" TMP_TAG "%ld", final, (long)getpid());
 
+  /* Before the file exists: nothing to clean up when it fails. */
+  uint8_t *buf = malloc(CHUNK_BYTES);
+  if (buf == NULL)
+    return fail(err, n, -ENOMEM, "out of memory for the %u KiB buffer of "
+                "the checkpoint %s", CHUNK_BYTES / 1024, final);
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return fail(err, n, -errno, "open() of %s failed while writing a "
-                "checkpoint (%s)", tmp, strerror(errno));
+  if (fd < 0) {
+    int e = errno;
+    free(buf);
+    return fail(err, n, -e, "open() of %s failed while writing a "
+                "checkpoint (%s)", tmp, strerror(e));
+  }
   uint8_t hdr[DR_CKPT_HEADER_BYTES];
   memset(hdr, 0, sizeof(hdr));
   const char *what = "write()";
   dr_ckpt_header_t full = *h;
   int rc = write_all(fd, hdr, sizeof(hdr));
   if (rc == 0)
-    rc = write_payload(fd, spans, n_spans, &full.payload_crc32);
+    rc = write_payload(fd, spans, n_spans, buf, &full.payload_crc32);
+  free(buf);
   if (rc == 0) {
     /* The header last: a file cut short by a crash never carries a header
      * that would describe it as complete. */
@@ -378,20 +459,33 @@ static int open_checked(const char *path, dr_ckpt_header_t *h, char *err,
     close(fd);
     return fail(err, n, rc, "fstat() of %s failed (%s)", path, strerror(-rc));
   }
+  /* The version-1 header is the shortest: read it, then the rest of a
+   * longer one once the prefix says how long. */
   uint8_t hdr[DR_CKPT_HEADER_BYTES];
+  uint32_t hb = 0;
   int rc = 0;
-  if ((uint64_t)st.st_size < sizeof(hdr))
+  if ((uint64_t)st.st_size < DR_CKPT_V1_HEADER_BYTES)
     rc = fail(err, n, DR_CKPT_ESIZE, "%s: %lld bytes, shorter than a "
               "header", path, (long long)st.st_size);
-  else if ((rc = read_all(fd, hdr, sizeof(hdr))) != 0)
+  else if ((rc = read_all(fd, hdr, DR_CKPT_V1_HEADER_BYTES)) != 0)
+    rc = fail(err, n, rc, "read() of %s failed (%s)", path,
+              dr_ckpt_strerror(rc));
+  else if ((rc = check_prefix(hdr, path, &hb, err, n)) != 0)
+    ;
+  else if ((uint64_t)st.st_size < hb)
+    rc = fail(err, n, DR_CKPT_ESIZE, "%s: %lld bytes, shorter than its "
+              "%" PRIu32 "-byte header", path, (long long)st.st_size, hb);
+  else if (hb > DR_CKPT_V1_HEADER_BYTES &&
+           (rc = read_all(fd, hdr + DR_CKPT_V1_HEADER_BYTES,
+                          hb - DR_CKPT_V1_HEADER_BYTES)) != 0)
     rc = fail(err, n, rc, "read() of %s failed (%s)", path,
               dr_ckpt_strerror(rc));
   else if ((rc = decode(hdr, path, h, err, n)) != 0)
     ;
-  else if ((uint64_t)st.st_size != DR_CKPT_HEADER_BYTES + h->payload_bytes)
+  else if ((uint64_t)st.st_size != hb + h->payload_bytes)
     rc = fail(err, n, DR_CKPT_ESIZE, "%s: %lld bytes, the header declares "
-              "%d + %" PRIu64, path, (long long)st.st_size,
-              DR_CKPT_HEADER_BYTES, h->payload_bytes);
+              "%" PRIu32 " + %" PRIu64, path, (long long)st.st_size, hb,
+              h->payload_bytes);
   if (rc != 0) {
     close(fd);
     return rc;
@@ -418,7 +512,8 @@ static int read_payload(int fd, const char *path, const dr_ckpt_header_t *h,
   if (spans == NULL) {
     scratch = malloc(CHUNK_BYTES);
     if (scratch == NULL)
-      return fail(err, n, -ENOMEM, "%s: out of memory", path);
+      return fail(err, n, -ENOMEM, "out of memory for the %u KiB buffer "
+                  "that verifies %s", CHUNK_BYTES / 1024, path);
     whole.p = NULL;
     whole.n_elems = (size_t)(h->param_elems + h->optim_elems);
     spans = &whole;

@@ -10,11 +10,12 @@
  * checkpoint is complete only after the rename. Readers ignore every name
  * that is not exactly ckpt-DDDDDDDDDD.bin.
  *
- * File layout, all integers little-endian (offset, bytes, field):
+ * File layout of version 2, integers little-endian, reals IEEE-754
+ * binary64 little-endian (offset, bytes, field):
  *
  *     0   8  magic "DDPRCKPT"
- *     8   4  format version (1)
- *    12   4  header size in bytes (160 in version 1)
+ *     8   4  format version (2)
+ *    12   4  header size in bytes (256 in version 2)
  *    16   8  payload size in bytes = 4 * (param_elems + optim_elems)
  *    24   4  CRC-32 of the payload (zlib's polynomial)
  *    28   4  RNG version (DR_CKPT_RNG_XOSHIRO)
@@ -36,13 +37,28 @@
  *   124   4  reserved, 0
  *   128   8  parameter floats
  *   136   8  optimizer-state floats
- *   144  12  reserved, 0
- *   156   4  CRC-32 of header bytes [0, 156)
- *   160      payload: the parameters in registration order, then the
+ *   144  16  reserved, 0
+ *   160   8  warmup steps
+ *   168   8  learning rate (real)
+ *   176   8  final learning rate as a fraction of it (real)
+ *   184   8  SGD momentum (real)
+ *   192   8  weight decay (real)
+ *   200   8  AdamW beta1 (real)
+ *   208   8  AdamW beta2 (real)
+ *   216   8  AdamW epsilon (real)
+ *   224  28  reserved, 0
+ *   252   4  CRC-32 of header bytes [0, 252)
+ *   256      payload: the parameters in registration order, then the
  *            optimizer state (slot-major), fp32 little-endian
  *
- * A file is valid when its magic, version and header size are known, the
- * header CRC matches, the payload size agrees with the float counts, the
+ * Version 1 (still read; never written) is the same up to byte 144, then
+ * 12 reserved bytes, the header CRC at 156 over [0, 156), and the payload
+ * at 160: it records no learning-rate schedule and no hyper-parameters
+ * (has_schedule is 0 when one is read).
+ *
+ * A file is valid when its magic is right, its version and header size
+ * are a known pair (1 and 160, or 2 and 256), the header CRC matches, the
+ * reserved bytes are zero, the payload size agrees with the float counts, the
  * file is exactly header + payload bytes long, and the payload CRC
  * matches. Any flipped byte or a truncation is therefore rejected.
  */
@@ -52,8 +68,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DR_CKPT_VERSION 1
-#define DR_CKPT_HEADER_BYTES 160
+/* The format written; dr_ckpt_read and friends also take version 1. */
+#define DR_CKPT_VERSION 2
+#define DR_CKPT_HEADER_BYTES 256
+#define DR_CKPT_V1_HEADER_BYTES 160
 /* The RNG of data, initial weights and sampler: xoshiro256** seeded
  * through splitmix64, each epoch's permutation seeded by seed + epoch.
  * Nothing but the seed is kept; a change of generator changes this. */
@@ -72,8 +90,26 @@ enum {
 /* A static message for the codes above, or strerror's for -errno. */
 const char *dr_ckpt_strerror(int code);
 
+/* What a failure of this module says about the directory, for a caller
+ * that must tell a disk that refuses from a run that may simply retry. */
+typedef enum {
+  DR_CKPT_FAIL_OTHER = 0, /* a file that is not a valid checkpoint, a
+                             vanished file or directory, an interrupted
+                             call: another attempt may succeed */
+  DR_CKPT_FAIL_STORAGE,   /* the storage refuses: full (ENOSPC), over quota
+                             (EDQUOT, EFBIG), read-only (EROFS), no
+                             permission (EACCES, EPERM), or an I/O error
+                             (EIO): the same call fails again until someone
+                             acts */
+  DR_CKPT_FAIL_NOMEM      /* -ENOMEM */
+} dr_ckpt_fail_kind_t;
+
+/* The kind of a code returned by this module (0 is OTHER). */
+dr_ckpt_fail_kind_t dr_ckpt_fail_kind(int code);
+
 typedef struct {
   uint32_t version;        /* read: the file's; write: ignored */
+  uint32_t header_bytes;   /* read only: the file's (160 in version 1) */
   uint32_t rng_version;
   uint64_t payload_bytes;  /* read only */
   uint32_t payload_crc32;  /* read only */
@@ -87,6 +123,13 @@ typedef struct {
   uint32_t layers, width, input_dim, classes, context, embed_dim;
   uint64_t param_elems;
   uint64_t optim_elems;
+  /* The learning-rate schedule and the optimizer's hyper-parameters as
+   * the run was given them, whatever the optimizer uses. Read: zero, and
+   * has_schedule 0, in a version-1 file. */
+  int has_schedule;        /* read only */
+  uint64_t warmup_steps;
+  double lr, min_lr_frac;
+  double momentum, weight_decay, beta1, beta2, eps;
 } dr_ckpt_header_t;
 
 /* A run of floats of the payload: the writer reads it, the reader fills

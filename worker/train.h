@@ -18,10 +18,13 @@
 /* The GPU path's state (worker/gpu/gpu_train.h). */
 typedef struct dr_gpu dr_gpu_t;
 
-/* Exit codes of train: the table in proto/exit_codes.h (DR_EXIT_*). */
+/* Exit codes of train: the table in proto/exit_codes.h (DR_EXIT_*), and
+ * DR_TRAIN_EFAIL for a failure that has no code of its own there, which
+ * ddprun treats as a crash (restartable, a root cause). */
 #include "exit_codes.h"
 enum {
   DR_TRAIN_OK = DR_EXIT_OK,
+  DR_TRAIN_EFAIL = 1,
   DR_TRAIN_ECONFIG = DR_EXIT_CONFIG,
   DR_TRAIN_ECOMM = DR_EXIT_COMM,
   DR_TRAIN_ETIMEOUT = DR_EXIT_TIMEOUT,
@@ -101,8 +104,29 @@ int dr_train_ckpt_save(dr_run_t *r, uint64_t done);
 int dr_train_preempt_install(void);
 int dr_train_preempt_after_step(dr_run_t *r, uint64_t done);
 
+/* train_fail.c: the failures every part of train shares, each one line
+ * on stderr and an exit code. */
+
 /* A collective failure: prints the message and returns exit code 4. */
 int dr_train_comm_failed(dr_run_t *r, const char *what, int rc,
                          const char *msg);
+
+/* An allocation failed: "out of memory allocating WHAT"; returns
+ * DR_TRAIN_ENOMEM. */
+int dr_train_nomem(dr_run_t *r, const char *what);
+
+/* Ranks other than 0 around the wait for a verdict of rank 0 (a
+ * broadcast that says whether rank 0 could do its part): hold catches
+ * SIGTERM from now on; release, on a good verdict or none, ends that and
+ * lets a SIGTERM that came meanwhile take effect (the process dies of it,
+ * as it would have then). */
+void dr_train_hold_stop(void);
+void dr_train_release_stop(void);
+
+/* After a failed verdict, instead of release: this rank stops because
+ * rank 0 failed. Prints "rank N: WHY; stopping (exit 8 ...)", waits
+ * (boundedly) for its agent to stop it with SIGTERM, so that rank 0's
+ * failure reaches ddprun first, and returns DR_TRAIN_EPEER. */
+int dr_train_peer_failed(dr_run_t *r, const char *why);
 
 #endif /* DR_TRAIN_H */

@@ -15,6 +15,7 @@
 #include "ckpt.h"
 #include "gpu_train.h"
 #include "progress.h"
+#include "train_ckpt.h"
 
 /* What rank 0 tells the others at start and after each save. */
 typedef struct {
@@ -23,29 +24,54 @@ typedef struct {
   uint64_t found; /* start: 1 when a checkpoint is broadcast next */
 } verdict_t;
 
-/* The header this run would write at step. */
-static void run_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h) {
-  const dr_model_config_t *mc = dr_model_config(r->model);
-  memset(h, 0, sizeof(*h));
-  h->rng_version = DR_CKPT_RNG_XOSHIRO;
-  h->step = step;
-  h->total_steps = r->total_steps;
-  h->steps_per_epoch = r->steps_per_epoch;
-  h->epoch = step / r->steps_per_epoch;
-  h->epoch_pos = step % r->steps_per_epoch;
-  h->seed = r->c.seed;
-  h->train_samples = dr_data_len(r->data, DR_SPLIT_TRAIN);
-  h->global_batch = r->global_batch;
-  h->optimizer = strcmp(r->c.optimizer, "adamw") == 0 ? DR_OPT_ADAMW
-                                                       : DR_OPT_SGD;
-  h->layers = mc->layers;
-  h->width = mc->width;
-  h->input_dim = mc->input_dim;
-  h->classes = mc->classes;
-  h->context = mc->context;
-  h->embed_dim = mc->embed_dim;
-  h->param_elems = dr_model_n_elems(r->model);
-  h->optim_elems = dr_optim_state_elems(r->opt);
+/* The exit code of a failure of ckpt.c: a disk that refuses stops the
+ * job (a restart would fail at the same step), memory is its own code,
+ * anything else may pass with a restart. */
+static int ckpt_exit_code(int rc) {
+  switch (dr_ckpt_fail_kind(rc)) {
+  case DR_CKPT_FAIL_STORAGE:
+    return DR_TRAIN_ESTORAGE;
+  case DR_CKPT_FAIL_NOMEM:
+    return DR_TRAIN_ENOMEM;
+  default:
+    return DR_TRAIN_EFAIL;
+  }
+}
+
+/* What a person does about a failure of the storage kind in dir. */
+static const char *storage_advice(char *buf, size_t n, int rc,
+                                  const char *dir) {
+  switch (-rc) {
+  case ENOSPC:
+    snprintf(buf, n, "free space in %s", dir);
+    break;
+  case EDQUOT:
+  case EFBIG:
+    snprintf(buf, n, "raise the quota or the file size limit of %s, or free "
+             "space there", dir);
+    break;
+  case EROFS:
+    snprintf(buf, n, "make %s writable (remount it read-write)", dir);
+    break;
+  case EACCES:
+  case EPERM:
+    snprintf(buf, n, "give this user permission to read and write in %s",
+             dir);
+    break;
+  default:
+    snprintf(buf, n, "check the disk of %s (dmesg)", dir);
+    break;
+  }
+  return buf;
+}
+
+/* " (exit N: ...)" for a code of ckpt_exit_code. */
+static const char *exit_note(int code, char *buf, size_t n) {
+  const dr_exit_info_t *e = dr_exit_info(code);
+  snprintf(buf, n, " (exit %d: %s%s)", code,
+           e != NULL ? e->brief : "a crash to ddprun: it may restart",
+           e != NULL && e->policy == DR_EXIT_STOP ? ", not restarted" : "");
+  return buf;
 }
 
 /* The model's parameters in registration order, then the optimizer state:
@@ -66,74 +92,29 @@ static dr_ckpt_span_t *run_spans(dr_run_t *r, size_t *n) {
   return s;
 }
 
-/* A checkpoint that does not fit this run is a configuration error: the
- * run must not silently start over or diverge. Names the first field
- * that differs. */
-static int check_fits(dr_run_t *r, const char *path,
-                      const dr_ckpt_header_t *f) {
-  dr_ckpt_header_t w;
-  run_header(r, f->step, &w);
-  static const struct {
-    size_t off;
-    int wide;
-    const char *what;
-  } fields[] = {
-#define F32(f, what) {offsetof(dr_ckpt_header_t, f), 0, what}
-#define F64(f, what) {offsetof(dr_ckpt_header_t, f), 1, what}
-      F32(rng_version, "RNG version"),
-      F64(total_steps, "--steps (the learning-rate schedule's length)"),
-      F64(seed, "--seed"),
-      F64(train_samples, "training samples (--samples or the text file)"),
-      F64(global_batch, "global batch (--batch x world x --grad-accum; "
-                        "--global-batch keeps it across world sizes)"),
-      F64(steps_per_epoch, "steps per epoch"),
-      F32(optimizer, "--optimizer (0 sgd, 1 adamw)"),
-      F32(layers, "--layers"),
-      F32(width, "--width"),
-      F32(input_dim, "--input-dim"),
-      F32(classes, "--classes"),
-      F32(context, "--context"),
-      F32(embed_dim, "--embed-dim"),
-      F64(param_elems, "parameter count"),
-      F64(optim_elems, "optimizer-state floats (--optimizer, --momentum)"),
-      F64(epoch, "epoch of the step"),
-      F64(epoch_pos, "position of the step in its epoch"),
-#undef F32
-#undef F64
-  };
-  for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-    uint64_t a, b;
-    if (fields[i].wide) {
-      memcpy(&a, (const char *)f + fields[i].off, 8);
-      memcpy(&b, (const char *)&w + fields[i].off, 8);
-    } else {
-      uint32_t x, y;
-      memcpy(&x, (const char *)f + fields[i].off, 4);
-      memcpy(&y, (const char *)&w + fields[i].off, 4);
-      a = x;
-      b = y;
-    }
-    if (a != b) {
-      fprintf(stderr, "train: rank 0: the checkpoint %s does not fit this "
-              "run: %s is %" PRIu64 " there and %" PRIu64 " here; resume "
-              "with the settings it was written with, or give another "
-              "--ckpt-dir (exit %d)\n", path, fields[i].what, a, b,
-              DR_TRAIN_ECONFIG);
-      return DR_TRAIN_ECONFIG;
-    }
-  }
-  if (f->step > r->total_steps) {
-    fprintf(stderr, "train: rank 0: the checkpoint %s is of step %" PRIu64
-            ", past the run's %" PRIu64 " steps (exit %d)\n", path, f->step,
-            r->total_steps, DR_TRAIN_ECONFIG);
-    return DR_TRAIN_ECONFIG;
-  }
-  return 0;
-}
+/* The first newer checkpoint that could not be read because the storage
+ * refused (not because the file is damaged). */
+typedef struct {
+  int code;
+  char path[4096];
+  char why[512];
+} unreadable_t;
 
+/* A damaged newer file is passed over, said once; one that the storage
+ * will not give up is a failure of its own (falling back to an older one
+ * would silently undo training). */
 static void report_skip(void *arg, const char *path, int code,
                         const char *why) {
-  (void)arg;
+  unreadable_t *u = arg;
+  if (dr_ckpt_fail_kind(code) == DR_CKPT_FAIL_STORAGE) {
+    if (u->code == 0) {
+      u->code = code;
+      snprintf(u->path, sizeof(u->path), "%s", path);
+      snprintf(u->why, sizeof(u->why), "%s",
+               why[0] != '\0' ? why : dr_ckpt_strerror(code));
+    }
+    return;
+  }
   fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s (%s)\n",
           path, why[0] != '\0' ? why : dr_ckpt_strerror(code),
           dr_ckpt_strerror(code));
@@ -161,27 +142,50 @@ static int make_dirs(const char *dir) {
   return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
 }
 
+/* The exit code of a --ckpt-dir that cannot be created or listed: the
+ * storage's codes, else a configuration error. */
+static int dir_failed(const char *what, const char *dir, int rc) {
+  char note[96], advice[4200] = "";
+  int code = dr_ckpt_fail_kind(rc) == DR_CKPT_FAIL_OTHER ? DR_TRAIN_ECONFIG
+                                                        : ckpt_exit_code(rc);
+  if (code == DR_TRAIN_ESTORAGE)
+    storage_advice(advice, sizeof(advice), rc, dir);
+  fprintf(stderr, "train: rank 0: cannot %s --ckpt-dir %s (%s)%s%s%s\n",
+          what, dir, strerror(-rc), advice[0] != '\0' ? "; " : "", advice,
+          exit_note(code, note, sizeof(note)));
+  return code;
+}
+
 /* Rank 0's part of the start: the verdict, and the state loaded. */
 static verdict_t pick(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
   verdict_t v = {0, 0, 0};
-  char err[4400] = "";
+  char err[4400] = "", note[96];
   /* Also without --ckpt-every: a preemption (SIGUSR1) writes one. */
   int made = make_dirs(c->ckpt_dir);
   if (made != 0) {
-    fprintf(stderr, "train: rank 0: cannot create --ckpt-dir %s (%s) "
-            "(exit %d)\n", c->ckpt_dir, strerror(-made), DR_TRAIN_ECONFIG);
-    v.code = DR_TRAIN_ECONFIG;
+    v.code = dir_failed("create", c->ckpt_dir, made);
     return v;
   }
   dr_ckpt_header_t h;
   char path[4096];
+  unreadable_t unreadable;
+  memset(&unreadable, 0, sizeof(unreadable));
   int found = dr_ckpt_find_latest(c->ckpt_dir, &h, path, sizeof(path),
-                                  report_skip, NULL);
+                                  report_skip, &unreadable);
   if (found < 0) {
-    fprintf(stderr, "train: rank 0: cannot read --ckpt-dir %s (%s) (exit "
-            "%d)\n", c->ckpt_dir, strerror(-found), DR_TRAIN_ECONFIG);
-    v.code = DR_TRAIN_ECONFIG;
+    v.code = dir_failed("read", c->ckpt_dir, found);
+    return v;
+  }
+  if (unreadable.code != 0) {
+    char advice[4200];
+    fprintf(stderr, "train: rank 0: cannot read the checkpoint %s: %s; %s, "
+            "or move the file away to resume from an older one%s\n",
+            unreadable.path, unreadable.why,
+            storage_advice(advice, sizeof(advice), unreadable.code,
+                           c->ckpt_dir),
+            exit_note(DR_TRAIN_ESTORAGE, note, sizeof(note)));
+    v.code = DR_TRAIN_ESTORAGE;
     return v;
   }
   int removed = dr_ckpt_remove_temp(c->ckpt_dir, err, sizeof(err));
@@ -195,19 +199,25 @@ static verdict_t pick(dr_run_t *r) {
             "0\n", c->ckpt_dir);
     return v;
   }
-  v.code = check_fits(r, path, &h);
+  v.code = dr__train_ckpt_fits(r, path, &h);
   if (v.code != 0)
     return v;
   size_t n;
   dr_ckpt_span_t *spans = run_spans(r, &n);
-  int rc = spans == NULL ? -ENOMEM
-                         : dr_ckpt_read(path, &h, spans, n, err, sizeof(err));
+  if (spans == NULL) {
+    v.code = dr_train_nomem(r, "the list of a checkpoint's tensors");
+    return v;
+  }
+  int rc = dr_ckpt_read(path, &h, spans, n, err, sizeof(err));
   free(spans);
   if (rc != 0) {
-    fprintf(stderr, "train: rank 0: cannot load the checkpoint %s: %s "
-            "(exit %d)\n", path, rc == -ENOMEM ? "out of memory" : err,
-            DR_TRAIN_ECOMM);
-    v.code = DR_TRAIN_ECOMM;
+    char advice[4200] = "";
+    v.code = ckpt_exit_code(rc);
+    if (v.code == DR_TRAIN_ESTORAGE)
+      storage_advice(advice, sizeof(advice), rc, c->ckpt_dir);
+    fprintf(stderr, "train: rank 0: cannot load the checkpoint %s: %s%s%s"
+            "%s\n", path, err, advice[0] != '\0' ? "; " : "", advice,
+            exit_note((int)v.code, note, sizeof(note)));
     return v;
   }
   fprintf(stderr, "train: rank 0: resuming at step %" PRIu64 " of %" PRIu64
@@ -226,16 +236,19 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   verdict_t v = {0, 0, 0};
   if (r->rank == 0)
     v = pick(r);
+  else
+    dr_train_hold_stop();
   char err[256] = "";
   int rc = dr_pg_broadcast_sync(r->pg, &v, sizeof(v), 0, err, sizeof(err));
+  if (r->rank != 0 && rc == 0 && v.code != 0)
+    return dr_train_peer_failed(r, "rank 0 could not resume from its "
+                                "checkpoint");
+  if (r->rank != 0)
+    dr_train_release_stop();
   if (rc != 0)
     return dr_train_comm_failed(r, "checkpoint broadcast", rc, err);
-  if (v.code != 0) {
-    if (r->rank != 0)
-      fprintf(stderr, "train: rank %u: rank 0 could not resume from its "
-              "checkpoint; stopping (exit %d)\n", r->rank, (int)v.code);
+  if (v.code != 0)
     return (int)v.code;
-  }
   if (!v.found)
     return 0;
   /* Every rank takes rank 0's bytes: identical state wherever the file
@@ -243,7 +256,7 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   size_t n;
   dr_ckpt_span_t *spans = run_spans(r, &n);
   if (spans == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the list of a checkpoint's tensors");
   for (size_t i = 0; i < n && rc == 0; i++)
     if (spans[i].n_elems > 0)
       rc = dr_pg_broadcast_sync(r->pg, spans[i].p,
@@ -278,11 +291,27 @@ static void test_delay(void *arg, const char *tmp_path) {
     ;
 }
 
+/* "DIR/ckpt-<step>.bin", the newest checkpoint of dir before step, or
+ * "none". */
+static const char *previous(const char *dir, uint64_t step, char *buf,
+                            size_t n) {
+  uint64_t *steps;
+  size_t count;
+  snprintf(buf, n, "none");
+  if (dr_ckpt_list(dir, &steps, &count) != 0)
+    return buf;
+  for (size_t i = 0; i < count; i++)
+    if (steps[i] < step && dr_ckpt_path(buf, n, dir, steps[i]) == 0)
+      break;
+  free(steps);
+  return buf;
+}
+
 /* Rank 0: writes the checkpoint of step done and prunes; an exit code. */
 static int save(dr_run_t *r, uint64_t done) {
   const dr_train_config_t *c = &r->c;
   dr_ckpt_header_t h;
-  run_header(r, done, &h);
+  dr__train_ckpt_header(r, done, &h);
   /* A GPU run saves the host copy of its device state: the same file as
    * a CPU run's, so either resumes the other's. */
   if (r->gpu != NULL) {
@@ -293,16 +322,26 @@ static int save(dr_run_t *r, uint64_t done) {
   size_t n;
   dr_ckpt_span_t *spans = run_spans(r, &n);
   if (spans == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the list of a checkpoint's tensors");
   char path[4096], err[4400] = "";
   uint64_t t0 = dr_now_us();
   int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
                          sizeof(path), err, sizeof(err));
   free(spans);
   if (rc != 0) {
+    /* The write never touches an older file: say which one a run of the
+     * job again resumes from. */
+    int code = ckpt_exit_code(rc);
+    char note[96], prev[4096], what[4200], advice[8500] = "";
+    if (code == DR_TRAIN_ESTORAGE)
+      snprintf(advice, sizeof(advice), "; the previous checkpoint (%s) is "
+               "kept; %s or give another --ckpt-dir, then run the job again",
+               previous(c->ckpt_dir, done, prev, sizeof(prev)),
+               storage_advice(what, sizeof(what), rc, c->ckpt_dir));
     fprintf(stderr, "train: rank 0: cannot write the checkpoint of step %"
-            PRIu64 ": %s (exit %d)\n", done, err, DR_TRAIN_ECOMM);
-    return DR_TRAIN_ECOMM;
+            PRIu64 ": %s%s%s\n", done, err, advice,
+            exit_note(code, note, sizeof(note)));
+    return code;
   }
   double ms = (dr_now_us() - t0) / 1e3;
   if (dr_ckpt_prune(c->ckpt_dir, done, c->ckpt_keep, err, sizeof(err)) < 0)
@@ -355,19 +394,24 @@ int dr_train_ckpt_save(dr_run_t *r, uint64_t done) {
   verdict_t v = {0, done, 0};
   if (r->rank == 0)
     v.code = save(r, done);
+  else
+    dr_train_hold_stop();
   /* The barrier after the save: no rank starts the next step before rank 0
    * has committed this one, and all stop together if it could not. */
   char err[256] = "";
   int rc = dr_pg_broadcast_sync(r->pg, &v, sizeof(v), 0, err, sizeof(err));
+  if (r->rank != 0 && rc == 0 && v.code != 0) {
+    char why[128];
+    snprintf(why, sizeof(why), "rank 0 could not write its checkpoint (of "
+             "step %" PRIu64 ")", done);
+    return dr_train_peer_failed(r, why);
+  }
+  if (r->rank != 0)
+    dr_train_release_stop();
   if (rc != 0)
     return dr_train_comm_failed(r, "checkpoint barrier", rc, err);
-  if (v.code != 0) {
-    if (r->rank != 0)
-      fprintf(stderr, "train: rank %u: rank 0 could not write the "
-              "checkpoint of step %" PRIu64 "; stopping (exit %d)\n",
-              r->rank, done, (int)v.code);
+  if (v.code != 0)
     return (int)v.code;
-  }
   /* The time spent on the checkpoint counts once against the agent's
    * --hang-timeout, not in addition to the next step's. */
   dr_progress_report(r->progress, done);

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "errors.h"
+#include "exit_codes.h"
+#include "model.h"
 
 typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
 
@@ -38,15 +40,16 @@ static const row_t rows[] = {
     {"eval-frac", K_F64, OFF(eval_frac), "0.1", 0, 0.9,
      "text: held-out fraction at the end of the file"},
     {"layers", K_U32, OFF(layers), "2", 1, 1000, "hidden layers"},
-    {"width", K_U32, OFF(width), "512", 1, 1 << 20, "hidden units per layer"},
-    {"input-dim", K_U32, OFF(input_dim), "256", 1, 1 << 20,
+    {"width", K_U32, OFF(width), "512", 1, DR_MODEL_MAX_DIM,
+     "hidden units per layer"},
+    {"input-dim", K_U32, OFF(input_dim), "256", 1, DR_MODEL_MAX_DIM,
      "synthetic input size"},
-    {"classes", K_U32, OFF(classes), "16", 2, 1 << 20,
+    {"classes", K_U32, OFF(classes), "16", 2, DR_MODEL_MAX_DIM,
      "synthetic classes (text: always 256)"},
     {"context", K_U32, OFF(context), "32", 1, 4096, "text: bytes of context"},
     {"embed-dim", K_U32, OFF(embed_dim), "16", 1, 4096,
      "text: embedding size per byte"},
-    {"batch", K_U32, OFF(batch), "64", 1, 1 << 24,
+    {"batch", K_U32, OFF(batch), "64", 1, DR_MODEL_MAX_DIM,
      "samples per rank per micro-batch"},
     {"global-batch", K_U64, OFF(global_batch), "0", 0, 1e12,
      "samples per optimizer step over all ranks: each rank's --batch is "
@@ -113,6 +116,12 @@ static const row_t rows[] = {
      "steps between checkpoints; 0: none"},
     {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
      "newest checkpoints kept; older ones are deleted"},
+    {"allow-schedule-change", K_FLAG, OFF(allow_schedule_change), "0", 0, 1,
+     "resume from a checkpoint whose --lr, --warmup, --min-lr-frac or "
+     "optimizer hyper-parameters (--momentum, --weight-decay, --beta1, "
+     "--beta2, --eps) differ from this run's, and go on with this run's "
+     "values from the resumed step; without it such a resume is refused "
+     "(exit 2)"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -136,6 +145,12 @@ static const row_t *find(const char *name) {
     if (strcmp(rows[k].name, norm) == 0)
       return &rows[k];
   return NULL;
+}
+
+/* The rows whose largest value is the model's (DR_MODEL_MAX_DIM). */
+static int model_bound(const row_t *r) {
+  return r->off == OFF(batch) || r->off == OFF(width) ||
+         r->off == OFF(input_dim) || r->off == OFF(classes);
 }
 
 static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
@@ -173,10 +188,15 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
   errno = 0;
   double d = strtod(v, &end);
   if (errno != 0 || end == v || *end != '\0' || !isfinite(d) || d < r->min ||
-      d > r->max)
-    return fail(err, n, "--%s '%s': expected a number from %g to %g%s",
-                r->name, v, r->min, r->max,
-                r->off == OFF(bucket_cap_mb) ? ", or auto" : "");
+      d > r->max) {
+    if (r->kind == K_F64)
+      return fail(err, n, "--%s '%s': expected a number from %g to %g%s",
+                  r->name, v, r->min, r->max,
+                  r->off == OFF(bucket_cap_mb) ? ", or auto" : "");
+    return fail(err, n, "--%s '%s': expected a whole number from %.0f to "
+                "%.0f%s", r->name, v, r->min, r->max,
+                model_bound(r) ? " (2^20, the model's limit)" : "");
+  }
   if (r->kind != K_F64 && d != floor(d))
     return fail(err, n, "--%s '%s': expected a whole number", r->name, v);
   if (r->kind == K_U32)
@@ -221,6 +241,25 @@ static int on_ini(void *user, const char *section, const char *name,
   return x->rc == 0;
 }
 
+/* "  LEFT  text..." with the text starting at column indent and wrapped
+ * at 79 columns under itself. */
+static void print_wrapped(int indent, const char *left, const char *text) {
+  char buf[1024];
+  snprintf(buf, sizeof(buf), "%s", text);
+  printf("  %-*s", indent - 2, left);
+  size_t col = (size_t)indent;
+  for (char *save = NULL, *w = strtok_r(buf, " ", &save); w != NULL;
+       w = strtok_r(NULL, " ", &save)) {
+    if (col + 1 + strlen(w) > 79) {
+      printf("\n%*s", indent, "");
+      col = (size_t)indent;
+    }
+    printf(" %s", w);
+    col += 1 + strlen(w);
+  }
+  printf("\n");
+}
+
 static void usage(void) {
   printf("usage: train [--key value ...]\n\n"
          "Data-parallel training of an MLP; run it under ddprun, or alone\n"
@@ -236,29 +275,25 @@ static void usage(void) {
                rows[k].def);
     else
       snprintf(text, sizeof(text), "%s", rows[k].help);
-    /* Wrap the help at 79 columns, indented under its column. */
-    printf("  %-22s", left);
-    size_t col = 24;
-    for (char *save = NULL, *w = strtok_r(text, " ", &save); w != NULL;
-         w = strtok_r(NULL, " ", &save)) {
-      if (col + 1 + strlen(w) > 79) {
-        printf("\n%24s", "");
-        col = 24;
-      }
-      printf(" %s", w);
-      col += 1 + strlen(w);
-    }
-    printf("\n");
+    print_wrapped(24, left, text);
   }
-  printf("\nExit codes: 0 done; 2 bad configuration (also a checkpoint "
-         "that does not fit\nthe run, or --device cuda without a usable GPU);"
-         " 3 communication failure (NCCL\nset-up included), or a "
-         "checkpoint that cannot be written or read; 4 a\ncollective timed "
-         "out or lost a peer, or the GPU failed during the run;\n5 the loss "
-         "became non-finite\n(not "
-         "restarted); 75 preempted: SIGUSR1 stopped every rank after a step,\n"
-         "with a checkpoint when --ckpt-dir is given (not restarted by ddprun;"
-         "\nrun the job again to resume).\n");
+  /* The job's table (proto/exit_codes.h), as ddprun acts on it. */
+  printf("\nExit codes:\n");
+  int n_codes;
+  const dr_exit_info_t *t = dr_exit_table(&n_codes);
+  for (int i = 0; i < n_codes; i++) {
+    char left[16], text[512];
+    snprintf(left, sizeof(left), "%d", t[i].code);
+    snprintf(text, sizeof(text), "%s: %s%s", t[i].brief, t[i].meaning,
+             t[i].policy == DR_EXIT_STOP ? " (ddprun does not restart it)"
+                                         : "");
+    print_wrapped(7, left, text);
+    if (t[i].code == 0)
+      print_wrapped(7, "1", "any other failure (the final weights differ "
+                    "between ranks, a checkpoint that cannot be written or "
+                    "read for a reason a restart may cure): a crash to "
+                    "ddprun, which restarts it");
+  }
 }
 
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
@@ -346,13 +381,18 @@ int dr_train_config_derive_batch(dr_train_config_t *c, uint32_t world,
   if (c->global_batch == 0)
     return 0;
   uint64_t per = (uint64_t)world * c->grad_accum;
-  if (per == 0 || c->global_batch % per != 0 || c->global_batch / per > (1u << 24))
+  if (per == 0 || c->global_batch % per != 0)
     return fail(err, n, "--global-batch %llu is not a multiple of the world "
-                "size %u x --grad-accum %u%s; choose one that every world "
+                "size %u x --grad-accum %u; choose one that every world "
                 "size of the job divides",
+                (unsigned long long)c->global_batch, world, c->grad_accum);
+  if (c->global_batch / per > DR_MODEL_MAX_DIM)
+    return fail(err, n, "--global-batch %llu over the world size %u x "
+                "--grad-accum %u is %llu per rank, over %u (2^20, the "
+                "model's limit of --batch)",
                 (unsigned long long)c->global_batch, world, c->grad_accum,
-                c->global_batch / (per > 0 ? per : 1) > (1u << 24)
-                    ? " (or is over 2^24 per rank)" : "");
+                (unsigned long long)(c->global_batch / per),
+                DR_MODEL_MAX_DIM);
   c->batch = (uint32_t)(c->global_batch / per);
   return 0;
 }

@@ -42,6 +42,7 @@ typedef struct {
   char *ckpt_dir;       /* NULL: no checkpoints */
   uint64_t ckpt_every;  /* steps between checkpoints; 0 = never write */
   uint32_t ckpt_keep;   /* checkpoints kept */
+  int allow_schedule_change; /* resume although the schedule differs */
 } dr_train_config_t;
 
 /* 0; 1 after --help (printed); DR_EBADARG with a one-line message. */

@@ -18,14 +18,6 @@ uint64_t dr_now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-int dr_train_comm_failed(dr_run_t *r, const char *what, int rc,
-                         const char *msg) {
-  fprintf(stderr, "train: rank %u: %s failed: %s (exit %d)\n", r->rank, what,
-          msg[0] != '\0' ? msg : "collective failed", DR_TRAIN_ETIMEOUT);
-  (void)rc;
-  return DR_TRAIN_ETIMEOUT;
-}
-
 static void trace_buckets(dr_run_t *r) {
   if (r->trace == NULL)
     return;
@@ -165,7 +157,7 @@ static int evaluate_cpu(dr_run_t *r, double *correct, double *loss_sum,
   uint64_t cap = r->batch.cap;
   uint64_t *idx = malloc(cap * sizeof(uint64_t));
   if (idx == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the evaluation's sample indices");
   uint64_t i = r->rank;
   while (i < n) {
     uint32_t k = 0;

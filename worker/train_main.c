@@ -3,6 +3,7 @@
  * the process group, model, data, optimizer and reducer, runs the loop,
  * evaluates, and prints the final line. Only main turns codes into exit
  * statuses. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,8 +34,13 @@ static int setup_data(dr_run_t *r, char *err, size_t n) {
 
 static int setup(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
-  char err[512] = "";
-  if (setup_data(r, err, sizeof(err)) != 0) {
+  char err[512] = "", what[256];
+  int rc = setup_data(r, err, sizeof(err));
+  if (rc == -ENOMEM) {
+    snprintf(what, sizeof(what), "the data set (--data %s)", c->data);
+    return dr_train_nomem(r, what);
+  }
+  if (rc != 0) {
     fprintf(stderr, "train: %s\n", err);
     return DR_TRAIN_ECONFIG;
   }
@@ -49,7 +55,14 @@ static int setup(dr_run_t *r) {
   mc.embed_dim = text ? c->embed_dim : 0;
   mc.max_batch = c->batch;
   mc.seed = c->seed;
-  if (dr_model_new(&mc, &r->model, err, sizeof(err)) != 0) {
+  rc = dr_model_new(&mc, &r->model, err, sizeof(err));
+  if (rc == -ENOMEM) {
+    /* err names the part and its size */
+    fprintf(stderr, "train: rank %u: %s (exit %d: out of memory)\n", r->rank,
+            err, DR_TRAIN_ENOMEM);
+    return DR_TRAIN_ENOMEM;
+  }
+  if (rc != 0) {
     fprintf(stderr, "train: %s\n", err[0] ? err : "cannot build the model");
     return DR_TRAIN_ECONFIG;
   }
@@ -66,10 +79,21 @@ static int setup(dr_run_t *r) {
   r->total_steps = c->steps > 0 ? c->steps : c->epochs * r->steps_per_epoch;
   r->global_batch = (uint64_t)c->batch * r->world * c->grad_accum;
   r->shard = malloc(r->shard_len * sizeof(uint64_t));
+  if (r->shard == NULL) {
+    snprintf(what, sizeof(what), "the sampler's shard (%llu indices)",
+             (unsigned long long)r->shard_len);
+    return dr_train_nomem(r, what);
+  }
   r->times = calloc(r->total_steps > 0 ? r->total_steps : 1, sizeof(*r->times));
-  if (r->shard == NULL || r->times == NULL ||
-      dr_batch_new(r->data, c->batch, &r->batch) != 0)
-    return DR_TRAIN_ECOMM;
+  if (r->times == NULL) {
+    snprintf(what, sizeof(what), "the step times (%llu steps)",
+             (unsigned long long)r->total_steps);
+    return dr_train_nomem(r, what);
+  }
+  if (dr_batch_new(r->data, c->batch, &r->batch) != 0) {
+    snprintf(what, sizeof(what), "the input batch (--batch %u)", c->batch);
+    return dr_train_nomem(r, what);
+  }
 
   dr_optim_config_t oc;
   memset(&oc, 0, sizeof(oc));
@@ -83,28 +107,46 @@ static int setup(dr_run_t *r) {
   oc.warmup_steps = c->warmup;
   oc.total_steps = r->total_steps;
   oc.min_lr_frac = (float)c->min_lr_frac;
-  if (dr_optim_new(&oc, r->model, &r->opt) != 0)
-    return DR_TRAIN_ECOMM;
+  rc = dr_optim_new(&oc, r->model, &r->opt);
+  if (rc == -ENOMEM) {
+    snprintf(what, sizeof(what), "the optimizer state (%s, %zu parameters)",
+             c->optimizer, dr_model_n_elems(r->model));
+    return dr_train_nomem(r, what);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "train: the optimizer refuses its settings: --momentum, "
+            "--beta1 and --beta2 must be below 1, --eps above 0\n");
+    return DR_TRAIN_ECONFIG;
+  }
 
-  dr_reducer_config_t rc;
-  memset(&rc, 0, sizeof(rc));
-  rc.cap_bytes = (size_t)(c->bucket_cap_mb * 1048576.0);
-  rc.first_cap_bytes = (size_t)(c->first_bucket_mb * 1048576.0);
-  rc.overlap = !c->no_overlap;
-  rc.rebuild = 1;
-  if (rc.cap_bytes < 4 || rc.first_cap_bytes < 4) {
+  dr_reducer_config_t rcfg;
+  memset(&rcfg, 0, sizeof(rcfg));
+  rcfg.cap_bytes = (size_t)(c->bucket_cap_mb * 1048576.0);
+  rcfg.first_cap_bytes = (size_t)(c->first_bucket_mb * 1048576.0);
+  rcfg.overlap = !c->no_overlap;
+  rcfg.rebuild = 1;
+  if (rcfg.cap_bytes < 4 || rcfg.first_cap_bytes < 4) {
     fprintf(stderr, "train: bucket sizes must hold at least one float\n");
     return DR_TRAIN_ECONFIG;
   }
   if (r->use_gpu) {
     /* The model and optimizer state go to the device; the reducer's
      * buckets then live there and launch on NCCL's stream. */
-    int g = dr_gpu_train_open(r, &rc);
+    int g = dr_gpu_train_open(r, &rcfg);
     if (g != 0)
       return g;
   }
-  if (dr_reducer_new(&rc, r->model, r->pg, &r->red) != 0)
-    return DR_TRAIN_ECOMM;
+  rc = dr_reducer_new(&rcfg, r->model, r->pg, &r->red);
+  if (rc == -ENOMEM) {
+    snprintf(what, sizeof(what), "the gradient buckets (%.1f MiB)",
+             4.0 * (double)dr_model_n_elems(r->model) / 1048576.0);
+    return dr_train_nomem(r, what);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "train: rank %u: cannot plan the gradient buckets (%s)\n",
+            r->rank, dr_strerror(rc));
+    return DR_TRAIN_ECONFIG;
+  }
 
   if (c->trace != NULL) {
     char used[4096];
@@ -180,11 +222,13 @@ int main(int argc, char **argv) {
     teardown(r);
     return DR_TRAIN_ECONFIG;
   }
-  if (dr_pg_init(&r->pgc, &r->pg, err, sizeof(err)) != 0) {
-    fprintf(stderr, "train: rank %u: cannot set up the process group: %s\n",
-            r->rank, err);
+  int pg_rc = dr_pg_init(&r->pgc, &r->pg, err, sizeof(err));
+  if (pg_rc != 0) {
+    code = pg_rc == -ENOMEM ? DR_TRAIN_ENOMEM : DR_TRAIN_ECOMM;
+    fprintf(stderr, "train: rank %u: cannot set up the process group: %s "
+            "(exit %d)\n", r->rank, err, code);
     teardown(r);
-    return DR_TRAIN_ECOMM;
+    return code;
   }
   r->progress = dr_progress_attach_env();
   code = setup(r);

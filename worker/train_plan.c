@@ -73,8 +73,7 @@ int dr_train_plan_start(dr_run_t *r) {
   if (p == NULL || (p->ready = calloc(PROF_STEPS * (n ? n : 1),
                                       sizeof(double))) == NULL) {
     free(p);
-    fprintf(stderr, "train: out of memory for the bucket planner\n");
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the bucket planner's profile of ready times");
   }
   p->n_params = n;
   p->state = ST_PROFILE;
@@ -153,7 +152,7 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
   struct dr_train_plan *p = r->plan;
   dr_plan_profile_t prof;
   if (make_profile(r, &prof) != 0)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the bucket planner's profile");
   if (r->c.profile_out != NULL) {
     int rc = write_profile(r->c.profile_out, &prof);
     if (rc != 0) {
@@ -175,7 +174,7 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
   dr_plan_result_t res[N_CAPS + 1];
   if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, res) != 0) {
     dr_plan_profile_free(&prof);
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the bucket planner's predictions");
   }
   size_t best = r->c.bucket_cap_auto ? dr_plan_best(res, N_CAPS) : N_CAPS;
   printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
@@ -218,23 +217,31 @@ static int plan(dr_run_t *r, uint64_t step, uint64_t i) {
   }
   char err[256] = "";
   if (r->world > 1) {
+    if (r->rank != 0)
+      dr_train_hold_stop();
     int rc = dr_pg_broadcast_sync(r->pg, d, sizeof(d), 0, err, sizeof(err));
+    if (r->rank != 0 && rc == 0 && d[0] < 0)
+      return dr_train_peer_failed(r, "rank 0 could not make the bucket plan");
+    if (r->rank != 0)
+      dr_train_release_stop();
     if (rc != 0)
       return dr_train_comm_failed(r, "the bucket plan broadcast", rc, err);
   }
-  if (d[0] < 0) {
-    if (r->rank != 0)
-      fprintf(stderr, "train: rank %u: rank 0 could not make the bucket plan "
-              "(exit %d there)\n", r->rank, (int)d[1]);
+  if (d[0] < 0)
     return (int)d[1];
-  }
   size_t cap = (size_t)d[0];
   if (cap != dr_reducer_cap_bytes(r->red)) {
     int rc = dr_reducer_replan(r->red, cap);
+    if (rc == -ENOMEM) {
+      char what[96];
+      snprintf(what, sizeof(what), "the gradient buckets at %g MiB",
+               d[0] / MIB);
+      return dr_train_nomem(r, what);
+    }
     if (rc != 0) {
       fprintf(stderr, "train: rank %u: cannot rebuild the buckets at %g MiB "
               "(%s)\n", r->rank, d[0] / MIB, dr_strerror(rc));
-      return DR_TRAIN_ECOMM;
+      return DR_TRAIN_EFAIL;
     }
   }
   if (r->c.bucket_cap_auto) {

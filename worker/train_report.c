@@ -80,7 +80,7 @@ int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to) {
   mine[1] /= (float)(to - from);
   float *all = calloc(2 * (size_t)r->world, sizeof(float));
   if (all == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the ranks' step times");
   char err[256] = "";
   int rc = dr_pg_allgather_sync(r->pg, mine, sizeof(mine), all, err, sizeof(err));
   if (rc != 0) {
@@ -116,7 +116,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
   uint32_t crc = dr_model_crc32(r->model);
   uint32_t *crcs = calloc(r->world, sizeof(uint32_t));
   if (crcs == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the ranks' weight checksums");
   char err[256] = "";
   int rc = dr_pg_allgather_sync(r->pg, &crc, sizeof(crc), crcs, err, sizeof(err));
   if (rc != 0) {
@@ -130,7 +130,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
   if (!same) {
     fprintf(stderr, "train: rank %u: the final weights differ between ranks "
             "(this rank: 0x%08x)\n", r->rank, crc);
-    return 1;
+    return DR_TRAIN_EFAIL;
   }
   if (r->rank != 0)
     return 0;

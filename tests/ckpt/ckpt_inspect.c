@@ -1,5 +1,5 @@
 /* ckpt_inspect FILE...: verifies train checkpoints with ckpt.h alone and
- * prints each header as key=value pairs. Exit 0 when every file verifies,
+ * prints each header as key=value pairs (a second line: the schedule). Exit 0 when every file verifies,
  * 1 otherwise (the reason on stderr). */
 #include <inttypes.h>
 #include <stdio.h>
@@ -34,6 +34,16 @@ int main(int argc, char **argv) {
            h.optimizer, h.layers, h.width, h.input_dim, h.classes, h.context,
            h.embed_dim, h.param_elems, h.optim_elems, h.rng_version,
            h.payload_crc32);
+    /* The schedule, in a version-2 file: each real as %.17g reads back
+     * exactly. */
+    if (h.has_schedule)
+      printf("%s: warmup=%" PRIu64 " lr=%.17g min_lr_frac=%.17g "
+             "momentum=%.17g weight_decay=%.17g beta1=%.17g beta2=%.17g "
+             "eps=%.17g\n", argv[i], h.warmup_steps, h.lr, h.min_lr_frac,
+             h.momentum, h.weight_decay, h.beta1, h.beta2, h.eps);
+    else
+      printf("%s: no schedule (format version %" PRIu32 ")\n", argv[i],
+             h.version);
   }
   return bad;
 }

@@ -6,7 +6,12 @@
 #           run that never stopped (AdamW and SGD with momentum); a corrupt
 #           or truncated newest checkpoint is reported and the previous one
 #           used, with the same result; a resume with another --steps or
-#           --width is refused (exit 2).
+#           --width is refused (exit 2), and so is one with another --lr,
+#           --warmup or --momentum (one line naming each, with both
+#           values), unless --allow-schedule-change, with which the run
+#           resumes and steps at the new learning rate; a setting the
+#           checkpoint's optimizer does not use (--beta1 of SGD) may
+#           change.
 #   ranks   the same on 2 ranks under ddprun, rank 1 alone killed; then
 #           with --max-restarts 1, where ddprun's group restart resumes.
 #   kill    the writer SIGKILLed between its fsync and its rename: the
@@ -154,6 +159,62 @@ single)
   # shellcheck disable=SC2086
   run 30 noreq "$train" $common --ckpt-every 5
   [ "$rc" -eq 2 ] || fail "--ckpt-every without --ckpt-dir exited $rc, not 2"
+
+  # The schedule is the checkpoint's too: step 10 of a run at --lr 0.01.
+  d=$tmp/lr.ckpt
+  # shellcheck disable=SC2086
+  run 60 lr_first env DDPRUN_CKPT_TEST_KILL_AT=12 "$train" $common \
+    --batch 32 --optimizer adamw --ckpt-dir "$d" --ckpt-every 5
+  "$inspect" "$(ckpt "$d" 10)" >"$tmp/lr.inspect" ||
+    fail "no checkpoint of step 10 for the schedule checks"
+  grep -q " warmup=5 lr=0.01 min_lr_frac=0.10000000000000001 " \
+    "$tmp/lr.inspect" || fail "the schedule is not in the header: $(cat "$tmp/lr.inspect")"
+  cp -r "$d" "$d.before"
+  # shellcheck disable=SC2086
+  run 30 lr_refused "$train" $common --batch 32 --optimizer adamw \
+    --lr 0.02 --ckpt-dir "$d"
+  [ "$rc" -eq 2 ] || die lr_refused "a resume with another --lr exited $rc"
+  grep -q -- "does not fit this run: --lr is 0.01 there and 0.02 here;.*--allow-schedule-change" \
+    "$tmp/lr_refused.err" || die lr_refused "no clear message for another --lr"
+  grep -q "^step " "$tmp/lr_refused.out" && die lr_refused "steps ran"
+  diff -r "$d" "$d.before" >/dev/null || fail "a refused resume changed $d"
+  # The case of the report: both --lr and --warmup, in one line.
+  # shellcheck disable=SC2086
+  run 30 lr_warmup "$train" $common --batch 32 --optimizer adamw \
+    --lr 0.1 --warmup 3 --ckpt-dir "$d"
+  [ "$rc" -eq 2 ] || die lr_warmup "a resume with another --lr and --warmup exited $rc"
+  [ "$(grep -c "does not fit" "$tmp/lr_warmup.err")" -eq 1 ] &&
+    grep -q -- "--warmup is 5 there and 3 here, --lr is 0.01 there and 0.1 here;" \
+      "$tmp/lr_warmup.err" ||
+    die lr_warmup "not one line naming --warmup and --lr with both values"
+  # shellcheck disable=SC2086
+  run 60 lr_allowed "$train" $common --batch 32 --optimizer adamw \
+    --lr 0.02 --ckpt-dir "$d" --allow-schedule-change
+  expect_ok lr_allowed
+  grep -q "resuming at step 10 of 20" "$tmp/lr_allowed.err" ||
+    die lr_allowed "--allow-schedule-change did not resume at step 10"
+  grep -q -- "has another schedule: --lr is 0.01 there and 0.02 here; going on with this run's from step 11 (--allow-schedule-change)" \
+    "$tmp/lr_allowed.err" || die lr_allowed "the change was not reported"
+  # Step 11 at twice the rate of the run resumed with the old one.
+  lr_at_11() { sed -n 's/^step 11\/20 loss [0-9.]* lr \([0-9.e-]*\) .*/\1/p' "$1"; }
+  old=$(lr_at_11 "$tmp/single-adamw.resumed.out")
+  new=$(lr_at_11 "$tmp/lr_allowed.out")
+  awk -v a="$old" -v b="$new" 'BEGIN { r = b / a; exit !(a > 0 && r > 1.99 && r < 2.01) }' ||
+    die lr_allowed "step 11 ran at lr $new, not twice the old $old"
+  # SGD: --momentum is its own; --beta1 is AdamW's and may change.
+  d=$tmp/single-sgd.ckpt
+  # shellcheck disable=SC2086
+  run 30 momentum "$train" $common --batch 32 --optimizer sgd \
+    --momentum 0.5 --ckpt-dir "$d"
+  [ "$rc" -eq 2 ] || die momentum "a resume with another --momentum exited $rc"
+  grep -q -- "--momentum is 0.9 there and 0.5 here" "$tmp/momentum.err" ||
+    die momentum "no clear message for another --momentum"
+  # shellcheck disable=SC2086
+  run 30 beta1 "$train" $common --batch 32 --optimizer sgd --momentum 0.9 \
+    --beta1 0.5 --ckpt-dir "$d"
+  expect_ok beta1
+  echo "single: another --lr, --warmup or --momentum refused (exit 2)," \
+    "taken with --allow-schedule-change (step 11 at lr $new, was $old)"
   ;;
 ranks)
   # shellcheck disable=SC2086

@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # train's settings and exit codes:
 #  - a bad command line or INI file: exit 2, one line on stderr naming the
-#    offending option, key or line, nothing on stdout;
+#    offending option, key or line, nothing on stdout; a --batch (or a
+#    --global-batch per rank) over the model's limit, 2^20, is refused
+#    when the flag is read, naming the limit;
 #  - --config INI: keys at the top level and in [train] are honoured
 #    (dashes or underscores), and flags override the file;
 #  - a loss that becomes non-finite: exit 5 with a message naming the step
 #    and the rank; under `ddprun --max-restarts 3` the job is not restarted
 #    (ddprun exits 5 and every worker ran once, with
 #    TORCHELASTIC_RESTART_COUNT=0), and neither is a job whose worker
-#    exits 2.
+#    exits 2;
+#  - an allocation that fails (a batch whose activations exceed the
+#    address space, ulimit -v): exit 7 with a line naming what was being
+#    allocated.
 #
 # Usage: bad_input.sh DDPRUN TRAIN
 set -u
@@ -54,6 +59,17 @@ refused "--no-overlap 'maybe'" $small --no-overlap=maybe
 refused "--steps needs a value" $small --steps
 refused "/nonexistent" $small --data text:/nonexistent/file.txt
 refused "fewer than one step" $small --batch 1000
+# The model's limit, where the flag is read (up to 2^24 used to pass here
+# and be refused by the model later).
+limit="expected a whole number from 1 to 1048576 \(2\^20, the model's limit\)"
+refused "^train: --batch '1048577': $limit$" $small --batch 1048577
+refused "^train: --batch '16777216': $limit$" $small --batch 16777216
+printf 'steps = 3\nbatch = 2000000\n' >"$tmp/big_batch.ini"
+refused "big_batch.ini: --batch '2000000': $limit" --config "$tmp/big_batch.ini"
+nobatch="--layers 1 --width 16 --input-dim 32 --classes 8 --samples 512
+         --eval-samples 64 --steps 4"
+refused "global-batch 4194304 over the world size 1 x --grad-accum 2 is 2097152 per rank, over 1048576 \(2\^20, the model's limit of --batch\)" \
+  $nobatch --global-batch 4194304 --grad-accum 2
 
 # The INI file.
 cat >"$tmp/good.ini" <<'EOF'
@@ -154,5 +170,25 @@ done
 grep -Eq "rank [01]: the loss is -?(nan|inf) at step [0-9]+" "$tmp/ddp_nonfinite.out" \
   "$tmp/ddp_nonfinite.err" ||
   { show ddp_nonfinite; fail "ddprun did not pass on the non-finite loss message"; }
+
+# Out of memory: the activations of 2^20 rows of width 4096 (about 48 GiB)
+# in a 4 GB address space. (An address-sanitizer build cannot start under
+# such a limit: skipped there.)
+vlimit=(bash -c 'ulimit -v 4000000 && exec "$@"' vlimit)
+# (Not exec'd: a probe that aborts is reported by its own shell, silenced.)
+if bash -c 'ulimit -v 4000000 && "$@"' probe "$train" --help >/dev/null 2>&1; then
+  run 30 nomem "${vlimit[@]}" env -u RANK -u WORLD_SIZE "$train" --layers 1 \
+    --width 4096 --input-dim 32 --classes 8 --samples 512 --eval-samples 64 \
+    --batch 1048576 --steps 1
+  if [ "$rc" -ne 7 ] || [ "$(wc -l <"$tmp/nomem.err")" -ne 1 ] ||
+      ! grep -q "^train: rank 0: model: out of memory allocating the activations of a batch of 1048576 rows ([0-9.]* MiB) (exit 7: out of memory)$" \
+        "$tmp/nomem.err"; then
+    show nomem
+    fail "an allocation failure: expected exit 7 and one line naming the activations; got exit $rc"
+  fi
+  echo "out of memory: exit 7: $(cat "$tmp/nomem.err")"
+else
+  echo "out of memory: not checked (train does not start under ulimit -v)"
+fi
 
 echo "PASS: $name ($n_refused refusals)"

@@ -2,7 +2,8 @@
 # train without ddprun, in an environment that has none of the variables
 # ddprun sets: a group of one that trains, evaluates, and ends stdout with
 # the machine-readable final line (every documented key, world=1); --help
-# lists the settings and exits 0; --trace is written at the path given.
+# lists the settings and the exit codes and exits 0; --trace is written at
+# the path given.
 #
 # Usage: single_process.sh TRAIN
 set -u
@@ -14,11 +15,18 @@ train=${1:?usage: single_process.sh TRAIN}
 run 20 help env -i PATH="$PATH" "$train" --help
 [ "$rc" -eq 0 ] || { show help; fail "--help exited $rc"; }
 for key in config data layers width batch steps lr optimizer bucket-cap-mb \
-    first-bucket-mb no-overlap grad-accum comm-timeout trace dump-weights; do
+    first-bucket-mb no-overlap grad-accum comm-timeout trace dump-weights \
+    ckpt-dir allow-schedule-change; do
   grep -q -- "^  --$key" "$tmp/help.out" ||
     { show help; fail "--help does not list --$key"; }
 done
-grep -q "5 the loss" "$tmp/help.out" || fail "--help does not explain exit code 5"
+# Every code of the table, as ddprun acts on it.
+for code in "2 +configuration error" "5 +non-finite loss" \
+    "6 +checkpoint storage failure" "7 +out of memory" \
+    "8 +another rank failed" "75 +preempted"; do
+  grep -Eq "^  $code" "$tmp/help.out" ||
+    { show help; fail "--help does not explain exit code ${code%% *}"; }
+done
 
 run 60 alone env -i PATH="$PATH" "$train" --layers 2 --width 64 \
   --input-dim 16 --classes 4 --samples 2048 --eval-samples 256 --batch 32 \

@@ -1,6 +1,9 @@
-/* Checkpoint files: the round trip, the documented layout, rejection of
- * every flipped byte and every truncation, the choice of the newest valid
- * file, keep-K pruning, temporary files, and failures of the writer. */
+/* Checkpoint files: the round trip, the documented layout, version-1
+ * files still read, rejection of every flipped byte and every truncation
+ * (of both versions), the choice of the newest valid file, keep-K
+ * pruning, temporary files, failures of the writer (a storage that
+ * refuses leaves the older files as they were) and the kinds of
+ * failures. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +14,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -61,6 +66,14 @@ static int setup(void **state) {
   h->classes = 4;
   h->param_elems = N_PARAM;
   h->optim_elems = N_OPTIM;
+  h->warmup_steps = 7;
+  h->lr = 0.003;
+  h->min_lr_frac = 0.1;
+  h->momentum = 0.9;
+  h->weight_decay = 1e-4;
+  h->beta1 = 0.9;
+  h->beta2 = 0.999;
+  h->eps = 1e-8;
   *state = f;
   return 0;
 }
@@ -104,6 +117,58 @@ static void spit(const char *path, const uint8_t *b, size_t n) {
   assert_non_null(fp);
   assert_int_equal(fwrite(b, 1, n, fp), n);
   assert_int_equal(fclose(fp), 0);
+}
+
+static void put_le(uint8_t *b, uint64_t v, int n_bytes) {
+  for (int i = 0; i < n_bytes; i++)
+    b[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* The fixture's checkpoint at step in the version-1 layout, which this
+ * code no longer writes: built here byte by byte, as the writer of
+ * version 1 laid it out. Its path lands in f->path. */
+static void write_v1_at(fx_t *f, uint64_t step) {
+  const dr_ckpt_header_t *h = &f->h;
+  size_t n = 160 + 4 * (N_PARAM + N_OPTIM);
+  uint8_t *b = calloc(1, n);
+  assert_non_null(b);
+  memcpy(b + 160, f->params, 4 * N_PARAM); /* the tests run little-endian */
+  memcpy(b + 160 + 4 * N_PARAM, f->optim, 4 * N_OPTIM);
+  memcpy(b, "DDPRCKPT", 8);
+  put_le(b + 8, 1, 4);
+  put_le(b + 12, 160, 4);
+  put_le(b + 16, 4 * (N_PARAM + N_OPTIM), 8);
+  put_le(b + 24, dr_ckpt_crc32(0, b + 160, n - 160), 4);
+  put_le(b + 28, h->rng_version, 4);
+  put_le(b + 32, step, 8);
+  put_le(b + 40, h->total_steps, 8);
+  put_le(b + 48, step / h->steps_per_epoch, 8);
+  put_le(b + 56, step % h->steps_per_epoch, 8);
+  put_le(b + 64, h->steps_per_epoch, 8);
+  put_le(b + 72, h->seed, 8);
+  put_le(b + 80, h->train_samples, 8);
+  put_le(b + 88, h->global_batch, 8);
+  put_le(b + 96, h->optimizer, 4);
+  put_le(b + 100, h->layers, 4);
+  put_le(b + 104, h->width, 4);
+  put_le(b + 108, h->input_dim, 4);
+  put_le(b + 112, h->classes, 4);
+  put_le(b + 116, h->context, 4);
+  put_le(b + 120, h->embed_dim, 4);
+  put_le(b + 128, N_PARAM, 8);
+  put_le(b + 136, N_OPTIM, 8);
+  put_le(b + 156, dr_ckpt_crc32(0, b, 156), 4);
+  assert_int_equal(dr_ckpt_path(f->path, sizeof(f->path), f->dir, step), 0);
+  spit(f->path, b, n);
+  free(b);
+}
+
+/* The fixture's checkpoint at step in the given format version. */
+static void write_version_at(fx_t *f, int version, uint64_t step) {
+  if (version == 1)
+    write_v1_at(f, step);
+  else
+    write_at(f, step);
 }
 
 static int exists(const char *dir, const char *name) {
@@ -166,6 +231,17 @@ static void test_round_trip(void **state) {
   assert_int_equal(h.param_elems, N_PARAM);
   assert_int_equal(h.optim_elems, N_OPTIM);
   assert_int_equal(h.payload_bytes, 4 * (N_PARAM + N_OPTIM));
+  assert_int_equal(h.header_bytes, DR_CKPT_HEADER_BYTES);
+  /* The schedule and hyper-parameters, exactly. */
+  assert_int_equal(h.has_schedule, 1);
+  assert_int_equal(h.warmup_steps, 7);
+  assert_true(h.lr == 0.003);
+  assert_true(h.min_lr_frac == 0.1);
+  assert_true(h.momentum == 0.9);
+  assert_true(h.weight_decay == 1e-4);
+  assert_true(h.beta1 == 0.9);
+  assert_true(h.beta2 == 0.999);
+  assert_true(h.eps == 1e-8);
 
   dr_ckpt_header_t v;
   assert_int_equal(dr_ckpt_verify(f->path, &v, err, sizeof(err)), 0);
@@ -174,47 +250,113 @@ static void test_round_trip(void **state) {
   assert_int_equal(v.step, 10);
 }
 
+static void assert_le(const uint8_t *b, uint64_t v, int n_bytes) {
+  uint8_t want[8];
+  put_le(want, v, n_bytes);
+  assert_memory_equal(b, want, n_bytes);
+}
+static void assert_f64(const uint8_t *b, double v) {
+  uint64_t u;
+  memcpy(&u, &v, 8);
+  assert_le(b, u, 8);
+}
+
 /* The layout documented in ckpt.h and README, byte for byte. */
 static void test_layout(void **state) {
   fx_t *f = *state;
+  f->h.context = 32;   /* not a meaningful model: every field distinct */
+  f->h.embed_dim = 16;
   write_at(f, 0x0102030405ull);
   size_t n;
   uint8_t *b = slurp(f->path, &n);
-  assert_int_equal(n, DR_CKPT_HEADER_BYTES + 4 * (N_PARAM + N_OPTIM));
+  assert_int_equal(DR_CKPT_HEADER_BYTES, 256);
+  assert_int_equal(n, 256 + 4 * (N_PARAM + N_OPTIM));
   assert_memory_equal(b, "DDPRCKPT", 8);
-  const uint8_t version[4] = {1, 0, 0, 0}, hb[4] = {160, 0, 0, 0};
-  assert_memory_equal(b + 8, version, 4);
-  assert_memory_equal(b + 12, hb, 4);
-  const uint8_t pb[8] = {0x14, 0x01, 0, 0, 0, 0, 0, 0}; /* 4 x 69 */
-  assert_memory_equal(b + 16, pb, 8);
-  uint32_t crc = dr_ckpt_crc32(0, b + 160, n - 160);
-  const uint8_t crc_le[4] = {(uint8_t)crc, (uint8_t)(crc >> 8),
-                             (uint8_t)(crc >> 16), (uint8_t)(crc >> 24)};
-  assert_memory_equal(b + 24, crc_le, 4);
-  const uint8_t step[8] = {5, 4, 3, 2, 1, 0, 0, 0};
-  assert_memory_equal(b + 32, step, 8);
-  const uint8_t seed[8] = {0xef, 0xcd, 0xab, 0x89, 0x67, 0x45, 0x23, 0x01};
-  assert_memory_equal(b + 72, seed, 8);
-  assert_int_equal(b[104], 64); /* width */
-  assert_int_equal(b[128], N_PARAM);
-  assert_int_equal(b[136], N_OPTIM);
-  uint32_t hcrc = dr_ckpt_crc32(0, b, 156);
-  const uint8_t hcrc_le[4] = {(uint8_t)hcrc, (uint8_t)(hcrc >> 8),
-                              (uint8_t)(hcrc >> 16), (uint8_t)(hcrc >> 24)};
-  assert_memory_equal(b + 156, hcrc_le, 4);
+  assert_le(b + 8, 2, 4);                          /* version */
+  assert_le(b + 12, 256, 4);                       /* header size */
+  assert_le(b + 16, 4 * (N_PARAM + N_OPTIM), 8);   /* payload size */
+  assert_le(b + 24, dr_ckpt_crc32(0, b + 256, n - 256), 4);
+  assert_le(b + 28, DR_CKPT_RNG_XOSHIRO, 4);
+  assert_le(b + 32, 0x0102030405ull, 8);           /* step */
+  assert_le(b + 40, 20, 8);                        /* total steps */
+  assert_le(b + 48, 0x0102030405ull / 64, 8);      /* epoch */
+  assert_le(b + 56, 0x0102030405ull % 64, 8);      /* position */
+  assert_le(b + 64, 64, 8);                        /* steps per epoch */
+  assert_le(b + 72, 0x0123456789abcdefull, 8);     /* seed */
+  assert_le(b + 80, 2048, 8);                      /* training samples */
+  assert_le(b + 88, 32, 8);                        /* global batch */
+  assert_le(b + 96, 1, 4);                         /* optimizer */
+  assert_le(b + 100, 2, 4);                        /* layers */
+  assert_le(b + 104, 64, 4);                       /* width */
+  assert_le(b + 108, 16, 4);                       /* input dim */
+  assert_le(b + 112, 4, 4);                        /* classes */
+  assert_le(b + 116, 32, 4);                       /* context */
+  assert_le(b + 120, 16, 4);                       /* embed dim */
+  assert_le(b + 124, 0, 4);                        /* reserved */
+  assert_le(b + 128, N_PARAM, 8);
+  assert_le(b + 136, N_OPTIM, 8);
+  for (int i = 144; i < 160; i++)                  /* reserved */
+    assert_int_equal(b[i], 0);
+  assert_le(b + 160, 7, 8);                        /* warmup steps */
+  assert_f64(b + 168, 0.003);                      /* lr */
+  assert_f64(b + 176, 0.1);                        /* min lr fraction */
+  assert_f64(b + 184, 0.9);                        /* momentum */
+  assert_f64(b + 192, 1e-4);                       /* weight decay */
+  assert_f64(b + 200, 0.9);                        /* beta1 */
+  assert_f64(b + 208, 0.999);                      /* beta2 */
+  assert_f64(b + 216, 1e-8);                       /* eps */
+  for (int i = 224; i < 252; i++)                  /* reserved */
+    assert_int_equal(b[i], 0);
+  assert_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
   /* The payload: fp32 little-endian, parameters first. */
   float first;
-  memcpy(&first, b + 160, 4);
+  memcpy(&first, b + 256, 4);
   assert_true(first == f->params[0]);
   float opt0;
-  memcpy(&opt0, b + 160 + 4 * N_PARAM, 4);
+  memcpy(&opt0, b + 256 + 4 * N_PARAM, 4);
   assert_true(opt0 == f->optim[0]);
   free(b);
 }
 
-static void test_flipped_byte_rejected(void **state) {
+/* A version-1 file, as version 1 wrote it, reads as it did: every field,
+ * the payload, and no schedule. */
+static void test_v1_still_read(void **state) {
   fx_t *f = *state;
-  write_at(f, 10);
+  write_v1_at(f, 10);
+  float params[N_PARAM], optim[N_OPTIM];
+  dr_ckpt_span_t in[2] = {{params, N_PARAM}, {optim, N_OPTIM}};
+  dr_ckpt_header_t h;
+  char err[512] = "";
+  int rc = dr_ckpt_read(f->path, &h, in, 2, err, sizeof(err));
+  if (rc != 0)
+    fail_msg("dr_ckpt_read of a version-1 file: %s", err);
+  assert_memory_equal(params, f->params, sizeof(params));
+  assert_memory_equal(optim, f->optim, sizeof(optim));
+  assert_int_equal(h.version, 1);
+  assert_int_equal(h.header_bytes, 160);
+  assert_int_equal(h.has_schedule, 0);
+  assert_true(h.lr == 0.0 && h.warmup_steps == 0 && h.eps == 0.0);
+  assert_int_equal(h.step, 10);
+  assert_int_equal(h.epoch_pos, 10);
+  assert_int_equal(h.seed, 0x0123456789abcdefull);
+  assert_int_equal(h.global_batch, 32);
+  assert_int_equal(h.width, 64);
+  assert_int_equal(h.param_elems, N_PARAM);
+  assert_int_equal(h.optim_elems, N_OPTIM);
+  assert_int_equal(h.payload_bytes, 4 * (N_PARAM + N_OPTIM));
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)), 0);
+  /* Among version-2 files it is listed and chosen by its step alone. */
+  write_at(f, 5);
+  char path[256];
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path), NULL,
+                                       NULL), 1);
+  assert_int_equal(h.step, 10);
+  assert_int_equal(h.version, 1);
+}
+
+static void flipped_byte_rejected(fx_t *f, int version) {
+  write_version_at(f, version, 10);
+  size_t hb = version == 1 ? 160 : DR_CKPT_HEADER_BYTES;
   size_t n;
   uint8_t *orig = slurp(f->path, &n);
   uint8_t *b = malloc(n);
@@ -229,9 +371,10 @@ static void test_flipped_byte_rejected(void **state) {
       err[0] = '\0';
       int rc = dr_ckpt_verify(f->path, &h, err, sizeof(err));
       if (rc == 0)
-        fail_msg("a flip of byte %zu (mask 0x%02x) was accepted", i, mask);
+        fail_msg("version %d: a flip of byte %zu (mask 0x%02x) was accepted",
+                 version, i, mask);
       assert_true(err[0] != '\0');
-      if (i >= DR_CKPT_HEADER_BYTES)
+      if (i >= hb)
         assert_int_equal(rc, DR_CKPT_ECRC);
       else if (i < 8)
         assert_int_equal(rc, DR_CKPT_EMAGIC);
@@ -248,9 +391,13 @@ static void test_flipped_byte_rejected(void **state) {
   free(orig);
 }
 
-static void test_truncated_rejected(void **state) {
-  fx_t *f = *state;
-  write_at(f, 10);
+static void test_flipped_byte_rejected(void **state) {
+  flipped_byte_rejected(*state, DR_CKPT_VERSION);
+  flipped_byte_rejected(*state, 1);
+}
+
+static void truncated_rejected(fx_t *f, int version) {
+  write_version_at(f, version, 10);
   size_t n;
   uint8_t *orig = slurp(f->path, &n);
   char err[512];
@@ -259,7 +406,8 @@ static void test_truncated_rejected(void **state) {
     spit(f->path, orig, len);
     int rc = dr_ckpt_verify(f->path, &h, err, sizeof(err));
     if (rc == 0)
-      fail_msg("a file cut to %zu of %zu bytes was accepted", len, n);
+      fail_msg("version %d: a file cut to %zu of %zu bytes was accepted",
+               version, len, n);
     assert_int_equal(rc, DR_CKPT_ESIZE);
     assert_int_equal(dr_ckpt_read_header(f->path, &h, err, sizeof(err)),
                      DR_CKPT_ESIZE);
@@ -276,6 +424,19 @@ static void test_truncated_rejected(void **state) {
   free(orig);
 }
 
+static void test_truncated_rejected(void **state) {
+  truncated_rejected(*state, DR_CKPT_VERSION);
+  truncated_rejected(*state, 1);
+}
+
+/* Sets the version and header size of a current file's bytes and makes
+ * its header CRC match again. */
+static void set_version(uint8_t *b, uint32_t version, uint32_t hb) {
+  put_le(b + 8, version, 4);
+  put_le(b + 12, hb, 4);
+  put_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
+}
+
 static void test_other_versions_rejected(void **state) {
   fx_t *f = *state;
   write_at(f, 10);
@@ -283,21 +444,32 @@ static void test_other_versions_rejected(void **state) {
   uint8_t *b = slurp(f->path, &n);
   char err[512];
   dr_ckpt_header_t h;
-  /* Version 2, with a header CRC that matches: refused by version. */
-  b[8] = 2;
-  uint32_t c = dr_ckpt_crc32(0, b, 156);
-  for (int i = 0; i < 4; i++)
-    b[156 + i] = (uint8_t)(c >> (8 * i));
+  /* Version 3, with a header CRC that matches: refused by version. */
+  set_version(b, 3, 256);
   spit(f->path, b, n);
   assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
                    DR_CKPT_EVERSION);
-  assert_non_null(strstr(err, "version 2"));
+  assert_non_null(strstr(err, "version 3"));
+  /* A version with the other version's header size. */
+  set_version(b, 2, 160);
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EVERSION);
+  set_version(b, 1, 256);
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EVERSION);
   /* A payload size that disagrees with the counts, CRC recomputed. */
-  b[8] = 1;
+  set_version(b, 2, 256);
   b[16] ^= 4;
-  c = dr_ckpt_crc32(0, b, 156);
-  for (int i = 0; i < 4; i++)
-    b[156 + i] = (uint8_t)(c >> (8 * i));
+  put_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EHEADER);
+  /* A reserved byte set, CRC recomputed. */
+  b[16] ^= 4;
+  b[230] = 1;
+  put_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
   spit(f->path, b, n);
   assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
                    DR_CKPT_EHEADER);
@@ -550,6 +722,77 @@ static void test_write_failures(void **state) {
                    -ENAMETOOLONG);
 }
 
+/* A storage that refuses in the middle of a write (here a file size
+ * limit, EFBIG, as a full disk refuses with ENOSPC): the error names the
+ * call, the file and the reason, no temporary file stays, and the older
+ * checkpoint is as it was and still loads. */
+static void test_storage_refuses(void **state) {
+  fx_t *f = *state;
+  write_at(f, 5);
+  char older[256];
+  snprintf(older, sizeof(older), "%s", f->path);
+  size_t n_before;
+  uint8_t *before = slurp(older, &n_before);
+
+  /* The file takes 256 + 4 x 69 = 532 bytes: it stops in its payload. */
+  struct rlimit saved, small = {400, 400};
+  assert_int_equal(getrlimit(RLIMIT_FSIZE, &saved), 0);
+  small.rlim_max = saved.rlim_max;
+  void (*old_xfsz)(int) = signal(SIGXFSZ, SIG_IGN); /* EFBIG, not death */
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &small), 0);
+  f->h.step = 10;
+  f->h.epoch_pos = 10;
+  char err[512] = "", path[256] = "";
+  int rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, path,
+                         sizeof(path), err, sizeof(err));
+  assert_int_equal(setrlimit(RLIMIT_FSIZE, &saved), 0);
+  signal(SIGXFSZ, old_xfsz);
+
+  assert_int_equal(rc, -EFBIG);
+  assert_int_equal(dr_ckpt_fail_kind(rc), DR_CKPT_FAIL_STORAGE);
+  assert_non_null(strstr(err, "write()"));
+  assert_non_null(strstr(err, "ckpt-0000000010.bin.tmp."));
+  assert_non_null(strstr(err, strerror(EFBIG)));
+  assert_false(exists(f->dir, "ckpt-0000000010.bin"));
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+  char own[256];
+  snprintf(own, sizeof(own), "%s/ckpt-0000000010.bin.tmp.%ld", f->dir,
+           (long)getpid());
+  assert_int_not_equal(access(own, F_OK), 0);
+
+  size_t n_after;
+  uint8_t *after = slurp(older, &n_after);
+  assert_int_equal(n_after, n_before);
+  assert_memory_equal(after, before, n_before);
+  float params[N_PARAM], optim[N_OPTIM];
+  dr_ckpt_span_t in[2] = {{params, N_PARAM}, {optim, N_OPTIM}};
+  dr_ckpt_header_t h;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path), NULL,
+                                       NULL), 1);
+  assert_string_equal(path, older);
+  assert_int_equal(dr_ckpt_read(older, &h, in, 2, err, sizeof(err)), 0);
+  assert_memory_equal(params, f->params, sizeof(params));
+  assert_int_equal(h.step, 5);
+  free(before);
+  free(after);
+}
+
+static void test_fail_kind(void **state) {
+  (void)state;
+  static const int storage[] = {ENOSPC, EDQUOT, EFBIG, EROFS, EACCES, EPERM,
+                                EIO};
+  for (size_t i = 0; i < sizeof(storage) / sizeof(storage[0]); i++)
+    assert_int_equal(dr_ckpt_fail_kind(-storage[i]), DR_CKPT_FAIL_STORAGE);
+  assert_int_equal(dr_ckpt_fail_kind(-ENOMEM), DR_CKPT_FAIL_NOMEM);
+  /* What a retry may get past, and the file's own faults. */
+  static const int other[] = {0, -ENOENT, -ENOTDIR, -EINTR, -ESTALE,
+                              -ENAMETOOLONG, DR_CKPT_EMAGIC, DR_CKPT_EVERSION,
+                              DR_CKPT_EHEADER, DR_CKPT_ESIZE, DR_CKPT_ECRC,
+                              DR_CKPT_ESHAPE};
+  for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+    assert_int_equal(dr_ckpt_fail_kind(other[i]), DR_CKPT_FAIL_OTHER);
+}
+
 static void test_strerror(void **state) {
   (void)state;
   assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ECRC), "checksum"));
@@ -562,6 +805,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_crc32, setup, teardown),
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
       cmocka_unit_test_setup_teardown(test_layout, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_v1_still_read, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flipped_byte_rejected, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_truncated_rejected, setup,
@@ -579,6 +823,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_commit_is_the_rename, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_write_failures, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_storage_refuses, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_fail_kind, setup, teardown),
       cmocka_unit_test_setup_teardown(test_strerror, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -11,8 +11,8 @@
 #include "nn_internal.h"
 
 /* Bounds that keep every BLAS dimension and leading dimension in an int
- * and every size_t product far from overflow. */
-#define MAX_DIM (1u << 20)
+ * and every size_t product far from overflow (DR_MODEL_MAX_DIM: model.h). */
+#define MAX_DIM DR_MODEL_MAX_DIM
 #define MAX_LAYERS 1024u
 #define MAX_CONTEXT 4096u
 
@@ -64,6 +64,15 @@ static void init_params(dr_model_t *m) {
   }
 }
 
+/* What alloc_activations asks for, for a message when it cannot have it. */
+static double activation_bytes(const dr_model_t *m) {
+  double rows = m->cfg.max_batch, floats = 0;
+  for (uint32_t k = 0; k < m->n_linear; k++)
+    floats += rows * m->lin[k].in;
+  floats += rows * m->cfg.classes + 2 * rows * m->max_dim + m->max_dim;
+  return 4 * floats + 4 * rows + (m->text ? rows * m->cfg.context : 0);
+}
+
 static int alloc_activations(dr_model_t *m) {
   const size_t rows = m->cfg.max_batch;
   m->act = calloc(m->n_linear, sizeof *m->act);
@@ -90,7 +99,10 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
   int rc = check_config(cfg, err, err_len);
   if (rc < 0) return rc;
   dr_model_t *m = calloc(1, sizeof *m);
-  if (!m) return -ENOMEM;
+  if (!m) {
+    snprintf(err, err_len, "model: out of memory allocating the model");
+    return -ENOMEM;
+  }
   m->cfg = *cfg;
   m->text = cfg->context > 0;
   if (m->text) {
@@ -109,6 +121,8 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
   const size_t cap = 2 * (size_t)m->n_linear + 1;
   m->params = calloc(cap, sizeof *m->params);
   m->lin = calloc(m->n_linear, sizeof *m->lin);
+  char what[128] = "the parameter table";
+  double bytes = (double)cap * sizeof *m->params + m->n_linear * sizeof *m->lin;
   if (!m->params || !m->lin) goto nomem;
 
   if (m->text) add_param(m, "embed.weight", (size_t)256 * cfg->embed_dim);
@@ -134,6 +148,9 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
 
   m->w_all = malloc(m->n_elems * sizeof(float));
   m->g_own = calloc(m->n_elems, sizeof(float));
+  snprintf(what, sizeof what, "the weights and gradients of %zu parameters",
+           m->n_elems);
+  bytes = 8.0 * (double)m->n_elems;
   if (!m->w_all || !m->g_own) goto nomem;
   size_t off = 0;
   for (size_t i = 0; i < m->n_params; i++) {
@@ -141,12 +158,16 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
     m->params[i].g = m->g_own + off;
     off += m->params[i].n_elems;
   }
+  snprintf(what, sizeof what, "the activations of a batch of %u rows",
+           (unsigned)m->cfg.max_batch);
+  bytes = activation_bytes(m);
   if (alloc_activations(m) < 0) goto nomem;
   init_params(m);
   *out = m;
   return 0;
 nomem:
-  snprintf(err, err_len, "model: out of memory");
+  snprintf(err, err_len, "model: out of memory allocating %s (%.1f MiB)",
+           what, bytes / 1048576.0);
   dr_model_free(&m);
   return -ENOMEM;
 }

@@ -32,6 +32,12 @@ typedef struct {
   char name[32];
 } dr_param_t;
 
+/* The largest width, input dim, class count, context x embed dim and
+ * max_batch: every BLAS dimension and leading dimension stays in an int,
+ * and every size_t product far from overflow. Callers that take these
+ * settings from a user check them against this bound. */
+#define DR_MODEL_MAX_DIM (1u << 20)
+
 typedef struct {
   uint32_t input_dim;  /* synthetic input size; ignored for text */
   uint32_t width;
@@ -52,7 +58,8 @@ typedef void (*dr_span_fn)(void *arg, const char *name, uint64_t t0_us,
 /* Called when param i's gradient is final for this backward pass. */
 typedef void (*dr_grad_ready_fn)(void *arg, size_t i);
 
-/* 0, DR_EBADARG (with err) or -ENOMEM. Caller owns *out; free with
+/* 0, DR_EBADARG (with err) or -ENOMEM (with err naming what could not
+ * be allocated). Caller owns *out; free with
  * dr_model_free. Every param->g starts pointing into zeroed gradient memory
  * of the model's own; the reducer may repoint it (the model never
  * reallocates or frees a g it did not allocate). */
