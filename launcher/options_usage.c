@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "exit_codes.h"
 #include "options_internal.h"
 
 #define HELP_COL 30
@@ -68,12 +69,6 @@ static const char help_tail[] =
     "      rdzv-endpoint = host0:29400\n"
     "      max-restarts = 3\n"
     "\n"
-    "Exit status: 0 when every worker on every node exited 0; 2 for bad\n"
-    "options or a program that cannot be executed; otherwise the code of "
-    "the\n"
-    "first worker that failed (128+N for signal N); 75 when the workers\n"
-    "stopped on SIGUSR1 after a checkpoint (preempted; never restarted).\n"
-    "\n"
     "Schedulers:\n"
     "  In a Slurm job (SLURM_JOB_ID set, none of --nnodes, --rdzv-endpoint,\n"
     "  --node-rank, --rdzv-backend, --standalone given) ddprun uses\n"
@@ -120,6 +115,24 @@ void dr__opt_usage_write(FILE *f) {
     wrap(f, text, HELP_COL);
   }
   fputs(help_tail, f);
+  /* One table for every part of the job (proto/exit_codes.h). */
+  fputs("\nExit status: the root cause's code (128+N for a worker killed by\n"
+        "signal N; 2 for bad options), from the workers' table; in brackets\n"
+        "what the job does with it:\n", f);
+  int n;
+  const dr_exit_info_t *t = dr_exit_table(&n);
+  for (int i = 0; i < n; i++) {
+    char text[1024];
+    snprintf(text, sizeof(text), "%s: %s [%s]", t[i].brief, t[i].meaning,
+             t[i].policy == DR_EXIT_DONE   ? "the job ends"
+             : t[i].policy == DR_EXIT_STOP ? "stops the job, not restarted"
+             : t[i].echo ? "restarted; may echo another failure"
+                         : "restarted");
+    fprintf(f, "  %-4d", t[i].code);
+    wrap(f, text, 6);
+  }
+  fputs("  *   ", f);
+  wrap(f, "any other code, or a signal: a crash [restarted]", 6);
 }
 
 void dr_options_usage(void) {

@@ -41,6 +41,9 @@ typedef enum { DR_EXIT_DONE, DR_EXIT_RESTART, DR_EXIT_STOP } dr_exit_policy_t;
     "memory or process limit)")                                              \
   X(PEER, 8, DR_EXIT_RESTART, 1, "another rank failed",                      \
     "stopped because another rank failed; that rank is the root cause")      \
+  X(DEVICE, 9, DR_EXIT_RESTART, 0, "GPU failure",                           \
+    "a CUDA call failed while setting up the device, the model or the "     \
+    "optimizer (the device, its driver or its memory)")                     \
   X(PREEMPTED, 75, DR_EXIT_STOP, 0, "preempted (SIGUSR1)",                   \
     "stopped on SIGUSR1 after a checkpoint; run the job again to resume "    \
     "(EX_TEMPFAIL)")

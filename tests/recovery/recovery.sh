@@ -153,37 +153,37 @@ budget)
   server srv 2 2
   s=$srv_pid
   rec=$tmp/records
-  agent n0 2 2 "$rtool" fail-worker "$rec" 4 3 9 "$wait_secs"
+  agent n0 2 2 "$rtool" fail-worker "$rec" 4 3 13 "$wait_secs"
   a0=$agent_pid
-  agent n1 2 2 "$rtool" fail-worker "$rec" 4 3 9 "$wait_secs"
+  agent n1 2 2 "$rtool" fail-worker "$rec" 4 3 13 "$wait_secs"
   a1=$agent_pid
-  finish "$a0"; expect_rc n0 "$rc" 9
-  finish "$a1"; expect_rc n1 "$rc" 9
-  finish "$s"; expect_rc srv "$rc" 9
+  finish "$a0"; expect_rc n0 "$rc" 13
+  finish "$a1"; expect_rc n1 "$rc" 13
+  finish "$s"; expect_rc srv "$rc" 13
   for n in n0 n1; do
     [ "$(spawn_gens "$(ev $n)")" = "1 1 2 2 3 3 " ] ||
       fail "$n spawned generations $(spawn_gens "$(ev $n)"), not 1 1 2 2 3 3"
     [ "$(events "$(ev $n)" assign | field restart_count | tr '\n' ' ')" = \
       "0 1 2 " ] || fail "$n: the attempts' restart counts are not 0 1 2"
-    grep -q "^ddprun: job failed with exit code 9$" "$tmp/$n.err" ||
+    grep -q "^ddprun: job failed with exit code 13$" "$tmp/$n.err" ||
       { show $n; fail "$n did not say that the job failed"; }
     # The root cause: the node's own record, or the server's account.
     grep -A 1 "^ddprun: root cause (first failure" "$tmp/$n.err" |
-      grep -q "rank 3 .*exited with code 9" ||
+      grep -q "rank 3 .*exited with code 13" ||
       { show $n; fail "$n did not name the root cause"; }
-    events "$(ev $n)" stop | grep -q '"exit_code":9' ||
-      fail "$n: no stop event with code 9"
+    events "$(ev $n)" stop | grep -q '"exit_code":13' ||
+      fail "$n: no stop event with code 13"
   done
   for r in 0 1 2 3; do
     got=$(awk -v r=$r '$2 == r { print $1 }' "$rec" | sort -n | tr '\n' ' ')
     [ "$got" = "0 1 2 " ] ||
       fail "rank $r saw TORCHELASTIC_RESTART_COUNT $got, not 0 1 2"
   done
-  [ "$(events "$(ev srv)" failure | grep -c '"rank":3,"exit_code":9')" = 3 ] ||
+  [ "$(events "$(ev srv)" failure | grep -c '"rank":3,"exit_code":13')" = 3 ] ||
     fail "the server did not record 3 failures of rank 3"
-  events "$(ev srv)" stop | grep -q '"exit_code":9,"reason":"restart budget of 2 spent; root cause: rank 3 ' ||
+  events "$(ev srv)" stop | grep -q '"exit_code":13,"reason":"restart budget of 2 spent; root cause: rank 3 ' ||
     fail "the server's stop event does not say the budget was spent"
-  echo "budget: 3 attempts on both nodes, counts 0 1 2 on ranks 0-3, exit 9"
+  echo "budget: 3 attempts on both nodes, counts 0 1 2 on ranks 0-3, exit 13"
   ;;
 
 nodeloss | nodeloss_fixed)

@@ -373,7 +373,7 @@ int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
   uint64_t cap = r->batch.cap;
   uint64_t *idx = malloc(cap * sizeof(uint64_t));
   if (idx == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the evaluation's sample indices");
   if (zero(&g->loss_acc[1], sizeof(double), g->compute) != 0 ||
       zero(g->count, sizeof(uint32_t), g->compute) != 0) {
     free(idx);

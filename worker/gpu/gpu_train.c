@@ -103,7 +103,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   dr_gpu_check_identity(r->rank, r->host);
   dr_gpu_t *g = calloc(1, sizeof(*g));
   if (g == NULL)
-    return DR_TRAIN_ECOMM;
+    return dr_train_nomem(r, "the GPU state");
   r->gpu = g;
   g->dtype = strcmp(r->c.precision, "bf16") == 0 ? DR_BF16 : DR_F32;
   g->waiter.timeout_ms = r->pgc.timeout_ms;
@@ -113,7 +113,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
     return DR_TRAIN_ECONFIG;
   }
   if (open_device(r, g) != 0)
-    return DR_TRAIN_ECOMM;
+    return DR_TRAIN_EDEVICE;
   dr_gpu_model_opts_t mo = {g->dtype, r->c.tf32, g->compute, g->blas,
                             &g->waiter};
   int rc2 = dr_gpu_model_new(r->model, &mo, &g->model);
@@ -122,12 +122,12 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
             "(%s)\n", r->rank, g->device,
             rc2 == DR_GPU_ECUDA ? "see the CUDA error above"
                                 : "see the error above");
-    return DR_TRAIN_ECOMM;
+    return DR_TRAIN_EDEVICE;
   }
   if (dr_gpu_optim_new(dr_optim_config(r->opt), r->opt,
                        dr_model_n_elems(r->model),
                        g->compute, &g->waiter, &g->optim) != 0)
-    return DR_TRAIN_ECOMM;
+    return DR_TRAIN_EDEVICE;
   /* NCCL after the model: a rank that cannot hold the model fails before
    * the others wait for it in the communicator's set-up. */
   dr_pg_config_t pc = r->pgc;
@@ -141,7 +141,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   /* The device clock's origin on the host's monotonic clock, for traces. */
   if (record_origin(g) != 0 ||
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
-    return DR_TRAIN_ECOMM;
+    return DR_TRAIN_EDEVICE;
   g->ref_us = dr_now_us();
   rc->launch = dr__gpu_launch_bucket;
   rc->launch_arg = r;
