@@ -113,6 +113,7 @@ static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
   f->exit_code = w->exit_code;
   f->signal = w->signal;
   f->core_dumped = w->core_dumped;
+  f->kind = w->signal != 0 ? DR_FAIL_SIGNAL : DR_FAIL_EXIT;
   dr__workers_drain(w);
   if (w->error_file[0] == '\0' ||
       dr_error_file_read(w->error_file, f->message, sizeof(f->message)) != 0)
@@ -130,6 +131,7 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   x.pid = (uint32_t)f->pid;
   x.exit_code = f->exit_code;
   x.signal = f->signal;
+  x.kind = f->kind;
   x.message = dr_str(f->message);
   if (x.message.len > 1000) { /* the last lines matter most */
     x.message.p += x.message.len - 1000;
@@ -140,9 +142,11 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   char esc[2100];
   dr_events_emit(ag->events, "failure",
                  ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
-                 "\"exit_code\":%d,\"signal\":%d,\"message\":\"%s\"",
+                 "\"exit_code\":%d,\"signal\":%d,\"kind\":\"%s\","
+                 "\"message\":\"%s\"",
                  (unsigned long long)ag->asg.gen, f->rank, f->local_rank,
                  (int)f->pid, f->exit_code, f->signal,
+                 dr_fail_kind_name(f->kind),
                  dr_json_escape(f->message, esc, sizeof(esc)));
 }
 
@@ -199,32 +203,17 @@ static void on_sigchld(uv_signal_t *h, int signum) {
 
 /* ---- the server's messages --------------------------------------------- */
 
-void dr__agent_on_assign(dr_agent_t *ag, const dr_msg_t *m) {
-  dr_assign_t a;
-  if (dr_msg_assign(m, &a) != 0)
-    return;
-  uv_timer_stop(&ag->join_timer);
+void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
   dr_assignment_free(&ag->asg);
-  memset(&ag->asg, 0, sizeof(ag->asg));
-  ag->asg.gen = a.gen;
-  ag->asg.node_rank = a.node_rank;
-  ag->asg.nnodes = a.nnodes;
-  ag->asg.world_size = a.world_size;
-  ag->asg.first_rank = a.first_rank;
-  ag->asg.master_addr = strndup((const char *)a.master_addr.p, a.master_addr.len);
-  ag->asg.master_port = a.master_port;
-  ag->asg.bootstrap = malloc(a.bootstrap.len > 0 ? a.bootstrap.len : 1);
-  if (ag->asg.bootstrap != NULL && a.bootstrap.len > 0)
-    memcpy(ag->asg.bootstrap, a.bootstrap.p, a.bootstrap.len);
-  ag->asg.bootstrap_len = a.bootstrap.len;
-  ag->asg.restart_count = a.restart_count;
-  ag->asg.max_restarts = a.max_restarts;
+  ag->asg = *a;
+  memset(a, 0, sizeof(*a));
   ag->have_asg = 1;
   dr_events_emit(ag->events, "assign",
                  ",\"gen\":%llu,\"node_rank\":%u,\"nnodes\":%u,"
                  "\"world_size\":%u,\"first_rank\":%u,\"restart_count\":%u",
-                 (unsigned long long)a.gen, a.node_rank, a.nnodes, a.world_size,
-                 a.first_rank, a.restart_count);
+                 (unsigned long long)ag->asg.gen, ag->asg.node_rank,
+                 ag->asg.nnodes, ag->asg.world_size, ag->asg.first_rank,
+                 ag->asg.restart_count);
   free(ag->w);
   ag->w = NULL;
   ag->n_fails = 0;
@@ -248,6 +237,7 @@ void dr__agent_on_assign(dr_agent_t *ag, const dr_msg_t *m) {
         ag, ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0, 0);
     if (f != NULL) {
       f->exit_code = code;
+      f->kind = DR_FAIL_START;
       snprintf(f->message, sizeof(f->message), "cannot start '%s': %s%s",
                ag->cfg->prog_argv[0],
                ag->spawn_stage == DR_SPAWN_FORK ? "fork() failed: " : "",
@@ -307,7 +297,8 @@ static void on_hang_timer(uv_timer_t *t) {
             (unsigned long long)w->progress_step);
     dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
     if (f != NULL) {
-      f->exit_code = 4;
+      f->exit_code = DR_EXIT_TIMEOUT;
+      f->kind = DR_FAIL_HANG;
       snprintf(f->message, sizeof(f->message), "hung: no progress for %.1f s "
                "after step %llu (--hang-timeout %.1f s)", idle,
                (unsigned long long)w->progress_step,

@@ -12,6 +12,7 @@
 #include "bind.h"
 #include "client.h"
 #include "logfwd.h"
+#include "session.h"
 #include "wire.h"
 
 /* ---- agent_rdzv.c: the connection to the rendezvous server ------------- */
@@ -20,7 +21,10 @@ typedef struct dr_arz dr_arz_t;
 
 typedef struct {
   void (*on_ready)(void *arg);                  /* handshake done */
-  void (*on_msg)(void *arg, const dr_msg_t *m); /* any later frame */
+  /* An assignment, a resume's answer, a refusal, an order or a heartbeat.
+   * ev->asg (ASSIGNED) is the callee's to keep or free; ev->text is
+   * borrowed until it returns. */
+  void (*on_event)(void *arg, const dr_sess_event_t *ev);
   /* The connection failed or closed; code and a one-line reason. Called
    * once; the connection is unusable afterwards. */
   void (*on_lost)(void *arg, int code, const char *why);
@@ -49,6 +53,10 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
 
 /* Sends the frame in b (copied). Errors surface through on_lost. */
 void dr_arz_send(dr_arz_t *a, const dr_buf_t *b);
+/* JOIN and RESUME through the session, which matches their answers: 0, or
+ * a code when the connection is not ready. */
+int dr_arz_join(dr_arz_t *a, const dr_join_t *j);
+int dr_arz_resume(dr_arz_t *a, const dr_resume_t *q);
 
 /* 1 once a TCP connection has been made; the last connect() error. */
 int dr_arz_connected(const dr_arz_t *a);
@@ -125,6 +133,7 @@ typedef struct {
   int exit_code;      /* -1 when killed by a signal */
   int signal;
   int core_dumped;
+  dr_fail_kind_t kind;
   char message[2048]; /* the error file's message or the last stderr lines */
 } dr_failure_rec_t;
 
@@ -254,8 +263,9 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w);
  * next; a stronger next (exit over rejoin over wait) wins. */
 void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next);
 void dr__agent_finish(dr_agent_t *ag, int code);
-/* An ASSIGN while joining: start the generation's workers. */
-void dr__agent_on_assign(dr_agent_t *ag, const dr_msg_t *m);
+/* An assignment while joining (*a is taken over): start the generation's
+ * workers. */
+void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a);
 void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
 
 /* agent_session.c: the session with the rendezvous server. */

@@ -1,6 +1,7 @@
 /* The agent's connection to the rendezvous server, on libuv: connect with
- * retry and backoff until a deadline, HELLO and the optional AUTH, then
- * frames in both directions. */
+ * retry and backoff until a deadline, then the frames of the protocol's
+ * session (proto/session.h: the handshake, JOIN, RESUME, the orders) in
+ * both directions. */
 #include "agent_internal.h"
 
 #include <errno.h>
@@ -12,10 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "auth.h"
 #include "errors.h"
+#include "session.h"
 
-typedef enum { ARZ_CONNECTING, ARZ_HELLO, ARZ_AUTH, ARZ_READY, ARZ_DEAD } arz_state_t;
+/* HANDSHAKE: connected, HELLO sent, not yet ready (the session knows
+ * where in the handshake it is). */
+typedef enum { ARZ_CONNECTING, ARZ_HANDSHAKE, ARZ_READY, ARZ_DEAD } arz_state_t;
 
 struct dr_arz {
   uv_loop_t *loop;
@@ -25,10 +28,9 @@ struct dr_arz {
   dr_arz_cb_t cb;
   arz_state_t state;
   char *host;
-  char *run_id;
   char *client_host;
-  uint8_t *secret;
-  size_t secret_len;
+  dr_sess_t sess;  /* the protocol; this file only carries its frames */
+  uint32_t next_req;
   uint16_t port;
   uint32_t user_timeout_ms;
   struct sockaddr_storage addr;
@@ -46,7 +48,6 @@ struct dr_arz {
   int gai_err;    /* getaddrinfo's code of that attempt */
   int ever_connected;
   int warned_resolve; /* said once that the name does not resolve yet */
-  uint8_t nonce[DR_NONCE_LEN];
 };
 
 typedef struct {
@@ -59,10 +60,8 @@ static void arz_free_if_done(dr_arz_t *a) {
   if (a->closing && a->handles == 0) {
     free(a->in);
     free(a->host);
-    free(a->run_id);
     free(a->client_host);
-    if (a->secret != NULL)
-      dr_auth_secret_free(&a->secret, a->secret_len);
+    dr_sess_free(&a->sess);
     free(a);
   }
 }
@@ -73,11 +72,6 @@ static void on_handle_closed(uv_handle_t *h) {
   arz_free_if_done(a);
 }
 
-static void forget_secret(dr_arz_t *a) {
-  if (a->secret != NULL)
-    dr_auth_secret_free(&a->secret, a->secret_len);
-}
-
 /* The connection is over: tell the owner once. */
 static void arz_lost(dr_arz_t *a, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -85,7 +79,6 @@ static void arz_lost(dr_arz_t *a, int code, const char *fmt, ...) {
   if (a->state == ARZ_DEAD)
     return;
   a->state = ARZ_DEAD;
-  forget_secret(a);
   uv_timer_stop(&a->retry);
   if (a->tcp_open)
     uv_read_stop((uv_stream_t *)&a->tcp);
@@ -126,77 +119,57 @@ void dr_arz_send(dr_arz_t *a, const dr_buf_t *b) {
   }
 }
 
-static void send_frame(dr_arz_t *a, int (*enc)(dr_buf_t *, dr_arz_t *)) {
-  dr_buf_t b;
-  dr_buf_init(&b);
-  if (enc(&b, a) == 0)
-    dr_arz_send(a, &b);
-  dr_buf_free(&b);
-}
-
-static int enc_hello(dr_buf_t *b, dr_arz_t *a) {
-  return dr_enc_hello(b, 1, dr_str(a->run_id), dr_str(a->client_host));
-}
-
-static int enc_auth(dr_buf_t *b, dr_arz_t *a) {
-  uint8_t mac[DR_MAC_LEN];
-  dr_auth_mac(a->secret, a->secret_len, a->nonce, dr_str(a->run_id), mac);
-  dr_bytes_t m = {mac, DR_MAC_LEN};
-  return dr_enc_auth(b, 2, m);
-}
-
+/* Every frame the server sends goes through the session, which answers
+ * the handshake and turns the rest into typed events. */
 static void handle_frame(dr_arz_t *a, const dr_msg_t *m) {
-  if (m->type == DR_MSG_ERROR && a->state != ARZ_READY) {
-    int code = -(int)m->f[0].u;
-    arz_lost(a, code, "the rendezvous server %s:%u refused this node: %.*s",
-             a->host, a->port, (int)m->f[1].b.len, (const char *)m->f[1].b.p);
+  dr_buf_t out;
+  dr_buf_init(&out);
+  dr_sess_event_t ev;
+  int was_ready = dr_sess_ready(&a->sess);
+  int rc = dr_sess_on_frame(&a->sess, m, ++a->next_req, &out, &ev);
+  if (rc == 0 && out.len > 0)
+    dr_arz_send(a, &out);
+  dr_buf_free(&out);
+  if (rc != 0) {
+    arz_lost(a, rc, "the rendezvous server %s:%u: %s", a->host, a->port,
+             a->sess.errmsg);
     return;
   }
-  switch (a->state) {
-  case ARZ_HELLO:
-    if (m->type != DR_MSG_WELCOME) {
-      arz_lost(a, DR_EUNEXPECTED, "unexpected %s from %s:%u during the handshake",
-               dr_msg_name(m->type), a->host, a->port);
-      return;
-    }
-    if (m->f[0].u == 0) {
-      a->state = ARZ_READY;
-      forget_secret(a);
-      a->dec.authed = 1;
-      a->cb.on_ready(a->cb.arg);
-      return;
-    }
-    if (a->secret == NULL) {
-      arz_lost(a, DR_ENOAUTH, "the rendezvous server %s:%u requires a shared "
-               "secret: pass --secret-file or set DDPRUN_SECRET",
-               a->host, a->port);
-      return;
-    }
-    if (m->f[1].b.len != DR_NONCE_LEN) {
-      arz_lost(a, DR_EFIELD, "bad nonce from %s:%u", a->host, a->port);
-      return;
-    }
-    memcpy(a->nonce, m->f[1].b.p, DR_NONCE_LEN);
-    a->state = ARZ_AUTH;
-    send_frame(a, enc_auth);
+  if (ev.type == DR_SESS_REFUSED && !was_ready) {
+    arz_lost(a, ev.code, "the rendezvous server %s:%u refused this node: %.*s",
+             a->host, a->port, (int)ev.text.len, (const char *)ev.text.p);
     return;
-  case ARZ_AUTH:
-    if (m->type != DR_MSG_OK) {
-      arz_lost(a, DR_EUNEXPECTED, "unexpected %s from %s:%u during the handshake",
-               dr_msg_name(m->type), a->host, a->port);
-      return;
-    }
+  }
+  if (ev.type == DR_SESS_READY) {
     a->state = ARZ_READY;
-    forget_secret(a);
     a->dec.authed = 1;
     a->cb.on_ready(a->cb.arg);
     return;
-  case ARZ_READY:
-    a->cb.on_msg(a->cb.arg, m);
-    return;
-  default:
-    return;
   }
+  if (ev.type != DR_SESS_NONE && ev.type != DR_SESS_OTHER)
+    a->cb.on_event(a->cb.arg, &ev);
+  else
+    dr_assignment_free(&ev.asg);
+}
+
+int dr_arz_join(dr_arz_t *a, const dr_join_t *j) {
+  dr_buf_t b;
+  dr_buf_init(&b);
+  int rc = dr_sess_join(&a->sess, ++a->next_req, j, &b);
+  if (rc == 0)
+    dr_arz_send(a, &b);
+  dr_buf_free(&b);
+  return rc;
+}
+
+int dr_arz_resume(dr_arz_t *a, const dr_resume_t *q) {
+  dr_buf_t b;
+  dr_buf_init(&b);
+  int rc = dr_sess_resume(&a->sess, ++a->next_req, q, &b);
+  if (rc == 0)
+    dr_arz_send(a, &b);
+  dr_buf_free(&b);
+  return rc;
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -220,7 +193,7 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dr_arz_t *a = s->data;
-  if (nread < 0 && a->state == ARZ_HELLO) {
+  if (nread < 0 && a->state == ARZ_HANDSHAKE) {
     /* Accepted by the kernel, then closed unanswered: what a server at its
      * open-files limit does to the connections it cannot take. */
     arz_lost(a, nread == UV_EOF ? DR_ECLOSED : (int)nread,
@@ -299,7 +272,7 @@ static void on_connect(uv_connect_t *req, int status) {
     unsigned ut = a->user_timeout_ms;
     if (ut > 0 && uv_fileno((uv_handle_t *)&a->tcp, &fd) == 0)
       setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
-    a->state = ARZ_HELLO;
+    a->state = ARZ_HANDSHAKE;
     a->last_heard = uv_now(a->loop);
     int rc = uv_read_start((uv_stream_t *)&a->tcp, on_alloc, on_read);
     if (rc != 0) {
@@ -307,7 +280,11 @@ static void on_connect(uv_connect_t *req, int status) {
                uv_strerror(rc));
       return;
     }
-    send_frame(a, enc_hello);
+    dr_buf_t b;
+    dr_buf_init(&b);
+    if (dr_sess_hello(&a->sess, ++a->next_req, a->client_host, &b) == 0)
+      dr_arz_send(a, &b);
+    dr_buf_free(&b);
     return;
   }
   a->last_err = status;
@@ -385,16 +362,9 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
   a->port = o->port;
   a->user_timeout_ms = o->user_timeout_ms;
   a->host = strdup(o->host);
-  a->run_id = strdup(o->run_id);
   a->client_host = strdup(o->client_host);
-  if (o->secret != NULL && o->secret_len > 0) {
-    a->secret = malloc(o->secret_len);
-    if (a->secret != NULL)
-      memcpy(a->secret, o->secret, o->secret_len);
-    a->secret_len = o->secret_len;
-  }
-  if (a->host == NULL || a->run_id == NULL || a->client_host == NULL ||
-      (o->secret_len > 0 && a->secret == NULL)) {
+  int src = dr_sess_init(&a->sess, o->run_id, o->secret, o->secret_len);
+  if (a->host == NULL || a->client_host == NULL || src != 0) {
     a->closing = 1;
     arz_free_if_done(a);
     return -ENOMEM;
@@ -432,7 +402,6 @@ void dr_arz_close(dr_arz_t **ap) {
     return;
   a->closing = 1;
   a->state = ARZ_DEAD;
-  forget_secret(a);
   uv_close((uv_handle_t *)&a->retry, on_handle_closed);
   if (a->tcp_open && !uv_is_closing((uv_handle_t *)&a->tcp))
     uv_close((uv_handle_t *)&a->tcp, on_handle_closed);

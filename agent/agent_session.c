@@ -26,8 +26,6 @@
 #include "events.h"
 #include "exit_codes.h"
 
-enum { REQ_JOIN = 1, REQ_RESUME = 3 };
-
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b) {
   if (ag->arz != NULL && ag->arz_ready)
     dr_arz_send(ag->arz, b);
@@ -83,10 +81,7 @@ void dr__agent_send_join(dr_agent_t *ag) {
   j.node_rank = ag->o->node_rank >= 0 ? (uint64_t)ag->o->node_rank : DR_NONE;
   j.master_port_offer =
       ag->cfg->master_port != 0 ? ag->cfg->master_port : ag->port_offer;
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_enc_join(&b, REQ_JOIN, &j);
-  dr__agent_send(ag, &b);
+  dr_arz_join(ag->arz, &j);
   dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
 }
 
@@ -127,11 +122,8 @@ static void send_resume(dr_agent_t *ag) {
   q.world_size = ag->asg.world_size;
   q.nproc = ag->nproc;
   q.restart_count = ag->asg.restart_count;
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_enc_resume(&b, REQ_RESUME, &q);
-  dr__agent_send(ag, &b);
-  ag->resume_pending = 1;
+  if (dr_arz_resume(ag->arz, &q) == 0)
+    ag->resume_pending = 1;
 }
 
 /* The server took this node back: what it may have missed follows. */
@@ -156,66 +148,79 @@ static void on_resumed(dr_agent_t *ag) {
 
 /* ---- the server's messages --------------------------------------------- */
 
-static void on_msg(void *arg, const dr_msg_t *m) {
+static void on_restart_order(dr_agent_t *ag, uint64_t gen,
+                             unsigned long long count, dr_bytes_t reason) {
+  ag->resume_pending = 0;
+  fprintf(stderr, "ddprun: restarting the workers (generation %llu, "
+          "restart %llu of %u): %.*s\n", (unsigned long long)gen, count,
+          ag->o->max_restarts, (int)reason.len, (const char *)reason.p);
+  snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
+           (int)reason.len, (const char *)reason.p);
+  char esc[2500];
+  dr_events_emit(ag->events, "restart",
+                 ",\"gen\":%llu,\"restart_count\":%llu,\"reason\":\"%s\"",
+                 (unsigned long long)gen, count,
+                 dr_json_escape(ag->server_reason, esc, sizeof(esc)));
+  dr__agent_stop_local(ag, SIGTERM, DR_NEXT_REJOIN);
+}
+
+static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
+  if (ev->to == DR_MSG_RESUME && ev->code == DR_ESTALE) {
+    /* The server cannot take this node back: a restart, as after a
+     * failure, but not one from the budget. */
+    on_restart_order(ag, ag->asg.gen + 1, ag->asg.restart_count, ev->text);
+    return;
+  }
+  if (ag->state == DR_AG_JOINING || ag->resume_pending ||
+      ev->code != DR_ESTOPPED)
+    fprintf(stderr, "ddprun: the rendezvous server refused this node: %.*s\n",
+            (int)ev->text.len, (const char *)ev->text.p);
+  if (ag->next != DR_NEXT_EXIT)
+    ag->exit_code = ev->code == DR_ESTOPPED ? 1 : DR_EXIT_CONFIG;
+  dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
+}
+
+static void on_event(void *arg, const dr_sess_event_t *ev) {
   dr_agent_t *ag = arg;
   if (ag->silent_warned) {
     fprintf(stderr, "ddprun: the rendezvous server %s:%u answers again\n",
             ag->cfg->server_host, ag->cfg->server_port);
     ag->silent_warned = 0;
   }
-  switch (m->type) {
-  case DR_MSG_ASSIGN:
-    if (ag->state == DR_AG_JOINING) {
-      uv_timer_stop(&ag->join_timer);
-      dr__agent_on_assign(ag, m);
+  switch (ev->type) {
+  case DR_SESS_ASSIGNED: {
+    dr_assignment_t a = ev->asg;
+    if (ag->state != DR_AG_JOINING) {
+      dr_assignment_free(&a);
+      break;
     }
+    uv_timer_stop(&ag->join_timer);
+    dr__agent_on_assign(ag, &a);
     break;
-  case DR_MSG_OK:
-    if (ag->resume_pending && m->req_id == REQ_RESUME)
+  }
+  case DR_SESS_RESUMED:
+    if (ag->resume_pending)
       on_resumed(ag);
     break;
-  case DR_MSG_RESTART:
-    ag->resume_pending = 0;
-    fprintf(stderr, "ddprun: restarting the workers (generation %llu, "
-            "restart %llu of %u): %.*s\n", (unsigned long long)m->f[0].u,
-            (unsigned long long)m->f[1].u, ag->o->max_restarts,
-            (int)m->f[2].b.len, (const char *)m->f[2].b.p);
-    snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
-             (int)m->f[2].b.len, (const char *)m->f[2].b.p);
-    {
-      char esc[2500];
-      dr_events_emit(ag->events, "restart",
-                     ",\"gen\":%llu,\"restart_count\":%llu,\"reason\":\"%s\"",
-                     (unsigned long long)m->f[0].u,
-                     (unsigned long long)m->f[1].u,
-                     dr_json_escape(ag->server_reason, esc, sizeof(esc)));
-    }
-    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_REJOIN);
+  case DR_SESS_RESTART:
+    on_restart_order(ag, ev->gen, ev->restart_count, ev->text);
     break;
-  case DR_MSG_STOP:
+  case DR_SESS_STOP:
     if (ag->stop_signal == 0)
-      ag->exit_code = (int)m->f[0].u;
+      ag->exit_code = ev->exit_code;
     snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
-             (int)m->f[1].b.len, (const char *)m->f[1].b.p);
+             (int)ev->text.len, (const char *)ev->text.p);
     {
       char esc[2500];
       dr_events_emit(ag->events, "stop", ",\"exit_code\":%d,\"reason\":\"%s\"",
-                     (int)m->f[0].u,
+                     ev->exit_code,
                      dr_json_escape(ag->server_reason, esc, sizeof(esc)));
     }
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     break;
-  case DR_MSG_ERROR: {
-    int code = -(int)m->f[0].u;
-    if (ag->state == DR_AG_JOINING || ag->resume_pending ||
-        code != DR_ESTOPPED)
-      fprintf(stderr, "ddprun: the rendezvous server refused this node: %.*s\n",
-              (int)m->f[1].b.len, (const char *)m->f[1].b.p);
-    if (ag->next != DR_NEXT_EXIT)
-      ag->exit_code = code == DR_ESTOPPED ? 1 : DR_EXIT_CONFIG;
-    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
+  case DR_SESS_REFUSED:
+    on_refused(ag, ev);
     break;
-  }
   default: /* HEARTBEAT: hearing it is enough */
     break;
   }
@@ -327,7 +332,7 @@ static int start_arz(dr_agent_t *ag) {
                            ? 10000
                            : 4 * ag->o->heartbeat_timeout_ms;
   ao.limits = dr_limits_default();
-  dr_arz_cb_t cb = {on_ready, on_msg, on_lost, ag};
+  dr_arz_cb_t cb = {on_ready, on_event, on_lost, ag};
   ag->arz_ready = 0;
   int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
   if (rc != 0)

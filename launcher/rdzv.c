@@ -556,15 +556,13 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
   describe_failure(c->node, &f, what, sizeof(what));
   dr_events_emit(s->events, "failure",
                  ",\"gen\":%" PRIu64 ",\"rank\":%u,\"exit_code\":%d,\"signal\":%d,"
-                 "\"what\":\"%s\"",
-                 f.gen, f.rank, f.exit_code, f.signal,
+                 "\"kind\":\"%s\",\"what\":\"%s\"",
+                 f.gen, f.rank, f.exit_code, f.signal, dr_fail_kind_name(f.kind),
                  dr_json_escape(what, esc, sizeof(esc)));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
   /* A worker's own communication failure may echo another failure; an
-   * agent's verdict that a worker hung (its message starts "hung:") is a
-   * root cause itself. */
-  int echo = dr_exit_is_echo(f.exit_code, f.signal) &&
-             !(f.message.len >= 5 && memcmp(f.message.p, "hung:", 5) == 0);
+   * agent's verdict that a worker hung is a root cause itself. */
+  int echo = f.kind == DR_FAIL_EXIT && dr_exit_is_echo(f.exit_code, f.signal);
   if (r->holding) {
     if (echo)
       return; /* the first echo is already held */

@@ -11,7 +11,7 @@
  * if the server had never left. A node that has not claimed its place by
  * the deadline is lost, as a silent node would be. A RESUME that does not
  * fit (another generation, a place taken or out of range, another shape)
- * is answered RESTART: that node stops its workers and joins the next
+ * is answered DR_ESTALE: that node stops its workers and joins the next
  * round, as every node does after a failure. */
 #include "server_internal.h"
 
@@ -56,19 +56,18 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
   return 0;
 }
 
+/* The answer that sends the node to the next round: DR_ESTALE, its
+ * generation is not one this server can go on with. */
 static void send_restart(dr_conn_t *c, uint32_t req, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void send_restart(dr_conn_t *c, uint32_t req, const char *fmt, ...) {
-  dr_server_t *s = c->srv;
   char reason[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(reason, sizeof(reason), fmt, ap);
   va_end(ap);
   DR_INFO("%s (%s): %s", c->host, c->peer, reason);
-  if (dr_enc_restart(&s->out, req, s->rdzv.gen, s->rdzv.restarts_used,
-                     dr_str(reason)) == 0)
-    dr__conn_send(c);
+  dr__conn_send_error(c, req, DR_ESTALE, "%s", reason);
 }
 
 /* 1 when every place of the resuming generation is claimed. */

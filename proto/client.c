@@ -17,10 +17,6 @@
 
 #define HOST_NAME_LEN 256
 
-static const char noauth_msg[] =
-    "the server requires a shared secret: pass --secret-file or set "
-    "DDPRUN_SECRET";
-
 static dr_bytes_t bytes(const void *p, size_t n_bytes) {
   dr_bytes_t b = {p, (uint32_t)n_bytes};
   return b;
@@ -53,38 +49,31 @@ static void put_err(char *buf, size_t len, const char *fmt, ...) {
   va_end(ap);
 }
 
-static int handshake(dr_client_t *c, const dr_client_opts_t *o,
-                     const char *host) {
+/* The session decides; this only carries its frames. An ERROR reply
+ * comes back from dr__client_request as the server's code. */
+static int handshake(dr_client_t *c, const char *host) {
   dr_msg_t m;
+  dr_sess_event_t ev;
   uint32_t id;
   dr__client_begin(c, &id);
-  int rc = dr_enc_hello(&c->wbuf, id, dr_str(o->run_id), dr_str(host));
+  int rc = dr_sess_hello(&c->sess, id, host, &c->wbuf);
   if (rc == 0)
     rc = dr__client_request(c, id, 0, DR_MSG_WELCOME, &m);
-  if (rc != 0)
-    return rc;
-  if (m.f[0].u == 0) {
-    c->dec.authed = 1; /* the server needs no secret */
-    return 0;
+  while (rc == 0) {
+    dr__client_begin(c, &id);
+    rc = dr_sess_on_frame(&c->sess, &m, id, &c->wbuf, &ev);
+    if (rc != 0) {
+      dr__client_set_errmsg(c, c->sess.errmsg, strlen(c->sess.errmsg));
+      return rc;
+    }
+    if (ev.type == DR_SESS_READY) {
+      c->dec.authed = 1;
+      return 0;
+    }
+    if (c->wbuf.len == 0)
+      return DR_EUNEXPECTED;
+    rc = dr__client_request(c, id, 0, DR_MSG_OK, &m); /* the AUTH's answer */
   }
-  if (o->secret == NULL || o->secret_len == 0) {
-    dr__client_set_errmsg(c, noauth_msg, sizeof(noauth_msg) - 1);
-    return DR_ENOAUTH;
-  }
-  if (m.f[1].b.len != DR_NONCE_LEN) {
-    snprintf(c->errmsg, sizeof(c->errmsg),
-             "the server sent a nonce of %u bytes instead of %u",
-             (unsigned)m.f[1].b.len, DR_NONCE_LEN);
-    return DR_EFIELD;
-  }
-  uint8_t mac[DR_MAC_LEN];
-  dr_auth_mac(o->secret, o->secret_len, m.f[1].b.p, dr_str(o->run_id), mac);
-  dr__client_begin(c, &id);
-  rc = dr_enc_auth(&c->wbuf, id, bytes(mac, sizeof(mac)));
-  if (rc == 0)
-    rc = dr__client_request(c, id, 0, DR_MSG_OK, &m);
-  if (rc == 0)
-    c->dec.authed = 1;
   return rc;
 }
 
@@ -134,7 +123,9 @@ int dr_client_open(const dr_client_opts_t *o, dr_client_t **out, char *errbuf,
   }
   host[sizeof(host) - 1] = '\0';
 
-  rc = handshake(c, o, host);
+  rc = dr_sess_init(&c->sess, o->run_id, o->secret, o->secret_len);
+  if (rc == 0)
+    rc = handshake(c, host);
   if (rc != 0) {
     put_err(errbuf, errbuf_len, "%s",
             c->errmsg[0] != '\0' ? c->errmsg : dr_strerror(rc));
@@ -193,11 +184,14 @@ int dr_client_get(dr_client_t *c, uint64_t gen, const char *key,
     rc = dr_enc_get(&c->wbuf, id, gen, dr_str(key), wait_ms);
   if (rc == 0)
     rc = dr__client_request(c, id, wait_ms, DR_MSG_VALUE, &m);
+  dr_bytes_t v;
+  if (rc == 0)
+    rc = dr_msg_value(&m, &v);
   if (rc != 0)
     return rc;
-  if ((*value = dup_bytes(m.f[0].b)) == NULL)
+  if ((*value = dup_bytes(v)) == NULL)
     return -ENOMEM;
-  *n_bytes = m.f[0].b.len;
+  *n_bytes = v.len;
   return 0;
 }
 
@@ -206,9 +200,7 @@ static int int_request(dr_client_t *c, uint32_t id, uint64_t wait_ms,
                        int64_t *out) {
   dr_msg_t m;
   int rc = dr__client_request(c, id, wait_ms, DR_MSG_INT, &m);
-  if (rc == 0)
-    *out = (int64_t)m.f[0].u;
-  return rc;
+  return rc != 0 ? rc : dr_msg_int(&m, out);
 }
 
 int dr_client_add(dr_client_t *c, uint64_t gen, const char *key,
@@ -242,11 +234,14 @@ int dr_client_cas(dr_client_t *c, uint64_t gen, const char *key,
                     bytes(expected, expected_len), bytes(desired, desired_len));
   if (rc == 0)
     rc = dr__client_request(c, id, 0, DR_MSG_VALUE, &m);
+  dr_bytes_t v;
+  if (rc == 0)
+    rc = dr_msg_value(&m, &v);
   if (rc != 0)
     return rc;
-  if ((*current = dup_bytes(m.f[0].b)) == NULL)
+  if ((*current = dup_bytes(v)) == NULL)
     return -ENOMEM;
-  *current_len = m.f[0].b.len;
+  *current_len = v.len;
   return 0;
 }
 
@@ -321,9 +316,12 @@ int dr_client_multi_get(dr_client_t *c, uint64_t gen, const char *const *keys,
   free(k);
   if (rc == 0)
     rc = dr__client_request(c, id, wait_ms, DR_MSG_VALUES, &m);
-  if (rc == 0 && m.f[0].l.count != n_keys)
+  dr_list_t l;
+  if (rc == 0)
+    rc = dr_msg_values(&m, &l);
+  if (rc == 0 && l.count != n_keys)
     rc = DR_EFIELD;
-  return rc != 0 ? rc : copy_values(&m.f[0].l, values);
+  return rc != 0 ? rc : copy_values(&l, values);
 }
 
 int dr_client_check(dr_client_t *c, uint64_t gen, const char *const *keys,
@@ -370,14 +368,14 @@ void dr_assignment_free(dr_assignment_t *a) {
 int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
                    dr_assignment_t *out) {
   dr_msg_t m;
-  dr_assign_t a;
+  dr_sess_event_t ev;
   uint32_t id;
   if (j == NULL || out == NULL)
     return DR_EBADARG;
   memset(out, 0, sizeof(*out));
   int rc = dr__client_begin(c, &id);
   if (rc == 0)
-    rc = dr_enc_join(&c->wbuf, id, j);
+    rc = dr_sess_join(&c->sess, id, j, &c->wbuf);
   /* The server holds a JOIN until the round completes: wait_ms is the
    * whole deadline, not an addition to the I/O timeout. */
   if (rc == 0)
@@ -385,25 +383,27 @@ int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
         c, id, dr__io_deadline(wait_ms > 0 ? wait_ms : c->io_timeout_ms, 0),
         DR_MSG_ASSIGN, &m);
   if (rc == 0)
-    rc = dr_msg_assign(&m, &a);
+    rc = dr_sess_on_frame(&c->sess, &m, 0, NULL, &ev);
   if (rc != 0)
     return rc;
-  out->master_addr = (char *)dup_bytes(a.master_addr);
-  out->bootstrap = dup_bytes(a.bootstrap);
-  if (out->master_addr == NULL || out->bootstrap == NULL) {
-    dr_assignment_free(out);
-    return -ENOMEM;
-  }
-  out->gen = a.gen;
-  out->node_rank = a.node_rank;
-  out->nnodes = a.nnodes;
-  out->world_size = a.world_size;
-  out->first_rank = a.first_rank;
-  out->master_port = a.master_port;
-  out->bootstrap_len = a.bootstrap.len;
-  out->restart_count = a.restart_count;
-  out->max_restarts = a.max_restarts;
+  *out = ev.asg;
   return 0;
+}
+
+int dr_client_resume(dr_client_t *c, const dr_resume_t *q) {
+  dr_msg_t m;
+  dr_sess_event_t ev;
+  uint32_t id;
+  if (q == NULL)
+    return DR_EBADARG;
+  int rc = dr__client_begin(c, &id);
+  if (rc == 0)
+    rc = dr_sess_resume(&c->sess, id, q, &c->wbuf);
+  if (rc == 0)
+    rc = dr__client_request(c, id, 0, DR_MSG_OK, &m);
+  if (rc == 0)
+    rc = dr_sess_on_frame(&c->sess, &m, 0, NULL, &ev);
+  return rc != 0 ? rc : ev.type == DR_SESS_RESUMED ? 0 : DR_EUNEXPECTED;
 }
 
 /* Sends the frame in wbuf; the server does not answer it. */

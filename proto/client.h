@@ -118,6 +118,12 @@ void dr_assignment_free(dr_assignment_t *a);
 int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
                    dr_assignment_t *out);
 
+/* Claims this node's place in the generation its workers still run, after
+ * a reconnection: 0 when the server takes it back, DR_ESTALE (with the
+ * server's reason in errmsg) when the node must stop its workers and join
+ * the next round, or another refusal. */
+int dr_client_resume(dr_client_t *c, const dr_resume_t *q);
+
 /* Sends without waiting for an answer (the server does not answer). */
 int dr_client_heartbeat(dr_client_t *c, uint64_t gen);
 int dr_client_report_failure(dr_client_t *c, const dr_failure_t *f);

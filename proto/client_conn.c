@@ -35,10 +35,10 @@ void dr__client_set_errmsg(dr_client_t *c, const void *p, size_t n_bytes) {
 /* An ERROR frame: its code travels as a positive value (an errno, or the
  * absolute value of a dr_errno_t), so the local code is its negative. */
 static int take_error(dr_client_t *c, const dr_msg_t *m) {
-  dr__client_set_errmsg(c, m->f[1].b.p, m->f[1].b.len);
-  uint64_t code = m->f[0].u;
-  /* A code this build does not know still travels back as is. */
-  return code > 0 && code <= INT_MAX ? -(int)code : DR_EREMOTE;
+  dr_error_t e;
+  dr_msg_error(m, &e);
+  dr__client_set_errmsg(c, e.message.p, e.message.len);
+  return e.code;
 }
 
 /* Reads until one whole frame is buffered; *m borrows from rbuf. */
@@ -222,4 +222,5 @@ void dr__client_release(dr_client_t *c) {
   c->rbuf = NULL;
   c->rlen = c->rcap = c->rskip = 0;
   dr_buf_free(&c->wbuf);
+  dr_sess_free(&c->sess);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "session.h"
 #include "wire.h"
 
 /* A frame the server pushed while a reply was awaited: an owned copy. */
@@ -35,6 +36,7 @@ struct dr_client {
   dr_buf_t wbuf; /* the request being sent */
   dr__push_t *q_head, *q_tail;
   dr__push_t *popped; /* what the last dr_client_recv() message borrows */
+  dr_sess_t sess;     /* the protocol: handshake, JOIN, RESUME */
   char errmsg[1024];
 };
 

@@ -73,15 +73,15 @@
     "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
     "master_port, bootstrap, restart_count, max_restarts")                   \
   X(HEARTBEAT, 19, "u", "gen")                                               \
-  X(FAILURE, 20, "uuuuuub",                                                  \
-    "gen, rank, local_rank, pid, exit_code, signal, message")                \
+  X(FAILURE, 20, "uuuuuuub",                                                 \
+    "gen, rank, local_rank, pid, exit_code, signal, kind, message")          \
   X(SUCCESS, 21, "u", "gen")                                                 \
   /* server -> agents, pushed with request id 0 */                           \
   X(RESTART, 22, "uub", "gen, restart_count, reason")                        \
   X(STOP, 23, "ub", "exit_code, reason")                                     \
   /* agent -> server, after a reconnection while its workers still run the \
-   * generation it was assigned: claims its place again (OK, or RESTART   \
-   * when the server cannot take it back) */                                \
+   * generation it was assigned: claims its place again (OK, or ERROR      \
+   * DR_ESTALE when the server cannot take it back) */                      \
   X(RESUME, 24, "ssuuuuuu",                                                  \
     "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
     "restart_count")                                                         \
@@ -262,6 +262,23 @@ typedef struct {
   uint32_t max_restarts;
 } dr_assign_t;
 
+/* How a worker failed, as its agent saw it. X(NAME, value, doc). */
+#define DR_FAIL_KINDS(X)                                                     \
+  X(EXIT, 0, "exited with a code other than 0")                              \
+  X(SIGNAL, 1, "was killed by a signal")                                     \
+  X(HANG, 2, "made no progress for --hang-timeout: the agent's verdict")     \
+  X(START, 3, "could not be started (exec or fork failed)")
+
+typedef enum {
+#define DR__FAIL_ENUM(name, v, doc) DR_FAIL_##name = v,
+  DR_FAIL_KINDS(DR__FAIL_ENUM)
+#undef DR__FAIL_ENUM
+  DR__FAIL_KIND_N
+} dr_fail_kind_t;
+
+/* "exit", "signal", "hang", "start". */
+const char *dr_fail_kind_name(dr_fail_kind_t k);
+
 typedef struct {
   uint64_t gen;
   uint32_t rank;
@@ -269,6 +286,7 @@ typedef struct {
   uint32_t pid;
   int32_t exit_code; /* -1 when killed by a signal */
   int32_t signal;    /* 0 when it exited */
+  dr_fail_kind_t kind;
   dr_bytes_t message;
 } dr_failure_t;
 
@@ -300,9 +318,65 @@ int dr_enc_restart(dr_buf_t *b, uint32_t req, uint64_t gen,
                    uint32_t restart_count, dr_bytes_t reason);
 int dr_enc_stop(dr_buf_t *b, uint32_t req, int exit_code, dr_bytes_t reason);
 
-/* Typed views of decoded messages: borrowed like the message. Each returns
- * DR_EUNEXPECTED when msg is of another type, DR_EBADARG when an integer
- * does not fit its field. */
+typedef struct {
+  dr_bytes_t run_id;
+  dr_bytes_t host;
+} dr_hello_t;
+
+typedef struct {
+  int auth_required;
+  dr_bytes_t nonce; /* DR_NONCE_LEN bytes when auth_required */
+} dr_welcome_t;
+
+typedef struct {
+  dr_bytes_t mac;
+} dr_auth_t;
+
+typedef struct {
+  int code;           /* the local code: negative, as dr_strerror() takes */
+  dr_bytes_t message;
+} dr_error_t;
+
+/* Every store request in one view: the fields its type has are set, the
+ * others zero. */
+typedef struct {
+  uint64_t gen;
+  dr_bytes_t key;      /* SET GET ADD CAS DELETE; BARRIER: its name */
+  dr_bytes_t value;    /* SET; CAS: the desired value */
+  dr_bytes_t expected; /* CAS */
+  dr_list_t keys;      /* MULTI_GET CHECK */
+  uint64_t wait_ms;    /* GET MULTI_GET BARRIER */
+  int64_t delta;       /* ADD */
+  uint64_t n;          /* BARRIER: how many meet */
+} dr_store_req_t;
+
+typedef struct {
+  uint64_t gen;
+  uint32_t restart_count;
+  dr_bytes_t reason;
+} dr_restart_t;
+
+typedef struct {
+  int exit_code;
+  dr_bytes_t reason;
+} dr_stop_t;
+
+/* Typed views of decoded messages (wire_views.c): borrowed like the
+ * message. Each returns DR_EUNEXPECTED when msg is of another type,
+ * DR_EBADARG when an integer does not fit its field. */
+int dr_msg_hello(const dr_msg_t *msg, dr_hello_t *out);
+int dr_msg_welcome(const dr_msg_t *msg, dr_welcome_t *out);
+int dr_msg_auth(const dr_msg_t *msg, dr_auth_t *out);
+int dr_msg_error(const dr_msg_t *msg, dr_error_t *out);
+/* SET GET ADD CAS DELETE MULTI_GET CHECK BARRIER. */
+int dr_msg_store_req(const dr_msg_t *msg, dr_store_req_t *out);
+int dr_msg_value(const dr_msg_t *msg, dr_bytes_t *value);
+int dr_msg_int(const dr_msg_t *msg, int64_t *value);
+int dr_msg_values(const dr_msg_t *msg, dr_list_t *values);
+int dr_msg_heartbeat(const dr_msg_t *msg, uint64_t *gen);
+int dr_msg_success(const dr_msg_t *msg, uint64_t *gen);
+int dr_msg_restart(const dr_msg_t *msg, dr_restart_t *out);
+int dr_msg_stop(const dr_msg_t *msg, dr_stop_t *out);
 int dr_msg_join(const dr_msg_t *msg, dr_join_t *out);
 int dr_msg_assign(const dr_msg_t *msg, dr_assign_t *out);
 int dr_msg_failure(const dr_msg_t *msg, dr_failure_t *out);

@@ -293,6 +293,7 @@ int dr_enc_failure(dr_buf_t *b, uint32_t req, const dr_failure_t *x) {
   put_u64(&f, x->pid);
   put_u64(&f, (uint32_t)x->exit_code);
   put_u64(&f, (uint32_t)x->signal);
+  put_u64(&f, (uint64_t)x->kind);
   put_bytes(&f, x->message);
   return frame_end(&f);
 }

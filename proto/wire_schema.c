@@ -44,3 +44,18 @@ dr_bytes_t dr_str(const char *s) {
   b.len = s != NULL ? (uint32_t)strlen(s) : 0;
   return b;
 }
+
+const char *dr_fail_kind_name(dr_fail_kind_t k) {
+  switch (k) {
+  case DR_FAIL_EXIT:
+    return "exit";
+  case DR_FAIL_SIGNAL:
+    return "signal";
+  case DR_FAIL_HANG:
+    return "hang";
+  case DR_FAIL_START:
+    return "start";
+  default:
+    return "unknown";
+  }
+}

@@ -20,7 +20,8 @@ static int encode(dr_buf_t *b, uint8_t type) {
                        8,              DR_NONE,          29500,
                        id};
   const dr_assign_t a = {3, 1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1, 3};
-  const dr_failure_t f = {3, 9, 1, 4242, -1, 11, dr_str("segfault")};
+  const dr_failure_t f = {3, 9, 1, 4242, -1, 11, DR_FAIL_SIGNAL,
+                          dr_str("segfault")};
   switch (type) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, 1, dr_str("job7"), dr_str("node-a"));

@@ -73,6 +73,18 @@ static void job_orders(job_t *job, size_t n, dr_h_agent_t *ag) {
     fail_msg("waiting for orders: %s", dr_err_name(rc));
 }
 
+static void report_kind(dr_client_t *c, uint64_t gen, uint32_t rank,
+                        int exit_code, dr_fail_kind_t kind, const char *what) {
+  dr_failure_t f;
+  memset(&f, 0, sizeof(f));
+  f.gen = gen;
+  f.rank = rank;
+  f.exit_code = exit_code;
+  f.kind = kind;
+  f.message = dr_str(what);
+  assert_int_equal(dr_client_report_failure(c, &f), 0);
+}
+
 static void report_failure(dr_client_t *c, uint64_t gen, uint32_t rank,
                            int exit_code, int sig, const char *what) {
   dr_failure_t f;
@@ -83,6 +95,7 @@ static void report_failure(dr_client_t *c, uint64_t gen, uint32_t rank,
   f.pid = 4000 + rank;
   f.exit_code = exit_code;
   f.signal = sig;
+  f.kind = sig != 0 ? DR_FAIL_SIGNAL : DR_FAIL_EXIT;
   f.message = dr_str(what);
   assert_int_equal(dr_client_report_failure(c, &f), 0);
 }
@@ -182,6 +195,36 @@ DR_H_TEST(test_exit_code_2_stops_at_once) {
   assert_server_exits(fx, 2);
 }
 
+/* A timeout a worker reports itself (exit 4) may echo another rank's
+ * failure and is held; the agent's verdict that a worker hung (kind HANG,
+ * also exit 4) is a root cause and acted on at once. */
+DR_H_TEST(test_hang_verdict_is_not_held) {
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "2", "--max-restarts", "3",
+                       "--heartbeat-timeout", HB_OFF),
+             NULL);
+  job_t job;
+  dr_h_join_t *jt[2];
+  dr_h_agent_t ag[2];
+  job_open(fx, &job, 2);
+  job_join(fx, &job, 2, jt);
+  report_kind(job.c[0], job.gen, 1, 4, DR_FAIL_EXIT, "allreduce timed out");
+  for (int i = 0; i < 2; i++) {
+    dr_h_order_t o;
+    int rc = dr_h_no_order(job.c[i], &o);
+    if (rc == 1)
+      fail_msg("an echo was not held: %s (%s)", dr_msg_name(o.type), o.reason);
+    assert_int_equal(rc, 0);
+  }
+  report_kind(job.c[1], job.gen, 3, 4, DR_FAIL_HANG,
+              "no progress for 3.0 s after step 7");
+  job_orders(&job, 2, ag);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(ag[i].order.type, DR_MSG_RESTART);
+    assert_true(strstr(ag[i].order.reason, "rank 3") != NULL);
+  }
+}
+
 DR_H_TEST(test_signal_is_reported_as_128_plus_signal) {
   dr_h_start(fx,
              DR_H_ARGS("--nnodes", "1", "--max-restarts", "0",
@@ -238,6 +281,7 @@ int main(void) {
 #define T(f) cmocka_unit_test_setup_teardown(f, dr_h_setup, dr_h_teardown)
       T(test_failures_spend_global_budget),
       T(test_exit_code_2_stops_at_once),
+      T(test_hang_verdict_is_not_held),
       T(test_signal_is_reported_as_128_plus_signal),
       T(test_success_from_all_nodes_ends_job),
 #undef T

@@ -517,7 +517,7 @@ static void test_every_request(void **state) {
   assert_null(a.bootstrap);
 
   assert_int_equal(dr_client_heartbeat(c, 4), 0);
-  dr_failure_t f = {4, 9, 1, 1234, -1, 11, dr_str("segfault")};
+  dr_failure_t f = {4, 9, 1, 1234, -1, 11, DR_FAIL_SIGNAL, dr_str("segfault")};
   assert_int_equal(dr_client_report_failure(c, &f), 0);
   assert_int_equal(dr_client_report_success(c, 4), 0);
 

@@ -52,7 +52,8 @@ static dr_assign_t sample_assign(void) {
 }
 
 static dr_failure_t sample_failure(void) {
-  dr_failure_t f = {5, 13, 5, 4242, -1, 9, dr_str("killed by SIGKILL")};
+  dr_failure_t f = {5, 13, 5, 4242, -1, 9, DR_FAIL_SIGNAL,
+                    dr_str("killed by SIGKILL")};
   return f;
 }
 
@@ -254,6 +255,7 @@ static void check_sample(const dr_msg_t *m) {
     assert_int_equal(x.pid, wx.pid);
     assert_int_equal(x.exit_code, -1);
     assert_int_equal(x.signal, 9);
+    assert_int_equal(x.kind, DR_FAIL_SIGNAL);
     assert_bytes(x.message, wx.message.p, wx.message.len);
     break;
   case DR_MSG_SUCCESS:
@@ -1022,10 +1024,20 @@ static void test_views_reject_wide_integers(void **state) {
     u64_frame(&r, DR_MSG_ASSIGN, i);
     assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
   }
-  /* FAILURE: rank, local_rank, pid, exit_code, signal are 32-bit. */
-  for (int i = 0; i < 6; i++) {
+  /* FAILURE: rank, local_rank, pid, exit_code, signal are 32-bit, and the
+   * kind one of the kinds. */
+  for (int i = 0; i < 7; i++) {
     u64_frame(&r, DR_MSG_FAILURE, i);
     assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
+  }
+  for (uint64_t kind = 0; kind <= DR__FAIL_KIND_N; kind++) {
+    raw_begin(&r, DR_MSG_FAILURE);
+    for (int i = 0; i < 6; i++)
+      raw_u64f(&r, 1);
+    raw_u64f(&r, kind);
+    raw_bytesf(&r, 1, 1);
+    raw_end(&r);
+    assert_int_equal(view_of(f, &r), kind < DR__FAIL_KIND_N ? 0 : DR_EBADARG);
   }
   /* RESUME: every u64 but gen (index 2) is 32-bit; LEAVE: all but gen. */
   const char *rs = dr_msg_schema(DR_MSG_RESUME);

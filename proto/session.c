@@ -1,0 +1,217 @@
+#include "session.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "auth.h"
+#include "errors.h"
+
+enum { S_START, S_HELLO, S_AUTH, S_READY };
+
+int dr_sess_init(dr_sess_t *s, const char *run_id, const uint8_t *secret,
+                 size_t secret_len) {
+  memset(s, 0, sizeof(*s));
+  s->run_id = strdup(run_id != NULL ? run_id : "");
+  if (s->run_id == NULL)
+    return -ENOMEM;
+  if (secret != NULL && secret_len > 0) {
+    s->secret = malloc(secret_len);
+    if (s->secret == NULL) {
+      dr_sess_free(s);
+      return -ENOMEM;
+    }
+    memcpy(s->secret, secret, secret_len);
+    s->secret_len = secret_len;
+  }
+  return 0;
+}
+
+static void forget_secret(dr_sess_t *s) {
+  if (s->secret != NULL)
+    dr_auth_secret_free(&s->secret, s->secret_len);
+  s->secret_len = 0;
+}
+
+void dr_sess_free(dr_sess_t *s) {
+  forget_secret(s);
+  free(s->run_id);
+  s->run_id = NULL;
+}
+
+int dr_sess_ready(const dr_sess_t *s) { return s->state == S_READY; }
+
+int dr_sess_hello(dr_sess_t *s, uint32_t req, const char *host,
+                  dr_buf_t *out) {
+  s->state = S_HELLO;
+  s->hello_req = req;
+  return dr_enc_hello(out, req, dr_str(s->run_id), dr_str(host));
+}
+
+int dr_sess_join(dr_sess_t *s, uint32_t req, const dr_join_t *j,
+                 dr_buf_t *out) {
+  if (s->state != S_READY)
+    return DR_ESEQUENCE;
+  s->join_req = req;
+  return dr_enc_join(out, req, j);
+}
+
+int dr_sess_resume(dr_sess_t *s, uint32_t req, const dr_resume_t *q,
+                   dr_buf_t *out) {
+  if (s->state != S_READY)
+    return DR_ESEQUENCE;
+  s->resume_req = req;
+  return dr_enc_resume(out, req, q);
+}
+
+int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->master_addr = malloc((size_t)a->master_addr.len + 1);
+  out->bootstrap = malloc((size_t)a->bootstrap.len + 1);
+  if (out->master_addr == NULL || out->bootstrap == NULL) {
+    dr_assignment_free(out);
+    return -ENOMEM;
+  }
+  memcpy(out->master_addr, a->master_addr.p, a->master_addr.len);
+  out->master_addr[a->master_addr.len] = '\0';
+  if (a->bootstrap.len > 0)
+    memcpy(out->bootstrap, a->bootstrap.p, a->bootstrap.len);
+  out->bootstrap[a->bootstrap.len] = '\0';
+  out->bootstrap_len = a->bootstrap.len;
+  out->gen = a->gen;
+  out->node_rank = a->node_rank;
+  out->nnodes = a->nnodes;
+  out->world_size = a->world_size;
+  out->first_rank = a->first_rank;
+  out->master_port = a->master_port;
+  out->restart_count = a->restart_count;
+  out->max_restarts = a->max_restarts;
+  return 0;
+}
+
+static int broke(dr_sess_t *s, int code, const char *what,
+                 const dr_msg_t *m) {
+  snprintf(s->errmsg, sizeof(s->errmsg), "%s%s", what,
+           m != NULL ? dr_msg_name(m->type) : "");
+  return code;
+}
+
+/* WELCOME: done, or AUTH to send. */
+static int on_welcome(dr_sess_t *s, const dr_msg_t *m, uint32_t reply_req,
+                      dr_buf_t *out, dr_sess_event_t *ev) {
+  dr_welcome_t w;
+  if (dr_msg_welcome(m, &w) != 0)
+    return broke(s, DR_EFIELD, "a malformed WELCOME", NULL);
+  if (!w.auth_required) {
+    s->state = S_READY;
+    forget_secret(s);
+    ev->type = DR_SESS_READY;
+    return 0;
+  }
+  if (s->secret == NULL)
+    return broke(s, DR_ENOAUTH, "the server requires a shared secret: pass "
+                 "--secret-file or set DDPRUN_SECRET", NULL);
+  if (w.nonce.len != DR_NONCE_LEN) {
+    snprintf(s->errmsg, sizeof(s->errmsg), "the server sent a nonce of %u "
+             "bytes instead of %u", (unsigned)w.nonce.len, DR_NONCE_LEN);
+    return DR_EFIELD;
+  }
+  uint8_t mac[DR_MAC_LEN];
+  dr_auth_mac(s->secret, s->secret_len, w.nonce.p, dr_str(s->run_id), mac);
+  dr_bytes_t b = {mac, DR_MAC_LEN};
+  s->state = S_AUTH;
+  return dr_enc_auth(out, reply_req, b);
+}
+
+/* An ERROR answers the request it names (or, with id 0, whatever was in
+ * flight). */
+static void on_error(dr_sess_t *s, const dr_msg_t *m, dr_sess_event_t *ev) {
+  dr_error_t e;
+  dr_msg_error(m, &e);
+  ev->type = DR_SESS_REFUSED;
+  ev->code = e.code;
+  ev->text = e.message;
+  if (s->state != S_READY)
+    ev->to = s->state == S_AUTH ? DR_MSG_AUTH : DR_MSG_HELLO;
+  else if (m->req_id != 0 && m->req_id == s->join_req)
+    ev->to = DR_MSG_JOIN;
+  else if (m->req_id != 0 && m->req_id == s->resume_req)
+    ev->to = DR_MSG_RESUME;
+  else
+    ev->to = 0;
+}
+
+int dr_sess_on_frame(dr_sess_t *s, const dr_msg_t *m, uint32_t reply_req,
+                     dr_buf_t *out, dr_sess_event_t *ev) {
+  memset(ev, 0, sizeof(*ev));
+  s->errmsg[0] = '\0';
+  if (m->type == DR_MSG_ERROR) {
+    on_error(s, m, ev);
+    return 0;
+  }
+  switch (s->state) {
+  case S_HELLO:
+    if (m->type != DR_MSG_WELCOME)
+      return broke(s, DR_EUNEXPECTED, "unexpected during the handshake: ", m);
+    return on_welcome(s, m, reply_req, out, ev);
+  case S_AUTH:
+    if (m->type != DR_MSG_OK)
+      return broke(s, DR_EUNEXPECTED, "unexpected during the handshake: ", m);
+    s->state = S_READY;
+    forget_secret(s);
+    ev->type = DR_SESS_READY;
+    return 0;
+  case S_READY:
+    break;
+  default:
+    return broke(s, DR_ESEQUENCE, "a frame before HELLO: ", m);
+  }
+  switch (m->type) {
+  case DR_MSG_ASSIGN: {
+    dr_assign_t a;
+    if (m->req_id != s->join_req || dr_msg_assign(m, &a) != 0)
+      return broke(s, DR_EUNEXPECTED, "an ASSIGN that answers no JOIN", NULL);
+    int rc = dr_assignment_copy(&a, &ev->asg);
+    if (rc != 0)
+      return broke(s, rc, "out of memory copying the assignment", NULL);
+    s->join_req = 0;
+    ev->type = DR_SESS_ASSIGNED;
+    return 0;
+  }
+  case DR_MSG_OK:
+    if (m->req_id != 0 && m->req_id == s->resume_req) {
+      s->resume_req = 0;
+      ev->type = DR_SESS_RESUMED;
+      return 0;
+    }
+    ev->type = DR_SESS_OTHER;
+    return 0;
+  case DR_MSG_RESTART: {
+    dr_restart_t r;
+    if (dr_msg_restart(m, &r) != 0)
+      return broke(s, DR_EFIELD, "a malformed RESTART", NULL);
+    ev->type = DR_SESS_RESTART;
+    ev->gen = r.gen;
+    ev->restart_count = r.restart_count;
+    ev->text = r.reason;
+    return 0;
+  }
+  case DR_MSG_STOP: {
+    dr_stop_t t;
+    if (dr_msg_stop(m, &t) != 0)
+      return broke(s, DR_EFIELD, "a malformed STOP", NULL);
+    ev->type = DR_SESS_STOP;
+    ev->exit_code = t.exit_code;
+    ev->text = t.reason;
+    return 0;
+  }
+  case DR_MSG_HEARTBEAT:
+    dr_msg_heartbeat(m, &ev->gen);
+    ev->type = DR_SESS_HEARTBEAT;
+    return 0;
+  default:
+    ev->type = DR_SESS_OTHER;
+    return 0;
+  }
+}
