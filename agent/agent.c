@@ -33,12 +33,12 @@ static double wall_now(void) {
 
 static void stop_done(dr_agent_t *ag) {
   uv_timer_stop(&ag->kill_timer);
-  ag->killed = 0;
+  ag->stop.killed = 0;
   dr__workers_close(ag);
-  if (ag->next == DR_NEXT_EXIT) {
-    dr__agent_finish(ag, ag->exit_code);
-  } else if (ag->next == DR_NEXT_REJOIN) {
-    ag->next = DR_NEXT_WAIT;
+  if (ag->stop.next == DR_NEXT_EXIT) {
+    dr__agent_finish(ag);
+  } else if (ag->stop.next == DR_NEXT_REJOIN) {
+    ag->stop.next = DR_NEXT_WAIT;
     dr__agent_send_join(ag);
   } else {
     ag->state = DR_AG_WAITING;
@@ -48,7 +48,7 @@ static void stop_done(dr_agent_t *ag) {
 
 static void on_kill_timer(uv_timer_t *t) {
   dr_agent_t *ag = t->data;
-  if (ag->killed) {
+  if (ag->stop.killed) {
     /* SIGKILL could not end them (a process stuck in the kernel): go on
      * rather than hang; the watchdog keeps trying at exit. */
     fprintf(stderr, "ddprun: worker processes survive SIGKILL; going on\n");
@@ -60,7 +60,7 @@ static void on_kill_timer(uv_timer_t *t) {
       fprintf(stderr, "ddprun: rank %u (process group %d) did not stop within "
               "%.1f s; sending SIGKILL\n", ag->w[i].rank, (int)ag->w[i].pid,
               ag->o->stop_grace_ms / 1000.0);
-  ag->killed = 1;
+  ag->stop.killed = 1;
   dr__workers_signal(ag, SIGKILL);
   uv_timer_start(&ag->kill_timer, on_kill_timer, 2000, 0);
 }
@@ -72,8 +72,8 @@ static int all_stopped(dr_agent_t *ag) {
 }
 
 void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
-  if (next > ag->next)
-    ag->next = next;
+  if (next > ag->stop.next)
+    ag->stop.next = next;
   if (ag->state == DR_AG_STOPPING)
     return;
   if (all_stopped(ag)) {
@@ -82,7 +82,7 @@ void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
     return;
   }
   ag->state = DR_AG_STOPPING;
-  ag->stop_sig = sig;
+  ag->stop.sig = sig;
   dr__workers_signal(ag, sig);
   /* A stopped process (SIGSTOP, a debugger) takes the signal once it runs. */
   dr__workers_signal(ag, SIGCONT);
@@ -181,8 +181,8 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
   /* While stopping, a death by a signal the agent has not sent (before its
    * SIGKILL) is a failure of its own, and may be the root cause of the
    * one that started the stop: report it too. */
-  if (ag->state == DR_AG_STOPPING && !ag->killed && w->signal != 0 &&
-      w->signal != ag->stop_sig && w->signal != SIGCONT) {
+  if (ag->state == DR_AG_STOPPING && !ag->stop.killed && w->signal != 0 &&
+      w->signal != ag->stop.sig && w->signal != SIGCONT) {
     size_t before = ag->n_fails;
     record_failure(ag, w);
     if (ag->n_fails > before)
@@ -245,7 +245,7 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
       dr__agent_report_failure(ag, f);
     }
     if (config)
-      ag->exit_code = DR_EXIT_CONFIG;
+      dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
   }
 }
@@ -320,18 +320,18 @@ static void on_signal(uv_signal_t *h, int sig) {
     dr__sighold_forward(ag, sig);
     return;
   }
-  if (ag->stop_signal != 0) {
+  if (ag->stop.signal != 0) {
     dr__workers_signal(ag, SIGKILL); /* asked twice: no more grace */
     return;
   }
   fprintf(stderr, "ddprun: received SIG%s; forwarding it to the workers\n",
           sigabbrev_np(sig));
-  ag->stop_signal = sig;
-  ag->exit_code = 128 + sig;
+  ag->stop.signal = sig;
+  dr__agent_end(ag, DR_END_SIGNAL, 128 + sig);
   dr__agent_leave(ag, sig);
   if (ag->state == DR_AG_STOPPING) {
     dr__workers_signal(ag, sig);
-    ag->next = DR_NEXT_EXIT;
+    ag->stop.next = DR_NEXT_EXIT;
   } else {
     dr__agent_stop_local(ag, sig, DR_NEXT_EXIT);
   }
@@ -339,12 +339,19 @@ static void on_signal(uv_signal_t *h, int sig) {
 
 static void close_cb(uv_handle_t *h) { (void)h; }
 
-void dr__agent_finish(dr_agent_t *ag, int code) {
+void dr__agent_end(dr_agent_t *ag, dr_end_cause_t cause, int code) {
+  if (cause > ag->stop.cause) {
+    ag->stop.cause = cause;
+    ag->stop.exit_code = code;
+  }
+}
+
+void dr__agent_finish(dr_agent_t *ag) {
   if (ag->state == DR_AG_EXITING)
     return;
   ag->state = DR_AG_EXITING;
-  ag->exit_code = code;
-  if (code != 0 && ag->stop_signal == 0 &&
+  int code = ag->stop.exit_code;
+  if (code != 0 && ag->stop.signal == 0 &&
       (ag->n_fails > 0 || ag->server_reason[0] != '\0'))
     dr_summary_print(code, ag->cfg->hostname, ag->server_reason, ag->fails,
                      ag->n_fails);
@@ -488,10 +495,12 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
   }
   ag->start_ms = uv_now(&ag->loop);
-  if (dr__agent_session_start(ag) != 0)
-    dr__agent_finish(ag, DR_EXIT_CONFIG);
+  if (dr__agent_session_start(ag) != 0) {
+    dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
+    dr__agent_finish(ag);
+  }
   uv_run(&ag->loop, UV_RUN_DEFAULT);
-  int code = ag->exit_code;
+  int code = ag->stop.exit_code;
   dr_events_emit(ag->events, "exit_agent", ",\"exit_code\":%d", code);
   dr_events_close(&ag->events);
   dr_progress_close(&ag->progress);

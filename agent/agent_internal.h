@@ -188,13 +188,33 @@ typedef enum {
   DR_NEXT_EXIT = 2
 } dr_ag_next_t;
 
+/* Why ddprun exits, strongest last: a cause of its own (the server lost or
+ * never reached, a refusal, a start failure), the server's STOP (the job's
+ * root cause), a terminating signal ddprun received (128+signal). */
+typedef enum {
+  DR_END_NONE,
+  DR_END_LOCAL,
+  DR_END_SERVER,
+  DR_END_SIGNAL
+} dr_end_cause_t;
+
+/* Stopping the local workers, and the end of the agent. */
+typedef struct {
+  dr_ag_next_t next;    /* what follows once the workers have stopped */
+  int sig;              /* the signal this stop sent the workers */
+  int killed;           /* SIGKILL sent after the grace */
+  int signal;           /* a terminating signal ddprun received, or 0 */
+  dr_end_cause_t cause; /* of the exit code below */
+  int exit_code;        /* what ddprun exits with; see dr__agent_end() */
+} dr_ag_stop_t;
+
 struct dr_agent {
   uv_loop_t loop;
   const dr_agent_config_t *cfg;
   const dr_options_t *o;
   dr_arz_t *arz;
   dr_ag_state_t state;
-  dr_ag_next_t next;         /* what follows once the workers are stopped */
+  dr_ag_stop_t stop;
   dr_assignment_t asg;
   int have_asg;
   uint32_t nproc, n_alive;
@@ -207,16 +227,12 @@ struct dr_agent {
   uv_signal_t sigs[16];
   int n_sigs;
   uv_timer_t kill_timer, hb_timer, join_timer;
-  int exit_code;
-  int stop_signal;           /* a terminating signal received, or 0 */
   char server_reason[1200];
   dr_failure_rec_t fails[8];
   size_t n_fails;
   char tmp_root[256];        /* error files when there is no --log-dir */
   char kept_root[256];       /* logs of --redirects/--tee without one */
   int watchdog_fd;
-  int killed;                /* SIGKILL sent to the groups while stopping */
-  int stop_sig;              /* the signal the stop began with */
   int spawn_failed;          /* local rank whose start failed, or -1 */
   int spawn_stage;           /* and the DR_SPAWN_* step that failed */
   struct dr_progress *progress;
@@ -262,7 +278,11 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w);
 /* Stops the local workers with sig (SIGKILL after the grace), then does
  * next; a stronger next (exit over rejoin over wait) wins. */
 void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next);
-void dr__agent_finish(dr_agent_t *ag, int code);
+/* Records code as the exit code when cause outranks the one recorded (the
+ * first of equal rank stays). */
+void dr__agent_end(dr_agent_t *ag, dr_end_cause_t cause, int code);
+/* Ends the agent now with the recorded exit code. */
+void dr__agent_finish(dr_agent_t *ag);
 /* An assignment while joining (*a is taken over): start the generation's
  * workers. */
 void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a);

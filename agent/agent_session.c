@@ -106,7 +106,8 @@ static void on_join_timeout(uv_timer_t *t) {
             "join_timeout=%.3g s; are the other nodes started with the same "
             "--rdzv-id and --nnodes?\n", ag->cfg->server_host,
             ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
-  dr__agent_finish(ag, DR_EXIT_COMM);
+  dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
+  dr__agent_finish(ag);
 }
 
 /* ---- resuming after a reconnection -------------------------------------- */
@@ -175,8 +176,7 @@ static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
       ev->code != DR_ESTOPPED)
     fprintf(stderr, "ddprun: the rendezvous server refused this node: %.*s\n",
             (int)ev->text.len, (const char *)ev->text.p);
-  if (ag->next != DR_NEXT_EXIT)
-    ag->exit_code = ev->code == DR_ESTOPPED ? 1 : DR_EXIT_CONFIG;
+  dr__agent_end(ag, DR_END_LOCAL, ev->code == DR_ESTOPPED ? 1 : DR_EXIT_CONFIG);
   dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
 }
 
@@ -206,8 +206,7 @@ static void on_event(void *arg, const dr_sess_event_t *ev) {
     on_restart_order(ag, ev->gen, ev->restart_count, ev->text);
     break;
   case DR_SESS_STOP:
-    if (ag->stop_signal == 0)
-      ag->exit_code = ev->exit_code;
+    dr__agent_end(ag, DR_END_SERVER, ev->exit_code);
     snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
              (int)ev->text.len, (const char *)ev->text.p);
     {
@@ -251,7 +250,7 @@ static int is_config_refusal(int code) {
 
 static void on_lost(void *arg, int code, const char *why) {
   dr_agent_t *ag = arg;
-  if (ag->next == DR_NEXT_EXIT || ag->state == DR_AG_EXITING)
+  if (ag->stop.next == DR_NEXT_EXIT || ag->state == DR_AG_EXITING)
     return; /* a STOP came first; the server then closed */
   ag->arz_ready = 0;
   ag->resume_pending = 0;
@@ -262,7 +261,7 @@ static void on_lost(void *arg, int code, const char *why) {
   if (config || (ag->cfg->server_in_process && ag->have_asg)) {
     /* A refusal is final; a server in this process does not come back. */
     fprintf(stderr, "ddprun: %s\n", why);
-    ag->exit_code = config ? DR_EXIT_CONFIG : DR_EXIT_COMM;
+    dr__agent_end(ag, DR_END_LOCAL, config ? DR_EXIT_CONFIG : DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     return;
   }
@@ -292,7 +291,7 @@ static void on_lost(void *arg, int code, const char *why) {
     fprintf(stderr, "ddprun: gave up reconnecting to the rendezvous server "
             "%s:%u after join_timeout=%.3g s\n", ag->cfg->server_host,
             ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
-    ag->exit_code = DR_EXIT_COMM;
+    dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     return;
   }
@@ -310,7 +309,7 @@ static void on_ready(void *arg) {
   ag->n_same_loss = 0;
   if (ag->state == DR_AG_JOINING || !ag->have_asg)
     dr__agent_send_join(ag);
-  else if (ag->next != DR_NEXT_REJOIN && ag->next != DR_NEXT_EXIT)
+  else if (ag->stop.next != DR_NEXT_REJOIN && ag->stop.next != DR_NEXT_EXIT)
     send_resume(ag); /* workers of ag->asg.gen run, or wait for an order */
   /* else: stopping to rejoin; the JOIN follows the stop */
 }
@@ -344,7 +343,7 @@ static int start_arz(dr_agent_t *ag) {
 static void reconnect(dr_agent_t *ag) {
   dr_arz_close(&ag->arz);
   if (start_arz(ag) != 0) {
-    ag->exit_code = DR_EXIT_COMM;
+    dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
   }
 }
@@ -368,7 +367,8 @@ static void on_heartbeat(uv_timer_t *t) {
     fprintf(stderr, "ddprun: the rendezvous server %s:%u has been silent "
             "for %.0f s while this node waits for its order; giving up\n",
             ag->cfg->server_host, ag->cfg->server_port, idle / 1000.0);
-    dr__agent_finish(ag, DR_EXIT_COMM);
+    dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
+    dr__agent_finish(ag);
     return;
   }
   dr_buf_t b;
