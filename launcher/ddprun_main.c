@@ -70,7 +70,8 @@ static void host_stop(hosted_t *h) {
   uv_loop_close(&h->loop);
 }
 
-/* 0 when addr (numeric) belongs to this host: it can be bound. */
+/* 1 when host (a name or an address) resolves to an address of this host,
+ * that is, one it can bind; 0 otherwise or when it does not resolve. */
 static int is_local_address(const char *host) {
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof(hints));
@@ -94,7 +95,8 @@ static int is_numeric(const char *host) {
   return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
 }
 
-/* 0 when nothing listens on port here; the check TCPStore's bind makes. */
+/* 1 when port can be bound here (nothing holds it): the check TCPStore's
+ * bind makes; 0 when it is taken. */
 static int port_is_free(uint16_t port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0)

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The Kubernetes manifests of deploy/k8s, checked without a cluster.
 #
-# Rendered client-side with `kubectl kustomize` when kubectl is installed
-# (`kubectl create --dry-run=client -f` is not used: it still asks an API
-# server for the resource types, and fails without one), else read file by
-# file; then parsed with python3-yaml and checked against what ddprun
+# Rendered client-side with `kubectl kustomize` (`kubectl create
+# --dry-run=client -f` is not used: it still asks an API server for the
+# resource types, and fails without one); skipped without kubectl, since
+# what the cluster gets is what kustomize renders. Then parsed with python3-yaml and checked against what ddprun
 # needs: an Indexed Job whose pods' subdomain is the headless Service, a
 # node count that agrees in completions, parallelism and PET_NNODES,
 # --rdzv-backend k8s, GPUs requested, the ConfigMap and the volume claim
@@ -20,19 +20,12 @@ python3 -c 'import yaml' 2>/dev/null ||
   { echo "SKIP: $name: needs python3 and python3-yaml (deploy/setup.sh installs it)"; exit 77; }
 . "$(dirname "$0")/lib.sh"
 
-if command -v kubectl >/dev/null 2>&1; then
-  KUBECONFIG=/dev/null timeout 30 kubectl kustomize "$dir" >"$tmp/all.yaml" \
-    2>"$tmp/kustomize.err" ||
-    { cat "$tmp/kustomize.err" >&2; fail "kubectl kustomize $dir failed"; }
-  how="kubectl kustomize"
-else
-  for f in "$dir"/*.yaml; do
-    [ "$(basename "$f")" = kustomization.yaml ] && continue
-    cat "$f"
-    echo "---"
-  done >"$tmp/all.yaml"
-  how="the files (no kubectl)"
-fi
+command -v kubectl >/dev/null 2>&1 ||
+  { echo "SKIP: $name: needs kubectl to render the manifests as kustomize does"; exit 77; }
+KUBECONFIG=/dev/null timeout 30 kubectl kustomize "$dir" >"$tmp/all.yaml" \
+  2>"$tmp/kustomize.err" ||
+  { cat "$tmp/kustomize.err" >&2; fail "kubectl kustomize $dir failed"; }
+how="kubectl kustomize"
 
 # Checks the objects; writes train.ini and the pod's ddprun arguments and
 # environment (one a line) into the temporary directory.
