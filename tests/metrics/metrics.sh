@@ -62,6 +62,7 @@ families=(job_info start_time_seconds job_state job_exit_code generation
   heartbeat_age_max_seconds heartbeat_timeout_seconds store_keys
   store_operations_total store_stale_requests_total store_waiters
   connections connections_accepted_total handshakes_refused_total
+  connections_dropped_total
   joins_refused_total http_responses_total uptime_seconds)
 all_present() {
   local f
