@@ -43,9 +43,11 @@ static void handle_hello(dr_conn_t *c, const dr_msg_t *m) {
                   "refused %s (%s): run id '%s' is not this job's '%s'",
                   c->peer, c->host, sample, s->run_id);
     dr__conn_count_refused(c, DR_REFUSE_RUN_ID);
+    /* The peer has not authenticated: it learns that its run id is not
+     * this job's, never what the job's is (the log names both). */
     dr__conn_send_error(c, m->req_id, DR_ERUNID,
-                        "run id '%s' does not match this server's job '%s'",
-                        sample, s->run_id);
+                        "run id '%s' does not match this server's job",
+                        sample);
     dr__conn_close(c, "wrong run id");
     return;
   }
