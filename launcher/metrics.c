@@ -224,7 +224,8 @@ static void render_conns(dr_server_t *s, dr_buf_t *b,
         dropped[i], s->stats.dropped[i]);
   counter(b, "joins_refused_total",
           "JOIN requests refused: duplicate or out-of-range node rank, "
-          "different nproc, job full or ended.",
+          "different nproc, nproc or world size over its bound, job full "
+          "or ended.",
           s->stats.joins_refused);
   family(b, "http_responses_total", "counter",
          "Answers of this HTTP endpoint, by status code.");

@@ -100,6 +100,13 @@ struct dr_conn {
   dr_conn_t *prev, *next;
 };
 
+/* Bounds of a JOIN, so that the sums of nproc over a job's nodes (world
+ * size, first ranks: u32 on the wire, int in every worker's RANK) cannot
+ * wrap: nproc per node, and the world over every member of the job (160
+ * times the 100,000 ranks the server is built for). */
+#define DR_MAX_NPROC 65536u
+#define DR_MAX_WORLD (1u << 24)
+
 /* A node: one agent's JOIN and, once assigned, its place in the round. */
 struct dr_node {
   dr_conn_t *conn;
