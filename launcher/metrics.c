@@ -211,9 +211,21 @@ static void render_conns(dr_server_t *s, dr_buf_t *b,
     put(b, "ddprun_rdzv_handshakes_refused_total{reason=\"%s\"} %" PRIu64
            "\n",
         why[i], s->stats.refused[i]);
+  family(b, "connections_dropped_total", "counter",
+         "Connections the server closed for holding what others need, by "
+         "reason: idle, slow_frame, frame_memory, slow_reader (clients "
+         "that are not nodes), fd_limit (closed unserved at the "
+         "file-descriptor limit).");
+  static const char *const dropped[DR__DROP_N] = {
+      "idle", "slow_frame", "frame_memory", "slow_reader", "fd_limit"};
+  for (int i = 0; i < DR__DROP_N; i++)
+    put(b, "ddprun_rdzv_connections_dropped_total{reason=\"%s\"} %" PRIu64
+           "\n",
+        dropped[i], s->stats.dropped[i]);
   counter(b, "joins_refused_total",
           "JOIN requests refused: duplicate or out-of-range node rank, "
-          "different nproc, job full or ended.",
+          "different nproc, nproc or world size over its bound, job full "
+          "or ended.",
           s->stats.joins_refused);
   family(b, "http_responses_total", "counter",
          "Answers of this HTTP endpoint, by status code.");

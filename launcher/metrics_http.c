@@ -3,8 +3,11 @@
  * (Connection: close). A request head is capped at DR_HTTP_MAX_HEAD bytes
  * and must arrive within the handshake timeout; a client over either limit
  * is answered (431, 408) and dropped. At most DR_HTTP_MAX_CONNS
- * connections at a time: a scraper needs one, so more are closed at once
- * rather than let them hold memory. Nothing here can block the loop. */
+ * connections at a time, so that clients cannot hold memory without
+ * bound; when they are all taken, a new one takes the slot of the oldest
+ * that has been answered, else of the oldest that has not sent a whole
+ * head: slow clients cannot lock a real scrape out for the head deadline.
+ * Nothing here can block the loop. */
 #include "server_internal.h"
 
 #include <errno.h>
@@ -42,6 +45,7 @@ struct http_conn {
   dr_metrics_t *m;
   uint64_t deadline_ms; /* the head must arrive by then; then the linger */
   int answered;         /* the answer is queued; reads are dropped */
+  int written;          /* the answer is out: closing loses nothing */
   int closing;
   size_t len;
   char head[DR_HTTP_MAX_HEAD];
@@ -104,6 +108,7 @@ static void on_write(uv_write_t *req, int status) {
   free(w);
   if (c->closing)
     return;
+  c->written = status == 0;
   if (status < 0 ||
       uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0)
     conn_close(c);
@@ -219,6 +224,25 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   examine(c);
 }
 
+/* Frees a slot for a new client: the oldest connection whose answer is
+ * written (it only lingers), else the oldest still sending its head (a
+ * scraper sends its head at once). 1 when one was closed. */
+static int evict(dr_metrics_t *m) {
+  http_conn_t *victim = NULL;
+  for (int pass = 0; pass < 2 && victim == NULL; pass++)
+    for (http_conn_t *c = m->conns; c != NULL; c = c->next)
+      if ((pass == 0 ? c->written : !c->answered) &&
+          (victim == NULL || c->deadline_ms <= victim->deadline_ms))
+        victim = c;
+  if (victim == NULL)
+    return 0;
+  DR_DEBUG("metrics endpoint: %zu connections open; closing the oldest %s",
+           m->n_conns,
+           victim->answered ? "answered one" : "incomplete request");
+  conn_close(victim);
+  return 1;
+}
+
 static void on_connection(uv_stream_t *l, int status) {
   dr_metrics_t *m = l->data;
   if (status < 0) {
@@ -234,9 +258,10 @@ static void on_connection(uv_stream_t *l, int status) {
   m->srv->n_handles_open++;
   c->closing = 1; /* not linked yet; conn_close() links out otherwise */
   if (uv_accept(l, (uv_stream_t *)&c->tcp) != 0 ||
-      m->n_conns >= DR_HTTP_MAX_CONNS) {
+      (m->n_conns >= DR_HTTP_MAX_CONNS && !evict(m))) {
     if (m->n_conns >= DR_HTTP_MAX_CONNS)
-      DR_DEBUG("metrics endpoint: %zu connections open; closing a new one",
+      DR_DEBUG("metrics endpoint: %zu answers being written; closing a new "
+               "connection",
                m->n_conns);
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
     return;

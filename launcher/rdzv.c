@@ -376,6 +376,13 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
   }
   char host[256];
   snprintf(host, sizeof(host), "%.*s", (int)j.host.len, (const char *)j.host.p);
+  if (j.nproc > DR_MAX_NPROC) {
+    dr__conn_send_error(c, m->req_id, DR_EBADARG,
+                        "node '%s' asked for nproc %u; at most %u workers "
+                        "per node",
+                        host, j.nproc, DR_MAX_NPROC);
+    return;
+  }
   if (r->state == DR_JOB_DONE) {
     dr__conn_send_error(c, m->req_id, DR_ESTOPPED,
                         "job '%s' has ended (exit code %d): %s", s->run_id,
@@ -428,6 +435,18 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
                         "job '%s' already has its maximum of %u nodes; "
                         "node '%s' is not needed",
                         s->run_id, s->cfg.max_nodes, host);
+    return;
+  }
+  uint64_t world = j.nproc;
+  for (size_t i = 0; i < r->n_round; i++)
+    world += r->round[i]->nproc;
+  for (size_t i = 0; i < r->n_waiting; i++)
+    world += r->waiting[i]->nproc;
+  if (world > DR_MAX_WORLD) {
+    dr__conn_send_error(c, m->req_id, DR_EFULL,
+                        "node '%s' with nproc %u would make the job's world "
+                        "size %" PRIu64 ", over the bound of %u ranks",
+                        host, j.nproc, world, DR_MAX_WORLD);
     return;
   }
   dr_node_t *n = node_new(c, &j, m->req_id);

@@ -35,6 +35,18 @@ static const char usage[] =
     "                            joined (default 1)\n"
     "  --handshake-timeout S     drop connections that do not say HELLO within\n"
     "                            S seconds (default 5)\n"
+    "  --idle-timeout S          drop a client that is not a node of the job\n"
+    "                            (a store client, a tool) after S seconds\n"
+    "                            without a request, none of its own blocked;\n"
+    "                            0 = never (default 60)\n"
+    "  --frame-timeout S         drop a client that is not a node when a\n"
+    "                            frame it began is not whole within S\n"
+    "                            seconds, or a reply is not taken\n"
+    "                            (default 30)\n"
+    "  --max-frame-memory MIB    memory all unfinished frames may hold\n"
+    "                            together; past it the largest holders are\n"
+    "                            dropped (default 128; a frame larger than\n"
+    "                            this can never arrive)\n"
     "  --allow-mixed-nproc       accept nodes with different nproc-per-node\n"
     "  --log-dir DIR             append the job's events to\n"
     "                            DIR/<rdzv-id>/events.jsonl\n"
@@ -65,6 +77,9 @@ enum {
   OPT_HB,
   OPT_LAST_CALL,
   OPT_HANDSHAKE,
+  OPT_IDLE,
+  OPT_FRAME,
+  OPT_FRAME_MEMORY,
   OPT_MIXED,
   OPT_LOG_LEVEL,
   OPT_LOG_DIR,
@@ -86,6 +101,9 @@ static const struct option options[] = {
     {"heartbeat-timeout", required_argument, NULL, OPT_HB},
     {"last-call-timeout", required_argument, NULL, OPT_LAST_CALL},
     {"handshake-timeout", required_argument, NULL, OPT_HANDSHAKE},
+    {"idle-timeout", required_argument, NULL, OPT_IDLE},
+    {"frame-timeout", required_argument, NULL, OPT_FRAME},
+    {"max-frame-memory", required_argument, NULL, OPT_FRAME_MEMORY},
     {"allow-mixed-nproc", no_argument, NULL, OPT_MIXED},
     {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
     {"log-dir", required_argument, NULL, OPT_LOG_DIR},
@@ -187,6 +205,22 @@ int main(int argc, char **argv) {
     case OPT_HANDSHAKE:
       if (dr_parse_seconds_ms(optarg, 10, &cfg.handshake_timeout_ms) != 0)
         return bad("--handshake-timeout '%s' must be seconds >= 0.01", optarg);
+      break;
+    case OPT_IDLE:
+      if (dr_parse_seconds_ms(optarg, 0, &cfg.idle_timeout_ms) != 0 ||
+          (cfg.idle_timeout_ms > 0 && cfg.idle_timeout_ms < 10))
+        return bad("--idle-timeout '%s' must be 0 or seconds >= 0.01",
+                   optarg);
+      break;
+    case OPT_FRAME:
+      if (dr_parse_seconds_ms(optarg, 10, &cfg.frame_timeout_ms) != 0)
+        return bad("--frame-timeout '%s' must be seconds >= 0.01", optarg);
+      break;
+    case OPT_FRAME_MEMORY:
+      if (dr_parse_u32(optarg, 1, 1u << 20, &u) != 0)
+        return bad("--max-frame-memory '%s' must be MiB, 1 to 1048576",
+                   optarg);
+      cfg.max_frame_memory = (uint64_t)u << 20;
       break;
     case OPT_MIXED:
       cfg.allow_mixed_nproc = 1;

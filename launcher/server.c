@@ -24,6 +24,9 @@ void dr_server_config_default(dr_server_config_t *cfg) {
   cfg->heartbeat_timeout_ms = 2000;
   cfg->last_call_timeout_ms = 1000;
   cfg->handshake_timeout_ms = 5000;
+  cfg->idle_timeout_ms = 60000;
+  cfg->frame_timeout_ms = 30000;
+  cfg->max_frame_memory = 128ull << 20;
   cfg->metrics_port = -1;
   cfg->limits = dr_limits_default();
 }
@@ -52,18 +55,10 @@ static void raise_nofile(void) {
   }
 }
 
-static void on_connection(uv_stream_t *l, int status) {
-  dr_server_t *s = l->data;
-  if (status < 0) {
-    DR_WARN("accept on port %u failed (%s)", s->port, uv_strerror(status));
-    return;
-  }
-  dr__conn_accept(s);
-}
-
 static void on_sweep(uv_timer_t *t) {
   dr_server_t *s = t->data;
   uint64_t now = dr__now_ms(s);
+  dr__listen_resume(s);
   if (sweep_late(s, now)) {
     /* Woken from a stall: read what waits in the sockets first; the next
      * tick judges, and silence is measured from now at the earliest. */
@@ -77,6 +72,8 @@ static void on_sweep(uv_timer_t *t) {
   s->last_sweep_ms = now;
   dr__conn_sweep(s, now);
   dr__rdzv_sweep(s, now);
+  dr_rl_tick(&s->bad_rl, now);
+  dr_rl_tick(&s->fd_rl, now);
 }
 
 static void on_drain_timeout(uv_timer_t *t) {
@@ -132,8 +129,15 @@ static int check_config(const dr_server_config_t *c, char *err, size_t n) {
              c->limits.max_str);
     return DR_EBADARG;
   }
-  if (c->heartbeat_timeout_ms < 10 || c->handshake_timeout_ms < 10) {
-    snprintf(err, n, "heartbeat and handshake timeouts must be >= 10 ms");
+  if (c->heartbeat_timeout_ms < 10 || c->handshake_timeout_ms < 10 ||
+      c->frame_timeout_ms < 10 ||
+      (c->idle_timeout_ms != 0 && c->idle_timeout_ms < 10)) {
+    snprintf(err, n, "heartbeat, handshake, frame and idle timeouts must be "
+                     ">= 10 ms (idle: or 0 for none)");
+    return DR_EBADARG;
+  }
+  if (c->max_frame_memory < DR_FRAME_HDR_LEN) {
+    snprintf(err, n, "the frame memory limit must hold at least a header");
     return DR_EBADARG;
   }
   return 0;
@@ -189,38 +193,28 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
     return -ENOMEM;
   }
 
-  struct sockaddr_storage addr;
-  rc = uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&addr);
-  if (rc != 0)
-    rc = uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&addr);
+  static const char *const bad_kinds[DR_BAD_KIND_DROP(DR__DROP_N)] = {
+      "run id", "no secret", "wrong secret", "protocol version",
+      "malformed", "handshake timeout", "idle", "slow frame",
+      "frame memory", "slow reader", "descriptor limit"};
+  /* A flood of bad clients costs a few lines and a summary per 10 s. */
+  dr_rl_init(&s->bad_rl, "connections refused or dropped", bad_kinds,
+             DR_BAD_KIND_DROP(DR__DROP_N), 5, 10000);
+  s->listen_fd = s->reserve_fd = -1;
+  rc = dr__listen_start(s, cfg->host, cfg->port, err, errlen);
   if (rc != 0) {
-    snprintf(err, errlen, "'%s' is not an IPv4 or IPv6 address to bind",
-             cfg->host);
     free_server(s);
-    return DR_EBADARG;
-  }
-
-  uv_tcp_init(loop, &s->listener);
-  s->listener.data = s;
-  s->n_handles_open = 1;
-  rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, 4096, on_connection);
-  if (rc != 0) {
-    snprintf(err, errlen, "bind() to %s:%u failed (%d: %s)", cfg->host,
-             cfg->port, -rc, uv_strerror(rc));
-    uv_close((uv_handle_t *)&s->listener, on_handle_closed);
     return rc;
   }
-  int namelen = sizeof(addr);
-  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&addr, &namelen);
-  s->port = ntohs(addr.ss_family == AF_INET
-                      ? ((struct sockaddr_in *)&addr)->sin_port
-                      : ((struct sockaddr_in6 *)&addr)->sin6_port);
 
-  uint64_t tick = cfg->heartbeat_timeout_ms / 5;
-  if (cfg->handshake_timeout_ms / 5 < tick)
-    tick = cfg->handshake_timeout_ms / 5;
+  /* The sweep checks every deadline at a fifth of the shortest. */
+  uint32_t shortest = cfg->heartbeat_timeout_ms;
+  uint32_t others[3] = {cfg->handshake_timeout_ms, cfg->frame_timeout_ms,
+                        cfg->idle_timeout_ms};
+  for (int i = 0; i < 3; i++)
+    if (others[i] != 0 && others[i] < shortest)
+      shortest = others[i];
+  uint64_t tick = shortest / 5;
   tick = tick < 10 ? 10 : tick > 250 ? 250 : tick;
   uv_timer_init(loop, &s->sweep);
   s->sweep.data = s;
@@ -299,7 +293,8 @@ void dr_server_close(dr_server_t **sp) {
   dr__rdzv_close(s);
   if (s->metrics != NULL)
     dr__metrics_close(s->metrics);
-  uv_close((uv_handle_t *)&s->listener, on_handle_closed);
+  dr_rl_flush(&s->bad_rl, dr__now_ms(s));
+  dr__listen_close(s);
   uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&s->stop_async, on_handle_closed);
   uv_close((uv_handle_t *)&s->reaper, on_handle_closed);

@@ -26,6 +26,16 @@ typedef struct {
   uint32_t heartbeat_timeout_ms; /* silent node declared dead after this */
   uint32_t last_call_timeout_ms; /* wait after min nodes joined */
   uint32_t handshake_timeout_ms; /* HELLO (and AUTH) must arrive within */
+  /* Past the handshake, for connections that are not nodes of the job
+   * (store clients, tools; a node is judged by its heartbeats): */
+  uint32_t idle_timeout_ms;  /* closed after this long with no request
+                              * and none blocked; 0 = never */
+  uint32_t frame_timeout_ms; /* a frame, once begun, must arrive whole
+                              * within this; so must a reply be taken */
+  /* Bytes that unfinished frames of all connections may hold together;
+   * past it the largest holders are dropped. A frame larger than this
+   * can never arrive. */
+  uint64_t max_frame_memory;
   int allow_mixed_nproc;   /* 0: every node must have the same nproc */
   int exit_when_done;      /* stop the loop once the job has ended */
   const uint8_t *secret;   /* NULL = no secret; copied by dr_server_start */
@@ -49,7 +59,8 @@ typedef struct {
 } dr_server_config_t;
 
 /* Defaults: 127.0.0.1, port 0, nodes 1:1, no restarts, heartbeat 2000 ms,
- * last call 1000 ms, handshake 5000 ms, no metrics endpoint. */
+ * last call 1000 ms, handshake 5000 ms, idle 60 s, frame 30 s, frame
+ * memory 128 MiB, no metrics endpoint. */
 void dr_server_config_default(dr_server_config_t *cfg);
 
 /* Validates cfg, binds and listens. Returns 0 and *out, or a negative code

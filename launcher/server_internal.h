@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "ratelimit.h"
 #include "server.h"
 #include "wire.h"
 
@@ -28,10 +29,28 @@ typedef enum {
   DR__REFUSE_N
 } dr_refuse_t;
 
+/* Why the server closed a connection that holds what others need. The
+ * first four apply past the handshake, to connections that are not nodes
+ * of the job; DR_DROP_FD_LIMIT counts connections closed unread because no
+ * descriptor was left to serve them. */
+typedef enum {
+  DR_DROP_IDLE,         /* no request for idle_timeout_ms */
+  DR_DROP_SLOW_FRAME,   /* a frame not whole within frame_timeout_ms */
+  DR_DROP_FRAME_MEMORY, /* largest holder while over max_frame_memory */
+  DR_DROP_SLOW_READER,  /* its replies not taken in time, or too many */
+  DR_DROP_FD_LIMIT,     /* at the file-descriptor limit */
+  DR__DROP_N
+} dr_drop_t;
+
+/* The kinds of the server's bad-client warnings (s->bad_rl): the refusals,
+ * then the drops (DR__REFUSE_N + a dr_drop_t). */
+#define DR_BAD_KIND_DROP(d) ((size_t)DR__REFUSE_N + (size_t)(d))
+
 /* Operator counters (monotonic since the server started), for metrics.c. */
 typedef struct {
   uint64_t accepted;               /* TCP connections accepted */
   uint64_t refused[DR__REFUSE_N];  /* handshakes refused, by reason */
+  uint64_t dropped[DR__DROP_N];    /* connections dropped, by reason */
   uint64_t joins_refused;          /* JOINs answered with an error */
   uint64_t failures;               /* worker failures reported by agents */
   uint64_t nodes_lost;             /* nodes dropped: closed or silent */
@@ -63,6 +82,11 @@ struct dr_conn {
   size_t out_pending;   /* bytes handed to uv_write and not yet written */
   uint64_t accepted_ms; /* for the handshake deadline */
   uint64_t last_seen_ms; /* last frame received: the heartbeat clock */
+  /* Deadlines past the handshake (server_conn.c, dr__conn_sweep): */
+  uint64_t active_ms;   /* last bytes received or reply sent: idleness */
+  uint64_t frame_ms;    /* when the frame in in[0..in_len) began */
+  uint64_t write_ms;    /* last write progress while out_pending > 0 */
+  int agent;            /* has joined: judged by heartbeats (rdzv.c) only */
   uint8_t nonce[DR_NONCE_LEN];
   char peer[64];        /* "ip:port" for messages */
   char peer_ip[48];
@@ -75,6 +99,13 @@ struct dr_conn {
   dr_waiter_t *waiters; /* store requests blocked on this connection */
   dr_conn_t *prev, *next;
 };
+
+/* Bounds of a JOIN, so that the sums of nproc over a job's nodes (world
+ * size, first ranks: u32 on the wire, int in every worker's RANK) cannot
+ * wrap: nproc per node, and the world over every member of the job (160
+ * times the 100,000 ranks the server is built for). */
+#define DR_MAX_NPROC 65536u
+#define DR_MAX_WORLD (1u << 24)
 
 /* A node: one agent's JOIN and, once assigned, its place in the round. */
 struct dr_node {
@@ -145,8 +176,11 @@ struct dr_server {
   int state_warned;        /* a failed save was reported */
   int state_loaded;        /* the job's state came from --state-file */
   uint8_t *secret;
-  uv_tcp_t listener;
-  uv_timer_t sweep;        /* handshake deadlines, heartbeats */
+  uv_poll_t listener;      /* on listen_fd, see server_listen.c */
+  int listen_fd;
+  int reserve_fd;          /* given up at the descriptor limit, see there */
+  int accept_paused;       /* listener stopped until the next sweep */
+  uv_timer_t sweep;        /* deadlines, heartbeats, log summaries */
   uint64_t sweep_tick_ms;  /* its period */
   uint64_t last_sweep_ms;  /* when it last ran */
   uint64_t woke_ms;        /* when the loop last woke from a stall (the
@@ -158,6 +192,9 @@ struct dr_server {
   uint16_t port;
   dr_conn_t *conns;
   size_t n_conns;
+  uint64_t frame_bytes;    /* sum of the conns' in_cap: unfinished frames */
+  dr_ratelimit_t bad_rl;   /* warnings about bad clients */
+  dr_ratelimit_t fd_rl;    /* connections refused at the descriptor limit */
   size_t n_handles_open;   /* closed handles counted down to free */
   uint64_t last_hb_push_ms;
   dr_rdzv_t rdzv;
@@ -185,8 +222,26 @@ void dr__server_job_done(dr_server_t *s);
 void dr__server_maybe_finish(dr_server_t *s);
 void dr__server_handle_closed(dr_server_t *s);
 
+/* ---- server_listen.c --------------------------------------------------- */
+/* Binds host:port (an IPv4 or IPv6 literal), listens and accepts on s's
+ * loop; s->port is the port bound. Its handle counts in s->n_handles_open
+ * once this returns 0. 0, or a negative code with a reason in err. */
+int dr__listen_start(dr_server_t *s, const char *host, uint16_t port,
+                     char *err, size_t errlen);
+/* Accepting again after a pause (called from the sweep). */
+void dr__listen_resume(dr_server_t *s);
+void dr__listen_close(dr_server_t *s);
+
 /* ---- server_conn.c ----------------------------------------------------- */
-void dr__conn_accept(dr_server_t *s);
+/* Takes fd, a connection just accepted (non-blocking); closes it on
+ * failure. */
+void dr__conn_accept(dr_server_t *s, int fd);
+/* A rate-limited warning about c, of kind (a dr_refuse_t, or
+ * DR_BAD_KIND_DROP(a dr_drop_t)). */
+void dr__conn_warn(dr_conn_t *c, size_t kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Marks c to be closed in the check phase; safe inside any callback. */
+void dr__conn_doom(dr_conn_t *c, const char *why);
 /* Sends the frame in s->out (then resets it). A connection that cannot
  * take it is doomed: closed later at a safe point, never inside this call. */
 void dr__conn_send(dr_conn_t *c);
@@ -197,6 +252,21 @@ void dr__conn_send_error(dr_conn_t *c, uint32_t req, int code,
 void dr__conn_close(dr_conn_t *c, const char *why);
 void dr__conn_sweep(dr_server_t *s, uint64_t now);
 void dr__conn_reap(uv_check_t *h);
+
+/* ---- server_read.c ----------------------------------------------------- */
+/* Starts reading c; its frames go to dr__conn_dispatch. 0 or a code. */
+int dr__conn_read_start(dr_conn_t *c);
+/* Frees what c holds of an unfinished frame; only where c has no read
+ * buffer outstanding (it is closing, or being dropped for memory). */
+void dr__conn_in_free(dr_conn_t *c);
+
+/* ---- server_hello.c ---------------------------------------------------- */
+/* Handles one decoded frame: the handshake, then requests. */
+void dr__conn_dispatch(dr_conn_t *c, const dr_msg_t *m);
+/* Logs, answers and closes a connection that broke the protocol. */
+void dr__conn_reject(dr_conn_t *c, int code, const char *what,
+                     const uint8_t *bytes, size_t n_bytes);
+void dr__conn_count_refused(dr_conn_t *c, dr_refuse_t why);
 
 /* ---- store.c ----------------------------------------------------------- */
 int dr__store_new(dr_store_t **out);

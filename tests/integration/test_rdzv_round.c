@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -378,7 +379,8 @@ DR_H_TEST(test_wrong_run_id_refused) {
   fprintf(stderr, "  HELLO: %s (%s)\n", dr_err_name(rc), err);
   assert_int_equal(rc, DR_ERUNID);
   assert_non_null(strstr(err, "other-job"));
-  assert_non_null(strstr(err, DR_H_RUN_ID));
+  /* Not authenticated: told it does not match, not what the job's is. */
+  assert_null(strstr(err, DR_H_RUN_ID));
 
   /* The same refusal for a JOIN naming another job. */
   dr_client_t *j_c = dr_h_open(fx, "stranger");
@@ -390,6 +392,95 @@ DR_H_TEST(test_wrong_run_id_refused) {
   if (rc == 0)
     dr_assignment_free(&a);
   assert_int_equal(rc, DR_ERUNID);
+}
+
+DR_H_TEST(test_nproc_over_bound_refused) {
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "2", "--last-call-timeout", "30",
+                       "--heartbeat-timeout", HB_OFF, "--allow-mixed-nproc"),
+             NULL);
+  /* nproc 2^32-1 and 2 make a world of 1 once the u32 sum wraps, and a
+   * first rank of 4294967295 for the second node. */
+  static const char *const hosts[3] = {"node-0-huge", "node-a", "node-b"};
+  static const uint32_t nproc[3] = {UINT32_MAX, 2, 2};
+  dr_client_t *c[3];
+  dr_join_t j[3];
+  dr_h_join_t *jt[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = dr_h_open(fx, hosts[i]);
+    dr_h_join_fill(&j[i], DR_H_RUN_ID, hosts[i], "", nproc[i], DR_NONE, 0,
+                   "");
+  }
+  jt[0] = dr_h_join_async(fx, c[0], &j[0], 3000);
+  jt[1] = dr_h_join_async(fx, c[1], &j[1], 3000);
+  assert_non_null(dr_h_join_wait_any(fx, jt, 1, 3000));
+  if (jt[0]->rc == 0) {
+    dr_h_join_threads(fx);
+    fail_msg("nproc %u was let in: world size %u, first ranks %u and %u",
+             UINT32_MAX, jt[0]->a.world_size, jt[0]->a.first_rank,
+             jt[1]->a.first_rank);
+  }
+  jt[2] = dr_h_join_async(fx, c[2], &j[2], 3000);
+  dr_h_join_threads(fx);
+  fprintf(stderr, "  nproc %u: %s (%s)\n", UINT32_MAX, dr_err_name(jt[0]->rc),
+          jt[0]->errmsg);
+  assert_int_equal(jt[0]->rc, DR_EBADARG);
+  assert_non_null(strstr(jt[0]->errmsg, "4294967295"));
+  assert_non_null(strstr(jt[0]->errmsg, "65536"));
+  for (int i = 1; i < 3; i++) {
+    assert_joined(jt[i]);
+    assert_int_equal(jt[i]->a.world_size, 4);
+    assert_int_equal(jt[i]->a.first_rank, 2 * jt[i]->a.node_rank);
+    dr_assignment_free(&jt[i]->a);
+  }
+}
+
+DR_H_TEST(test_world_over_bound_refused) {
+  enum { N = 256, NPROC = 65536 }; /* a world of exactly 2^24 */
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "1:300", "--last-call-timeout", "30",
+                       "--heartbeat-timeout", HB_OFF, "--allow-mixed-nproc"),
+             NULL);
+  uint16_t port = dr_h_server_port(fx->srv);
+  dr_h_raw_t *r = calloc(N + 1, sizeof(*r));
+  assert_non_null(r);
+  dr_buf_t *b = &fx->buf;
+  int rc = 0;
+  dr_msg_t m;
+  char host[32];
+  for (int i = 0; i <= N && rc == 0; i++) {
+    r[i].fd = -1;
+    snprintf(host, sizeof(host), "node-%03d", i);
+    rc = dr_h_raw_connect(&r[i], port);
+    dr_enc_hello(b, 1, dr_str(DR_H_RUN_ID), dr_str(host));
+    if (rc == 0)
+      rc = dr_h_raw_send_buf(&r[i], b);
+    if (rc == 0)
+      rc = dr_h_raw_recv(&r[i], 2000, &m);
+    dr_join_t j;
+    dr_h_join_fill(&j, DR_H_RUN_ID, host, "", i < N ? NPROC : 1, DR_NONE, 0,
+                   "");
+    dr_enc_join(b, 2, &j);
+    if (rc == 0)
+      rc = dr_h_raw_send_buf(&r[i], b);
+  }
+  /* The last JOIN would take the world past 2^24: answered at once. The
+   * others wait for their round. */
+  int last = rc == 0 ? dr_h_raw_recv(&r[N], 2000, &m) : rc;
+  char msg[512] = "";
+  if (last == 0 && m.type == DR_MSG_ERROR)
+    snprintf(msg, sizeof(msg), "%.*s", (int)m.f[1].b.len,
+             (const char *)m.f[1].b.p);
+  int early = rc == 0 ? dr_h_raw_recv(&r[N - 1], 0, &m) : rc;
+  for (int i = 0; i <= N; i++)
+    dr_h_raw_close(&r[i]);
+  free(r);
+  fprintf(stderr, "  JOIN %d: %s %s\n", N + 1, dr_err_name(last), msg);
+  assert_int_equal(rc, 0);
+  assert_int_equal(last, 0);
+  assert_non_null(strstr(msg, "16777217"));
+  assert_non_null(strstr(msg, "16777216"));
+  assert_int_equal(early, -ETIMEDOUT);
 }
 
 int main(void) {
@@ -406,6 +497,8 @@ int main(void) {
       T(test_full_round_refused),
       T(test_mixed_nproc_refused),
       T(test_wrong_run_id_refused),
+      T(test_nproc_over_bound_refused),
+      T(test_world_over_bound_refused),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -291,8 +291,12 @@ DR_H_TEST(test_wrong_run_id_error_then_close) {
   snprintf(msg, sizeof(msg), "%.*s", (int)m.f[1].b.len,
            (const char *)m.f[1].b.p);
   assert_non_null(strstr(msg, "someone-else"));
-  assert_non_null(strstr(msg, DR_H_RUN_ID));
+  /* The peer has not authenticated: nothing of this job in the answer. */
+  assert_null(strstr(msg, DR_H_RUN_ID));
   assert_closed_within(r, CLOSE_WAIT_MS, "after ERROR");
+  /* The operator's log says both. */
+  assert_true(dr_h_log_contains(fx->srv, "'someone-else' is not this job's '"
+                                         DR_H_RUN_ID "'", 2000));
 }
 
 int main(void) {

@@ -140,6 +140,83 @@ DR_H_TEST(test_unauthenticated_client_gets_nothing) {
   assert_int_equal(rc, 0);
 }
 
+/* Sends raw (frames or bytes) on a new connection and collects every
+ * answer until the server closes; fails when an answer holds needle. */
+static void expect_no_leak(dr_h_fixture_t *fx, const void *raw, size_t n,
+                           int then_auth, const char *needle,
+                           const char *what) {
+  dr_h_raw_t *r = dr_h_raw(fx);
+  assert_int_equal(dr_h_raw_send(r, raw, n), 0);
+  dr_msg_t m;
+  int rc, answers = 0;
+  while ((rc = dr_h_raw_recv(r, 2000, &m)) == 0) {
+    answers++;
+    /* Every field of every answer, as bytes. */
+    for (uint32_t i = 0; i < m.n_fields; i++) {
+      const dr_field_t *f = &m.f[i];
+      const uint8_t *p = f->kind == DR_FIELD_LIST ? f->l.p : f->b.p;
+      size_t len = f->kind == DR_FIELD_LIST ? f->l.len : f->b.len;
+      if (f->kind != DR_FIELD_U64 && len > 0 &&
+          memmem(p, len, needle, strlen(needle)) != NULL)
+        fail_msg("%s: the %s answer names the job: %.*s", what,
+                 dr_msg_name(m.type), (int)len, (const char *)p);
+    }
+    if (m.type == DR_MSG_ERROR)
+      fprintf(stderr, "  %s: ERROR %.*s\n", what, (int)m.f[1].b.len,
+              (const char *)m.f[1].b.p);
+    if (then_auth && m.type == DR_MSG_WELCOME) {
+      uint8_t mac[DR_MAC_LEN] = {0};
+      dr_enc_auth(&fx->buf, 2, (dr_bytes_t){mac, sizeof(mac)});
+      assert_int_equal(dr_h_raw_send_buf(r, &fx->buf), 0);
+    }
+  }
+  assert_int_equal(rc, DR_ECLOSED);
+  assert_true(answers >= 1);
+}
+
+DR_H_TEST(test_unauthenticated_answers_name_nothing_of_the_job) {
+  static const char job[] = "job-7f3e-private-name";
+  const char *path = dr_h_write_file(fx, "secret", FILE_SECRET);
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "1", "--heartbeat-timeout", "30",
+                       "--handshake-timeout", "1", "--rdzv-id", job,
+                       "--secret-file", path),
+             NULL);
+  dr_client_t *member = dr_h_open_secret(fx, "member", FILE_SECRET);
+  assert_int_equal(dr_client_set(member, 0, "private", job, strlen(job)), 0);
+  dr_buf_t b;
+  dr_buf_init(&b);
+  dr_join_t j;
+  dr_h_join_fill(&j, job, "intruder", "", 1, DR_NONE, 0, "");
+
+  /* Every way to be refused before authenticating. */
+  dr_enc_hello(&b, 1, dr_str("a-guess"), dr_str("intruder"));
+  expect_no_leak(fx, b.data, b.len, 0, job, "wrong run id");
+  dr_buf_reset(&b);
+  dr_enc_hello(&b, 1, dr_str(job), dr_str("intruder"));
+  b.data[2] = DR_PROTO_VERSION + 1;
+  expect_no_leak(fx, b.data, b.len, 0, job, "another version");
+  dr_buf_reset(&b);
+  expect_no_leak(fx, "GET / HTTP/1.0\r\n\r\n", 18, 0, job, "not ddprun");
+  dr_enc_get(&b, 1, 0, dr_str("private"), 0);
+  expect_no_leak(fx, b.data, b.len, 0, job, "GET before HELLO");
+  dr_buf_reset(&b);
+  dr_enc_join(&b, 1, &j);
+  expect_no_leak(fx, b.data, b.len, 0, job, "JOIN before HELLO");
+  dr_buf_reset(&b);
+  /* With the right run id: WELCOME, then no AUTH, a wrong one, none. */
+  dr_enc_hello(&b, 1, dr_str(job), dr_str("intruder"));
+  dr_enc_get(&b, 2, 0, dr_str("private"), 0);
+  expect_no_leak(fx, b.data, b.len, 0, job, "GET instead of AUTH");
+  dr_buf_reset(&b);
+  dr_enc_hello(&b, 1, dr_str(job), dr_str("intruder"));
+  expect_no_leak(fx, b.data, b.len, 1, job, "wrong AUTH");
+  dr_buf_reset(&b);
+  dr_enc_hello(&b, 1, dr_str(job), dr_str("intruder"));
+  expect_no_leak(fx, b.data, b.len, 0, job, "no AUTH (timeout)");
+  dr_buf_free(&b);
+}
+
 DR_H_TEST(test_secret_never_logged) {
   const char *path = dr_h_write_file(fx, "secret", FILE_SECRET);
   dr_h_start(fx,
@@ -180,6 +257,7 @@ int main(void) {
       T(test_secret_env_enforced),
       T(test_no_secret_needs_no_auth),
       T(test_unauthenticated_client_gets_nothing),
+      T(test_unauthenticated_answers_name_nothing_of_the_job),
       T(test_secret_never_logged),
 #undef T
   };

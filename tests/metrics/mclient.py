@@ -11,6 +11,8 @@ failure exits 1 with one line on stderr.
   mclient.py silent PORT SECS     connect, send nothing, expect a close
                                   within SECS; print how long it took
   mclient.py bad PORT DEADLINE_S  bad, huge and slow HTTP requests
+  mclient.py slots PORT N         N clients that never finish their head,
+                                  then a scrape that must succeed at once
 """
 import re
 import socket
@@ -296,6 +298,47 @@ def cmd_bad(port, deadline_s):
           (waited, deadline_s))
 
 
+def cmd_slots(port, n):
+    """Every connection slot held by a client that never finishes its
+    request head: a scrape after them still succeeds, at once."""
+    slow = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        s.sendall(b"GET /metr")
+        slow.append(s)
+    # The server has taken them all (an answered HTTP round trip on a
+    # connection of its own would need a slot: look at the counter instead
+    # of racing the accept queue).
+    time.sleep(0.2)
+    t = time.monotonic()
+    try:
+        code, _, body = get(port, "/metrics")
+    except OSError as e:
+        die("a scrape after %d slow clients failed: %s" % (n, e))
+    took = time.monotonic() - t
+    if code != 200:
+        die("a scrape after %d slow clients answered %d" % (n, code))
+    if took > 1.0:
+        die("a scrape after %d slow clients took %.2f s" % (n, took))
+    # The oldest slow client gave its place: it was closed unanswered.
+    time.sleep(0.2)
+    closed = 0
+    for s in slow:
+        s.setblocking(False)
+        try:
+            if s.recv(4096) == b"":
+                closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+        s.close()
+    if closed < 1:
+        die("no slow client gave its place to the scrape")
+    print("a scrape after %d slow clients: 200 in %.3f s; %d slow clients "
+          "closed for it" % (n, took, closed))
+
+
 def main(argv):
     if len(argv) < 3:
         die("usage: see the top of this file")
@@ -312,6 +355,8 @@ def main(argv):
         cmd_silent(port, float(argv[3]))
     elif cmd == "bad" and len(argv) == 4:
         cmd_bad(port, float(argv[3]))
+    elif cmd == "slots" and len(argv) == 4:
+        cmd_slots(port, int(argv[3]))
     else:
         die("unknown command or arguments: %s" % " ".join(argv[1:]))
 

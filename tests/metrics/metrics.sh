@@ -7,6 +7,8 @@
 #           one restart), and after it ended (/healthz 503); store
 #           operations and refused handshakes counted exactly
 #   http    bad, huge and slow HTTP requests; scrapes go on meanwhile
+#   slots   every connection slot held by a slow client: a scrape still
+#           succeeds at once
 #   inproc  ddprun --standalone --rdzv-conf metrics_port=0
 #   errors  bad metrics flags and a taken metrics port: exit 2, one line
 name=$1
@@ -62,6 +64,7 @@ families=(job_info start_time_seconds job_state job_exit_code generation
   heartbeat_age_max_seconds heartbeat_timeout_seconds store_keys
   store_operations_total store_stale_requests_total store_waiters
   connections connections_accepted_total handshakes_refused_total
+  connections_dropped_total
   joins_refused_total http_responses_total uptime_seconds)
 all_present() {
   local f
@@ -228,6 +231,24 @@ http)
   expect silent 'ddprun_rdzv_handshakes_refused_total{reason="timeout"}' 1
   expect silent ddprun_rdzv_connections_accepted_total 1
   expect silent ddprun_rdzv_connections 0
+  health 200
+  kill -TERM "$(child_of "$s")"
+  finish "$s"
+  [ "$rc" = 143 ] || fail "ddprun-rdzv exited $rc on SIGTERM, not 143"
+  expect_no_leftovers
+  ;;
+
+slots)
+  # A head deadline far longer than the test: only eviction lets the
+  # scrape in.
+  start_server srv 40 --port 0 --nnodes 1 --rdzv-id mslots \
+    --handshake-timeout 30 --metrics-port 0 --metrics-port-file "$tmp/mport"
+  s=$srv_pid
+  mport=$(cat "$tmp/mport") || fail "no metrics port file"
+  mc slots "$mport" 64 || fail "slow clients locked the scrape out"
+  mc slots "$mport" 200 || fail "slow clients locked the scrape out"
+  scrape after
+  expect after 'ddprun_rdzv_http_responses_total{code="408"}' 0
   health 200
   kill -TERM "$(child_of "$s")"
   finish "$s"
