@@ -198,9 +198,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
      * open-files limit does to the connections it cannot take. */
     arz_lost(a, nread == UV_EOF ? DR_ECLOSED : (int)nread,
              "the rendezvous server %s:%u refused the connection (closed it "
-             "before answering HELLO: %s): too many open files on the "
-             "server?", a->host, a->port,
-             nread == UV_EOF ? "end of stream" : uv_strerror((int)nread));
+             "before answering HELLO): too many open files on the server?",
+             a->host, a->port);
     return;
   }
   if (nread < 0) {

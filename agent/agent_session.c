@@ -96,6 +96,11 @@ static void on_join_timeout(uv_timer_t *t) {
             "--rdzv-endpoint\n", ag->cfg->server_host,
             dr_arz_resolve_error(ag->arz),
             ag->o->join_timeout_ms / 1000.0);
+  else if (ag->reconnecting && ag->last_loss[0] != '\0')
+    fprintf(stderr, "ddprun: gave up joining %s:%u after join_timeout=%.3g "
+            "s; %u more attempts ended as the one said above\n",
+            ag->cfg->server_host, ag->cfg->server_port,
+            ag->o->join_timeout_ms / 1000.0, ag->n_same_loss);
   else if (ag->arz != NULL && !dr_arz_connected(ag->arz))
     fprintf(stderr, "ddprun: connect() to %s:%u failed while joining (%d: "
             "%s); gave up after join_timeout=%.3g s\n", ag->cfg->server_host,
