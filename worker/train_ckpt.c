@@ -111,13 +111,13 @@ static void report_skip(void *arg, const char *path, int code,
       u->code = code;
       snprintf(u->path, sizeof(u->path), "%s", path);
       snprintf(u->why, sizeof(u->why), "%s",
-               why[0] != '\0' ? why : dr_ckpt_strerror(code));
+               why[0] != '\0' ? why : dr_strerror(code));
     }
     return;
   }
   fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s (%s)\n",
-          path, why[0] != '\0' ? why : dr_ckpt_strerror(code),
-          dr_ckpt_strerror(code));
+          path, why[0] != '\0' ? why : dr_strerror(code),
+          dr_strerror(code));
 }
 
 /* mkdir -p. 0 or -errno. */

@@ -30,7 +30,6 @@ int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n, dr_pg_op_t op,
   (void)pg, (void)buf, (void)n, (void)op, (void)w;
   return -1;
 }
-const char *dr_pg_strerror(int code) { return dr_strerror(code); }
 uint32_t dr_pg_rank(const dr_pg_t *pg) { (void)pg; return 0; }
 uint32_t dr_pg_world(const dr_pg_t *pg) { (void)pg; return 1; }
 int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n, uint32_t root,
