@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fault_inject.h"
 #include "gpu_train.h"
 #include "progress.h"
 #include "train.h"
@@ -181,6 +182,7 @@ static void teardown(dr_run_t *r) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  dr_fault_init();
   /* First: from now on SIGUSR1 asks for a checkpoint instead of killing. */
   if (dr_train_preempt_install() != 0)
     perror("train: sigaction(SIGUSR1)");
