@@ -14,6 +14,7 @@
 #include "gpu_train.h"
 #include "progress.h"
 #include "train.h"
+#include "train_device.h"
 #include "train_plan.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
@@ -130,9 +131,11 @@ static int setup(dr_run_t *r) {
     fprintf(stderr, "train: bucket sizes must hold at least one float\n");
     return DR_TRAIN_ECONFIG;
   }
+  r->dev = &dr_train_cpu_device;
   if (r->use_gpu) {
     /* The model and optimizer state go to the device; the reducer's
-     * buckets then live there and launch on NCCL's stream. */
+     * buckets then live there and launch on NCCL's stream, and the step
+     * runs there (r->dev). */
     int g = dr_gpu_train_open(r, &rcfg);
     if (g != 0)
       return g;

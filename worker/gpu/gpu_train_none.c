@@ -33,29 +33,6 @@ void dr_gpu_train_close(dr_run_t *r) { (void)r; }
 
 void dr_gpu_train_summary(dr_run_t *r) { (void)r; }
 
-int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
-  (void)r, (void)step, (void)st;
-  return DR_TRAIN_ECONFIG;
-}
-
-int dr_gpu_train_loss(dr_run_t *r, double *sum) {
-  (void)r;
-  *sum = 0;
-  return DR_TRAIN_ECONFIG;
-}
-
-int dr_gpu_train_harvest(dr_run_t *r) {
-  (void)r;
-  return 0;
-}
-
-int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
-                          double *count) {
-  (void)r;
-  *correct = *loss_sum = *count = 0;
-  return DR_TRAIN_ECONFIG;
-}
-
 int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
   (void)r, (void)optimizer_too;
   return 0;
