@@ -13,15 +13,16 @@
  *   compute stream again: waits on the communication stream's last event,
  *     then the fused optimizer updates every parameter.
  * The host waits only where it reads something back: the loss when it is
- * logged (the device's loss), the step times (from CUDA events) at the
- * same point and before each report of them (its harvest), checkpoints and evaluation; and, to bound how far it runs
- * ahead, for the step 16 steps back. Every wait polls with the
- * --comm-timeout deadline and checks NCCL's asynchronous error.
+ * logged (then train_loop.c exits 5 for one that is not finite), the step
+ * times (from CUDA events) at the same point and before each report of
+ * them, checkpoints and evaluation; and, to bound how far it runs ahead,
+ * for the step 16 steps back. Every wait polls with the --comm-timeout
+ * deadline and checks NCCL's asynchronous error.
  *
  * Functions return train's exit codes (train.h): 2 for a configuration
  * that cannot run (no GPU, --precision bf16 on the CPU), 3 for a set-up
  * failure (CUDA, cuBLAS, NCCL init), 4 for a failure or timeout during
- * the run, 5 for a non-finite loss.
+ * the run, 9 for a device that fails at set-up.
  *
  * A CPU-only build links gpu_train_none.c instead: --device cuda and
  * --precision bf16 are configuration errors there, auto means cpu.
