@@ -3,16 +3,30 @@
 
 #include <string.h>
 
+/* Each module within its range, and its range below errno's. A value used
+ * twice across the modules fails to compile below (duplicate case). */
+#define DR__ERR_CHECK(mod, list, base, first, last)                          \
+  _Static_assert(first == base && last <= base + DR_ERR_RANGE &&             \
+                     base + DR_ERR_RANGE <= -4096,                           \
+                 #mod " codes outside their range");
+DR_ERR_MODULES(DR__ERR_CHECK)
+#undef DR__ERR_CHECK
+
 int dr_is_own_error(int code) {
-  return code > DR__ERR_FIRST && code < DR__ERR_LAST;
+#define DR__ERR_IN(mod, list, base, first, last)                             \
+  if (code > first && code < last)                                           \
+    return 1;
+  DR_ERR_MODULES(DR__ERR_IN)
+#undef DR__ERR_IN
+  return 0;
 }
 
 const char *dr_strerror(int code) {
   switch (code) {
 #define DR__ERR_MSG(name, msg)                                               \
-  case DR_E##name:                                                           \
+  case name:                                                                 \
     return msg;
-    DR_ERRNO_MAP(DR__ERR_MSG)
+    DR_ERR_ALL(DR__ERR_MSG)
 #undef DR__ERR_MSG
   default:
     break;
@@ -27,9 +41,9 @@ const char *dr_strerror(int code) {
 const char *dr_err_name(int code) {
   switch (code) {
 #define DR__ERR_NAME(name, msg)                                              \
-  case DR_E##name:                                                           \
-    return "DR_E" #name;
-    DR_ERRNO_MAP(DR__ERR_NAME)
+  case name:                                                                 \
+    return #name;
+    DR_ERR_ALL(DR__ERR_NAME)
 #undef DR__ERR_NAME
   default:
     break;

@@ -24,25 +24,6 @@
 #define NAME_LEN 19 /* "ckpt-" + 10 digits + ".bin" */
 #define TMP_TAG ".tmp."
 
-const char *dr_ckpt_strerror(int code) {
-  switch (code) {
-  case DR_CKPT_EMAGIC:
-    return "not a checkpoint (bad magic)";
-  case DR_CKPT_EVERSION:
-    return "unknown checkpoint format version";
-  case DR_CKPT_EHEADER:
-    return "corrupt checkpoint header";
-  case DR_CKPT_ESIZE:
-    return "checkpoint file size differs from its header (truncated?)";
-  case DR_CKPT_ECRC:
-    return "checkpoint payload checksum mismatch";
-  case DR_CKPT_ESHAPE:
-    return "checkpoint sizes do not match the buffers";
-  default:
-    return code < 0 ? strerror(-code) : "success";
-  }
-}
-
 dr_ckpt_fail_kind_t dr_ckpt_fail_kind(int code) {
   switch (-code) {
   case ENOSPC:
@@ -424,7 +405,7 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
   if (rc != 0) {
     unlink(tmp);
     return fail(err, n, rc, "%s of %s failed while writing a checkpoint "
-                "(%s)", what, tmp, dr_ckpt_strerror(rc));
+                "(%s)", what, tmp, dr_strerror(rc));
   }
   if (before_commit != NULL)
     before_commit(arg, tmp);
@@ -469,7 +450,7 @@ static int open_checked(const char *path, dr_ckpt_header_t *h, char *err,
               "header", path, (long long)st.st_size);
   else if ((rc = read_all(fd, hdr, DR_CKPT_V1_HEADER_BYTES)) != 0)
     rc = fail(err, n, rc, "read() of %s failed (%s)", path,
-              dr_ckpt_strerror(rc));
+              dr_strerror(rc));
   else if ((rc = check_prefix(hdr, path, &hb, err, n)) != 0)
     ;
   else if ((uint64_t)st.st_size < hb)
@@ -479,7 +460,7 @@ static int open_checked(const char *path, dr_ckpt_header_t *h, char *err,
            (rc = read_all(fd, hdr + DR_CKPT_V1_HEADER_BYTES,
                           hb - DR_CKPT_V1_HEADER_BYTES)) != 0)
     rc = fail(err, n, rc, "read() of %s failed (%s)", path,
-              dr_ckpt_strerror(rc));
+              dr_strerror(rc));
   else if ((rc = decode(hdr, path, h, err, n)) != 0)
     ;
   else if ((uint64_t)st.st_size != hb + h->payload_bytes)
@@ -541,7 +522,7 @@ static int read_payload(int fd, const char *path, const dr_ckpt_header_t *h,
   free(scratch);
   if (rc != 0)
     return fail(err, n, rc, "read() of %s failed (%s)", path,
-                dr_ckpt_strerror(rc));
+                dr_strerror(rc));
   if (c != h->payload_crc32)
     return fail(err, n, DR_CKPT_ECRC, "%s: payload CRC-32 is 0x%08" PRIx32
                 ", the header says 0x%08" PRIx32, path, c, h->payload_crc32);

@@ -1,7 +1,7 @@
 /* Checkpoint files of `train`: the format, writing with an atomic commit,
  * verification, reading, and the directory's housekeeping. Pure file code
  * (no process group, no model): any program can read a checkpoint by
- * linking ckpt.c alone.
+ * linking ckpt.c and the error table (proto/errors.c) alone.
  *
  * A checkpoint directory holds one file per checkpoint, named
  * ckpt-<step, 10 digits>.bin. A file is written under a temporary name
@@ -68,6 +68,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errors.h"
+
 /* The format written; dr_ckpt_read and friends also take version 1. */
 #define DR_CKPT_VERSION 2
 #define DR_CKPT_HEADER_BYTES 256
@@ -77,18 +79,14 @@
  * Nothing but the seed is kept; a change of generator changes this. */
 #define DR_CKPT_RNG_XOSHIRO 1
 
-/* Failure codes (negative, beside -errno). */
-enum {
-  DR_CKPT_EMAGIC = -21001,   /* not a checkpoint */
-  DR_CKPT_EVERSION = -21002, /* a format version or header size unknown */
-  DR_CKPT_EHEADER = -21003,  /* header CRC mismatch or inconsistent sizes */
-  DR_CKPT_ESIZE = -21004,    /* file shorter or longer than declared */
-  DR_CKPT_ECRC = -21005,     /* payload CRC mismatch */
-  DR_CKPT_ESHAPE = -21006    /* buffers do not match the file's counts */
-};
-
-/* A static message for the codes above, or strerror's for -errno. */
-const char *dr_ckpt_strerror(int code);
+/* Failure codes, beside -errno (proto/errors.h's table, which
+ * dr_strerror() reads):
+ *   DR_CKPT_EMAGIC    not a checkpoint
+ *   DR_CKPT_EVERSION  a format version or header size unknown
+ *   DR_CKPT_EHEADER   header CRC mismatch or inconsistent sizes
+ *   DR_CKPT_ESIZE     file shorter or longer than declared
+ *   DR_CKPT_ECRC      payload CRC mismatch
+ *   DR_CKPT_ESHAPE    buffers do not match the file's counts */
 
 /* What a failure of this module says about the directory, for a caller
  * that must tell a disk that refuses from a run that may simply retry. */

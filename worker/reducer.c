@@ -274,7 +274,7 @@ static void launch(dr_reducer_t *r, size_t i) {
     r->err = rc;
     snprintf(r->errmsg, sizeof(r->errmsg),
              "cannot launch the all-reduce of bucket %zu (%s)", i,
-             dr_pg_strerror(rc));
+             dr_strerror(rc));
   }
 }
 

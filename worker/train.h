@@ -1,6 +1,6 @@
 /* Internals of `train`: the run's state shared by its setup (train_main.c),
- * its step loop and evaluation (train_loop.c) and its reports
- * (train_report.c). */
+ * its step loop and evaluation (train_loop.c, over the device of
+ * train_device.h) and its reports (train_report.c). */
 #ifndef DR_TRAIN_H
 #define DR_TRAIN_H
 
@@ -17,6 +17,8 @@
 
 /* The GPU path's state (worker/gpu/gpu_train.h). */
 typedef struct dr_gpu dr_gpu_t;
+/* The device that runs the step and the evaluation (train_device.h). */
+typedef struct dr_train_device dr_train_device_t;
 
 /* Exit codes of train: the table in proto/exit_codes.h (DR_EXIT_*), and
  * DR_TRAIN_EFAIL for a failure that has no code of its own there, which
@@ -62,6 +64,8 @@ typedef struct {
   uint64_t start_step;       /* first step this run executes (a resume) */
   struct dr_progress *progress; /* slots the agent watches for hangs */
   int use_gpu;               /* --device resolved to cuda */
+  const dr_train_device_t *dev; /* the CPU's, or the GPU's once
+                                   dr_gpu_train_open has run */
   dr_gpu_t *gpu;             /* NULL on the CPU */
   struct dr_train_plan *plan;   /* --bucket-cap-mb auto, --profile-out */
 } dr_run_t;

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "ckpt.h"
+#include "fault_inject.h"
 #include "gpu_train.h"
 #include "progress.h"
 #include "train_ckpt.h"
@@ -111,13 +112,13 @@ static void report_skip(void *arg, const char *path, int code,
       u->code = code;
       snprintf(u->path, sizeof(u->path), "%s", path);
       snprintf(u->why, sizeof(u->why), "%s",
-               why[0] != '\0' ? why : dr_ckpt_strerror(code));
+               why[0] != '\0' ? why : dr_strerror(code));
     }
     return;
   }
   fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s (%s)\n",
-          path, why[0] != '\0' ? why : dr_ckpt_strerror(code),
-          dr_ckpt_strerror(code));
+          path, why[0] != '\0' ? why : dr_strerror(code),
+          dr_strerror(code));
 }
 
 /* mkdir -p. 0 or -errno. */
@@ -272,17 +273,11 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   return 0;
 }
 
-/* DDPRUN_CKPT_TEST_DELAY_MS=MS[@STEP]: a test hook that holds the
- * finished temporary file MS ms before the rename (of every checkpoint, or
- * of those from STEP on), so that a test can kill the writer in the middle
- * of a checkpoint. ARG: the step's number. */
+/* dr_ckpt_write's hook before the rename: DDPRUN_CKPT_TEST_DELAY_MS
+ * (fault_inject.h). ARG: the step's number. */
 static void test_delay(void *arg, const char *tmp_path) {
-  const char *s = getenv("DDPRUN_CKPT_TEST_DELAY_MS");
-  char *end = NULL;
-  long ms = s != NULL ? strtol(s, &end, 10) : 0;
+  long ms = dr_fault_ckpt_delay_ms(*(const uint64_t *)arg);
   if (ms <= 0)
-    return;
-  if (*end == '@' && *(const uint64_t *)arg < strtoull(end + 1, NULL, 10))
     return;
   fprintf(stderr, "train: rank 0: test hook: %s is written; waiting %ld ms "
           "before the rename\n", tmp_path, ms);
@@ -352,23 +347,9 @@ static int save(dr_run_t *r, uint64_t done) {
   return 0;
 }
 
-/* DDPRUN_CKPT_TEST_KILL_AT=STEP[:RANK]: a test hook that SIGKILLs the
- * worker (every rank, or RANK) once STEP steps are done, after that
- * step's checkpoint, on the first attempt of the job only
- * (TORCHELASTIC_RESTART_COUNT unset or 0), so that a restarted group
- * runs on. */
+/* After a step's checkpoint: DDPRUN_CKPT_TEST_KILL_AT (fault_inject.h). */
 static void test_kill(dr_run_t *r, uint64_t done) {
-  const char *s = getenv("DDPRUN_CKPT_TEST_KILL_AT");
-  if (s == NULL || s[0] == '\0')
-    return;
-  const char *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
-  if (restarts != NULL && strtoul(restarts, NULL, 10) != 0)
-    return;
-  char *end;
-  unsigned long long at = strtoull(s, &end, 10);
-  if (at != done)
-    return;
-  if (*end == ':' && strtoul(end + 1, NULL, 10) != r->rank)
+  if (!dr_fault_kill_due(r->rank, done))
     return;
   fprintf(stderr, "train: rank %u: test hook: killing this worker after "
           "step %" PRIu64 "\n", r->rank, done);

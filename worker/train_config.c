@@ -13,6 +13,7 @@
 
 #include "errors.h"
 #include "exit_codes.h"
+#include "fault_inject.h"
 #include "model.h"
 
 typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
@@ -293,6 +294,16 @@ static void usage(void) {
                     "between ranks, a checkpoint that cannot be written or "
                     "read for a reason a restart may cure): a crash to "
                     "ddprun, which restarts it");
+  }
+  /* fault_inject.h: what the tests use to catch a job at a known step. */
+  printf("\nEnvironment (fault injection, for tests):\n");
+  int n_vars;
+  const dr_fault_var_t *v = dr_fault_vars(&n_vars);
+  for (int i = 0; i < n_vars; i++) {
+    char left[64];
+    snprintf(left, sizeof(left), "%s=%s", v[i].name, v[i].value);
+    printf("  %s\n", left);
+    print_wrapped(8, "", v[i].meaning);
   }
 }
 

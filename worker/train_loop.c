@@ -1,9 +1,10 @@
 /* The training step loop: sampler, forward, backward with bucketed
- * all-reduce, optimizer; then the evaluation across ranks. */
+ * all-reduce, optimizer; then the evaluation across ranks. One loop for
+ * every device (train_device.h). */
 #include "train.h"
 
-#include "gpu_train.h"
 #include "progress.h"
+#include "train_device.h"
 #include "train_plan.h"
 
 #include <math.h>
@@ -18,19 +19,6 @@ uint64_t dr_now_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void trace_buckets(dr_run_t *r) {
-  if (r->trace == NULL)
-    return;
-  const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
-  for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++) {
-    char name[64];
-    snprintf(name, sizeof(name), "allreduce bucket %zu (%.2f MiB)", i,
-             t[i].n_elems * 4.0 / 1048576.0);
-    if (t[i].end_us > 0)
-      dr_trace_span(r->trace, DR_TRACE_COMM, name, t[i].start_us, t[i].end_us);
-  }
-}
-
 /* Averages (loss sum, count) over all ranks. */
 static int global_mean(dr_run_t *r, double sum, double count, double *mean) {
   float buf[2] = {(float)sum, (float)count};
@@ -42,57 +30,98 @@ static int global_mean(dr_run_t *r, double sum, double count, double *mean) {
   return 0;
 }
 
+/* A loss that is NaN or infinite stops the run (when = "at" a step whose
+ * loss the host has, "by" one whose device loss was read back). */
+static int nonfinite(dr_run_t *r, double loss, const char *when,
+                     uint64_t step) {
+  fprintf(stderr, "train: rank %u: the loss is %f %s step %llu; stopping "
+          "(exit %d: non-finite loss, not restarted). Lower --lr?\n",
+          r->rank, loss, when, (unsigned long long)step + 1,
+          DR_TRAIN_ENONFINITE);
+  return DR_TRAIN_ENONFINITE;
+}
+
+/* The step's times from the host clock and the reducer, and its trace, for
+ * a device whose work is done when its calls return. */
+static void host_times(dr_run_t *r, const dr_step_marks_t *m,
+                       uint64_t data_us, dr_step_time_t *st) {
+  if (r->trace != NULL) {
+    dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", m->comm_end_us,
+                  m->end_us);
+    const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
+    for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++) {
+      char name[64];
+      snprintf(name, sizeof(name), "allreduce bucket %zu (%.2f MiB)", i,
+               t[i].n_elems * 4.0 / 1048576.0);
+      if (t[i].end_us > 0)
+        dr_trace_span(r->trace, DR_TRACE_COMM, name, t[i].start_us,
+                      t[i].end_us);
+    }
+  }
+  dr_reducer_stats_t rs;
+  dr_reducer_stats(r->red, &rs);
+  st->compute_ms = (m->backward_end_us - m->start_us - data_us) / 1e3;
+  st->comm_ms = rs.comm_us / 1e3;
+  st->exposed_ms = rs.exposed_us / 1e3;
+  st->step_ms = (m->end_us - m->start_us) / 1e3;
+}
+
+/* One optimizer step: every micro-batch's forward and backward, the
+ * gradients' all-reduce overlapping the backward passes, the optimizer. */
 static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
                     dr_step_time_t *st) {
   const dr_train_config_t *c = &r->c;
-  uint64_t pos = step % r->steps_per_epoch;
-  uint64_t t_start = dr_now_us(), data_us = 0, t_bwd0 = 0;
+  const dr_train_device_t *dev = r->dev;
+  uint64_t pos = step % r->steps_per_epoch, data_us = 0;
   double loss_sum = 0;
   char err[256] = "";
+  int rc = dev->step_begin != NULL ? dev->step_begin(r, step) : 0;
+  if (rc != 0)
+    return rc;
+  dr_step_marks_t m = {.start_us = dr_now_us()};
   for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
     const uint64_t *idx =
         r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
     uint64_t d0 = dr_now_us();
-    dr_data_fill(r->data, DR_SPLIT_TRAIN, idx, c->batch, &r->batch);
+    dev->fill(r, idx, c->batch);
     data_us += dr_now_us() - d0;
     int sync = micro + 1 == c->grad_accum;
-    int rc = dr_reducer_begin(r->red, sync, err, sizeof(err));
+    rc = dr_reducer_begin(r->red, sync, err, sizeof(err));
     if (rc != 0)
       return dr_train_comm_failed(r, "bucket rebuild", rc, err);
-    loss_sum += dr_model_forward(r->model, &r->batch);
-    t_bwd0 = dr_now_us();
-    dr_model_backward(r->model, 1.0f / (float)c->grad_accum, micro > 0,
-                      dr_reducer_mark_ready, r->red);
+    double loss;
+    if ((rc = dev->forward(r, &loss)) != 0)
+      return rc;
+    loss_sum += loss;
+    m.backward_us = dr_now_us();
+    rc = dev->backward(r, 1.0f / (float)c->grad_accum, micro > 0,
+                       dr_reducer_mark_ready, r->red);
+    if (rc != 0)
+      return rc;
   }
   dr_reducer_end_backward(r->red);
-  uint64_t t_bwd = dr_now_us();
-  int rc = dr_reducer_wait(r->red, err, sizeof(err));
-  if (rc != 0)
+  m.backward_end_us = dr_now_us();
+  rc = dr_reducer_wait(r->red, err, sizeof(err));
+  if (rc != 0) {
+    if (dev->abort != NULL)
+      dev->abort(r);
     return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
-  uint64_t t_comm = dr_now_us();
+  }
+  m.comm_end_us = dr_now_us();
+  /* Before the weights change. 0 where the loss stays on the device: it
+   * is checked when read back. */
   double loss = loss_sum / c->grad_accum;
-  if (!isfinite(loss)) {
-    fprintf(stderr, "train: rank %u: the loss is %f at step %llu; stopping "
-            "(exit %d: non-finite loss, not restarted). Lower --lr?\n",
-            r->rank, loss, (unsigned long long)step + 1, DR_TRAIN_ENONFINITE);
-    return DR_TRAIN_ENONFINITE;
-  }
-  dr_optim_step(r->opt, r->model, step);
-  uint64_t t_end = dr_now_us();
-  if (r->trace != NULL) {
-    dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", t_comm, t_end);
-    trace_buckets(r);
-  }
-  dr_reducer_stats_t rs;
-  dr_reducer_stats(r->red, &rs);
+  if (!isfinite(loss))
+    return nonfinite(r, loss, "at", step);
+  if ((rc = dev->optimize(r, step)) != 0)
+    return rc;
+  m.end_us = dr_now_us();
+  memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
-  st->compute_ms = (t_bwd - t_start - data_us) / 1e3;
-  st->comm_ms = rs.comm_us / 1e3;
-  st->exposed_ms = rs.exposed_us / 1e3;
-  st->step_ms = (t_end - t_start) / 1e3;
+  if (!dev->async)
+    host_times(r, &m, data_us, st);
   *loss_out = loss;
-  dr_step_marks_t marks = {t_start, t_bwd0, t_bwd, t_comm, t_end};
-  return dr_train_plan_step(r, step, &marks);
+  return dr_train_plan_step(r, step, &m);
 }
 
 int dr_train_loop(dr_run_t *r, uint64_t start) {
@@ -111,8 +140,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
                        r->world, r->shard);
     /* On a GPU the step is enqueued; its loss stays on the device until
      * it is logged, and its times are read then. */
-    int rc = r->gpu != NULL ? dr_gpu_train_step(r, step, &r->times[step])
-                            : one_step(r, step, &loss, &r->times[step]);
+    int rc = one_step(r, step, &loss, &r->times[step]);
     if (rc != 0)
       return rc;
     dr_progress_report(r->progress, step + 1);
@@ -121,8 +149,10 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     int last = step + 1 == r->total_steps;
     if ((step + 1) % c->log_every == 0 || last) {
       double mean;
-      if (r->gpu != NULL && (rc = dr_gpu_train_loss(r, &window_loss)) != 0)
+      if (r->dev->loss != NULL && (rc = r->dev->loss(r, &window_loss)) != 0)
         return rc;
+      if (!isfinite(window_loss))
+        return nonfinite(r, window_loss, "by", step);
       rc = global_mean(r, window_loss, (double)window_n, &mean);
       if (rc != 0)
         return rc;
@@ -132,7 +162,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
       window_n = 0;
     }
     if ((step + 1) % 100 == 0 || last) {
-      if (r->gpu != NULL && (rc = dr_gpu_train_harvest(r)) != 0)
+      if (r->dev->harvest != NULL && (rc = r->dev->harvest(r)) != 0)
         return rc;
       rc = dr_report_stragglers(r, straggler_from, step + 1);
       if (rc != 0)
@@ -148,35 +178,29 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   return 0;
 }
 
-/* This rank's share of the held-out split on the CPU: correct
- * predictions, loss sum and samples. Rank r takes r, r + world, ...: every
- * sample once, no padding. */
-static int evaluate_cpu(dr_run_t *r, double *correct, double *loss_sum,
-                        double *count) {
+/* Accuracy and loss over every held-out sample: rank r takes r,
+ * r + world, ..., every sample once, no padding; then the sums across
+ * ranks. */
+int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss) {
+  const dr_train_device_t *dev = r->dev;
   uint64_t n = dr_data_len(r->data, DR_SPLIT_EVAL);
   uint64_t cap = r->batch.cap;
   uint64_t *idx = malloc(cap * sizeof(uint64_t));
   if (idx == NULL)
     return dr_train_nomem(r, "the evaluation's sample indices");
-  uint64_t i = r->rank;
-  while (i < n) {
+  double correct = 0, loss_sum = 0, count = 0;
+  int code = dev->eval_begin != NULL ? dev->eval_begin(r) : 0;
+  for (uint64_t i = r->rank; code == 0 && i < n;) {
     uint32_t k = 0;
     for (; k < cap && i < n; k++, i += r->world)
       idx[k] = i;
     dr_data_fill(r->data, DR_SPLIT_EVAL, idx, k, &r->batch);
-    *loss_sum += (double)dr_model_forward(r->model, &r->batch) * k;
-    *correct += dr_model_correct(r->model, &r->batch);
-    *count += k;
+    code = dev->eval_batch(r, &correct, &loss_sum);
+    count += k;
   }
   free(idx);
-  return 0;
-}
-
-int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss) {
-  double correct = 0, loss_sum = 0, count = 0;
-  int code = r->gpu != NULL
-                 ? dr_gpu_train_evaluate(r, &correct, &loss_sum, &count)
-                 : evaluate_cpu(r, &correct, &loss_sum, &count);
+  if (code == 0 && dev->eval_end != NULL)
+    code = dev->eval_end(r, &correct, &loss_sum);
   if (code != 0)
     return code;
   float buf[3] = {(float)correct, (float)loss_sum, (float)count};

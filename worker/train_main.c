@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fault_inject.h"
 #include "gpu_train.h"
 #include "progress.h"
 #include "train.h"
+#include "train_device.h"
 #include "train_plan.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
@@ -129,9 +131,11 @@ static int setup(dr_run_t *r) {
     fprintf(stderr, "train: bucket sizes must hold at least one float\n");
     return DR_TRAIN_ECONFIG;
   }
+  r->dev = &dr_train_cpu_device;
   if (r->use_gpu) {
     /* The model and optimizer state go to the device; the reducer's
-     * buckets then live there and launch on NCCL's stream. */
+     * buckets then live there and launch on NCCL's stream, and the step
+     * runs there (r->dev). */
     int g = dr_gpu_train_open(r, &rcfg);
     if (g != 0)
       return g;
@@ -181,6 +185,7 @@ static void teardown(dr_run_t *r) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  dr_fault_init();
   /* First: from now on SIGUSR1 asks for a checkpoint instead of killing. */
   if (dr_train_preempt_install() != 0)
     perror("train: sigaction(SIGUSR1)");

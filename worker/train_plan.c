@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "errors.h"
+#include "fault_inject.h"
 #include "plan.h"
 #include "plan_profile.h"
 #include "stats.h"
@@ -196,9 +197,9 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
   *cap_bytes = caps[best];
   *pred_ms = res[best].step_ms;
   /* For tests: a prediction the run cannot meet, to exercise re-plans. */
-  const char *scale = getenv("DDPRUN_PLAN_TEST_SCALE");
-  if (scale != NULL && atof(scale) > 0) {
-    *pred_ms *= atof(scale);
+  double scale = dr_fault_plan_scale();
+  if (scale > 0) {
+    *pred_ms *= scale;
     printf("plan: DDPRUN_PLAN_TEST_SCALE: the prediction is scaled to %.2f "
            "ms\n", *pred_ms);
   }

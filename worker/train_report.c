@@ -3,6 +3,7 @@
 #include "train.h"
 
 #include "stats.h"
+#include "train_device.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -18,8 +19,7 @@ void dr_report_summary(dr_run_t *r) {
           "backend %s (%s), BLAS %s (%d threads), model %zu parameters, "
           "%s, data %s, batch %u x %u ranks x %u accum = %llu, %llu steps\n",
           r->rank, r->local_rank, r->world, r->host,
-          r->gpu != NULL ? "cuda" : "cpu",
-          r->gpu != NULL ? "nccl for gradients, cpu" : "cpu",
+          r->dev->name, r->gpu != NULL ? "nccl for gradients, cpu" : "cpu",
           dr_pg_describe(r->pg),
           openblas_get_config(), openblas_get_num_threads(),
           dr_model_n_elems(r->model), buckets, c->data, c->batch, r->world,

@@ -18,7 +18,7 @@ int main(int argc, char **argv) {
     int rc = dr_ckpt_verify(argv[i], &h, err, sizeof(err));
     if (rc != 0) {
       fprintf(stderr, "ckpt_inspect: %s\n", err[0] ? err
-                                                   : dr_ckpt_strerror(rc));
+                                                   : dr_strerror(rc));
       bad = 1;
       continue;
     }

@@ -65,7 +65,7 @@ static uint32_t crc32_update(uint32_t crc, const void *p, size_t n) {
 /* A collective failed: the process group's codes become exit 4. */
 static int comm_exit(int rc, const char *what, const char *err) {
   fprintf(stderr, "coll_check: rank %u: %s failed at t=%" PRIu64 "us: %s "
-          "[%s]\n", g_rank, what, mono_us(), err, dr_pg_strerror(rc));
+          "[%s]\n", g_rank, what, mono_us(), err, dr_strerror(rc));
   return rc == DR_PG_ETIMEOUT || rc == DR_PG_EPEER || rc == DR_PG_EBROKEN
              ? 4
              : 3;
@@ -152,7 +152,7 @@ static int check_allreduce(dr_pg_t *pg, size_t n) {
   if (rc == 0)
     rc = dr_pg_barrier(pg, &w[2]);
   if (rc != 0)
-    return comm_exit(rc, "queueing an allreduce", dr_pg_strerror(rc));
+    return comm_exit(rc, "queueing an allreduce", dr_strerror(rc));
   const char *names[3] = {"allreduce SUM", "allreduce AVG", "barrier"};
   int code = 0;
   for (int k = 0; k < 3; k++) {
@@ -202,7 +202,7 @@ static int check_chained(dr_pg_t *pg) {
   for (int k = 0; k < 3 && rc == 0; k++)
     rc = dr_pg_allreduce(pg, x, 64, DR_PG_SUM, &w[k]);
   if (rc != 0)
-    return comm_exit(rc, "queueing", dr_pg_strerror(rc));
+    return comm_exit(rc, "queueing", dr_strerror(rc));
   for (int k = 0; k < 3; k++) {
     char err[512];
     rc = dr_work_wait(&w[k], err, sizeof(err));
@@ -224,7 +224,7 @@ static int check_order(dr_pg_t *pg) {
   for (int k = 0; k < 4 && rc == 0; k++)
     rc = dr_pg_allreduce(pg, x, 16, DR_PG_SUM, &w[k]);
   if (rc != 0)
-    return comm_exit(rc, "queueing", dr_pg_strerror(rc));
+    return comm_exit(rc, "queueing", dr_strerror(rc));
   /* Completion of the last implies completion of all before it. */
   char err[512];
   rc = dr_work_wait(&w[3], err, sizeof(err));
@@ -351,7 +351,7 @@ static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank) {
     int rc = dr_pg_allreduce(pg, x, n, DR_PG_SUM, &w);
     if (rc != 0) {
       free(x);
-      return comm_exit(rc, "queueing an allreduce", dr_pg_strerror(rc));
+      return comm_exit(rc, "queueing an allreduce", dr_strerror(rc));
     }
     int me_kill = (int)g_rank == kill_rank, me_hang = (int)g_rank == hang_rank;
     if (iter == 2 && (me_kill || me_hang)) {

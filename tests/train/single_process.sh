@@ -27,6 +27,14 @@ for code in "2 +configuration error" "5 +non-finite loss" \
   grep -Eq "^  $code" "$tmp/help.out" ||
     { show help; fail "--help does not explain exit code ${code%% *}"; }
 done
+# The fault-injection variables the tests use (worker/fault_inject.h).
+grep -q "^Environment (fault injection, for tests):" "$tmp/help.out" ||
+  { show help; fail "--help has no fault-injection section"; }
+for var in DDPRUN_CKPT_TEST_DELAY_MS DDPRUN_CKPT_TEST_KILL_AT \
+    DDPRUN_PLAN_TEST_SCALE; do
+  grep -q "^  $var=" "$tmp/help.out" ||
+    { show help; fail "--help does not list $var"; }
+done
 
 run 60 alone env -i PATH="$PATH" "$train" --layers 2 --width 64 \
   --input-dim 16 --classes 4 --samples 2048 --eval-samples 256 --batch 32 \

@@ -795,9 +795,10 @@ static void test_fail_kind(void **state) {
 
 static void test_strerror(void **state) {
   (void)state;
-  assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ECRC), "checksum"));
-  assert_non_null(strstr(dr_ckpt_strerror(DR_CKPT_ESIZE), "truncated"));
-  assert_string_equal(dr_ckpt_strerror(-ENOENT), strerror(ENOENT));
+  assert_non_null(strstr(dr_strerror(DR_CKPT_ECRC), "checksum"));
+  assert_non_null(strstr(dr_strerror(DR_CKPT_ESIZE), "truncated"));
+  assert_string_equal(dr_err_name(DR_CKPT_EMAGIC), "DR_CKPT_EMAGIC");
+  assert_string_equal(dr_strerror(-ENOENT), strerror(ENOENT));
 }
 
 int main(void) {

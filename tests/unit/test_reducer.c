@@ -30,7 +30,6 @@ int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n, dr_pg_op_t op,
   (void)pg, (void)buf, (void)n, (void)op, (void)w;
   return -1;
 }
-const char *dr_pg_strerror(int code) { return dr_strerror(code); }
 uint32_t dr_pg_rank(const dr_pg_t *pg) { (void)pg; return 0; }
 uint32_t dr_pg_world(const dr_pg_t *pg) { (void)pg; return 1; }
 int dr_pg_broadcast_sync(dr_pg_t *pg, void *buf, size_t n, uint32_t root,
@@ -334,6 +333,35 @@ static void test_mem_hook(void **state) {
   free(m);
 }
 
+/* A launch hook's own code (the GPU path's, here) reaches the caller with
+ * its message from the one error table, not "unknown error". */
+static int failing_launch(void *arg, size_t bucket, float *data,
+                          size_t n_elems, dr_work_t **w) {
+  (void)arg, (void)bucket, (void)data, (void)n_elems;
+  *w = NULL;
+  return DR_GPU_ECUDA;
+}
+
+static void test_launch_failure_message(void **state) {
+  size_t elems[2] = {10, 10};
+  dr_model_t *m = model_new(2, elems);
+  dr_reducer_config_t cfg = {1 << 20, 1 << 20, 1, 0, failing_launch, NULL,
+                             NULL, NULL, NULL};
+  dr_reducer_t *r = NULL;
+  char err[256] = "";
+  assert_int_equal(dr_reducer_new(&cfg, m, NULL, &r), 0);
+  assert_int_equal(dr_reducer_begin(r, 1, err, sizeof(err)), 0);
+  for (size_t p = 0; p < 2; p++)
+    dr_reducer_mark_ready(r, p);
+  dr_reducer_end_backward(r);
+  assert_int_equal(dr_reducer_wait(r, err, sizeof(err)), DR_GPU_ECUDA);
+  assert_non_null(strstr(err, "bucket 0"));
+  assert_non_null(strstr(err, dr_strerror(DR_GPU_ECUDA)));
+  assert_null(strstr(err, "unknown error"));
+  dr_reducer_free(&r);
+  free(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_plan),
@@ -343,6 +371,7 @@ int main(void) {
       cmocka_unit_test(test_rebuild_observed_order),
       cmocka_unit_test(test_marked_twice),
       cmocka_unit_test(test_mem_hook),
+      cmocka_unit_test(test_launch_failure_message),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

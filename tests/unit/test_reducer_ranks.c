@@ -144,16 +144,6 @@ static int group_call(dr_pg_t *pg, op_t op, void *buf, size_t n_bytes,
   return st;
 }
 
-const char *dr_pg_strerror(int code) {
-  switch (code) {
-  case DR_PG_ETIMEOUT:
-    return "a peer did not arrive within the timeout";
-  case DR_PG_EBROKEN:
-    return "the process group is broken by an earlier failure";
-  }
-  return dr_strerror(code);
-}
-
 uint32_t dr_pg_rank(const dr_pg_t *pg) { return pg->rank; }
 uint32_t dr_pg_world(const dr_pg_t *pg) { (void)pg; return WORLD; }
 

@@ -66,18 +66,6 @@ __attribute__((format(printf, 3, 4))) static void msgf(char *out, size_t len,
   va_end(ap);
 }
 
-const char *dr_pg_strerror(int code) {
-  switch (code) {
-  case DR_PG_ETIMEOUT:
-    return "a peer did not arrive within the timeout";
-  case DR_PG_EPEER:
-    return "a peer went away";
-  case DR_PG_EBROKEN:
-    return "the process group is broken by an earlier failure";
-  }
-  return dr_strerror(code);
-}
-
 /* ---- configuration ----------------------------------------------------- */
 
 /* Strict decimal: digits only, no sign, within max. */
@@ -413,7 +401,7 @@ uint64_t dr_work_end_us(const dr_work_t *w) { return atomic_load(&w->end_us); }
 static int sync_wait(int rc, dr_work_t **w, char *err, size_t err_len) {
   if (rc != 0) {
     if (err != NULL && err_len > 0)
-      snprintf(err, err_len, "%s", dr_pg_strerror(rc));
+      snprintf(err, err_len, "%s", dr_strerror(rc));
     return rc;
   }
   return dr_work_wait(w, err, err_len);

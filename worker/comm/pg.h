@@ -25,20 +25,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "errors.h"
+
 typedef struct dr_pg dr_pg_t;
 typedef struct dr_work dr_work_t;
 
 typedef enum { DR_PG_SUM = 0, DR_PG_AVG = 1 } dr_pg_op_t;
 
-/* Failure codes of collectives (negative, beside -errno). */
-enum {
-  DR_PG_ETIMEOUT = -20001, /* a peer did not arrive within the timeout */
-  DR_PG_EPEER = -20002,    /* a peer's connection or process went away */
-  DR_PG_EBROKEN = -20003   /* an earlier collective failed */
-};
-
-/* A static message for the codes above, or dr_strerror()'s for others. */
-const char *dr_pg_strerror(int code);
+/* Failure codes of collectives, beside -errno (proto/errors.h's table,
+ * which dr_strerror() reads):
+ *   DR_PG_ETIMEOUT  a peer did not arrive within the timeout
+ *   DR_PG_EPEER     a peer's connection or process went away
+ *   DR_PG_EBROKEN   an earlier collective failed */
 
 typedef struct {
   uint32_t rank, world;         /* RANK, WORLD_SIZE */

@@ -19,15 +19,16 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-/* Failure codes of the GPU path (negative, beside -errno and pg.h's). */
-enum {
-  DR_GPU_ECUDA = -21001,    /* a CUDA runtime call failed */
-  DR_GPU_ECUBLAS = -21002,  /* a cuBLAS call failed */
-  DR_GPU_ENCCL = -21003,    /* an NCCL call failed, or the communicator
-                               reported an asynchronous error */
-  DR_GPU_ETIMEOUT = -21004, /* the device or a peer did not finish in time */
-  DR_GPU_ENODEV = -21005    /* no usable GPU */
-};
+#include "errors.h"
+
+/* Failure codes of the GPU path, beside -errno and pg.h's
+ * (proto/errors.h's table, which dr_strerror() reads):
+ *   DR_GPU_ECUDA     a CUDA runtime call failed
+ *   DR_GPU_ECUBLAS   a cuBLAS call failed
+ *   DR_GPU_ENCCL     an NCCL call failed, or the communicator reported an
+ *                    asynchronous error
+ *   DR_GPU_ETIMEOUT  the device or a peer did not finish in time
+ *   DR_GPU_ENODEV    no usable GPU */
 
 /* Names the process in every message: set once at start (host may be
  * NULL: gethostname). */

@@ -1,6 +1,6 @@
-/* The training step on the GPU, its timing from CUDA events, and the
- * evaluation. See gpu_train.h for the streams and what waits on what. */
-#include <math.h>
+/* train's device (train_device.h) on the GPU: the step's parts, its
+ * timing from CUDA events, and the evaluation. See gpu_train.h for the
+ * streams and what waits on what. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 #include "gpu_check.h"
 #include "gpu_step_internal.h"
 #include "gpu_train.h"
+#include "train_device.h"
 
 /* A failure during the run: the communicator is aborted so no peer waits
  * on this rank, and train exits 4. */
@@ -147,11 +148,10 @@ static int harvest(dr_run_t *r, dr_gpu_slot_t *sl) {
   g->have_last_end = 1;
   trace_slot(r, sl);
   sl->used = 0;
-  g->harvested = sl->step + 1;
   return 0;
 }
 
-int dr_gpu_train_harvest(dr_run_t *r) {
+static int gpu_harvest(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   /* Oldest first: the step-to-step times need the order. */
   for (int k = 0; k < DR_GPU_RING; k++) {
@@ -258,37 +258,14 @@ static void fill_batch(dr_run_t *r, const uint64_t *idx, uint32_t n) {
   b->n = filled;
 }
 
-/* Forward and backward of every micro-batch; 0 or an exit code. */
-static int micro_batches(dr_run_t *r, uint64_t pos, uint64_t *data_us) {
-  const dr_train_config_t *c = &r->c;
+/* Bounds the queue (waits for the step DR_GPU_RING back), then marks the
+ * step's start on the compute stream. */
+static int gpu_step_begin(dr_run_t *r, uint64_t step) {
   dr_gpu_t *g = r->gpu;
-  char err[256] = "";
-  for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
-    const uint64_t *idx =
-        r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
-    uint64_t d0 = dr_now_us();
-    fill_batch(r, idx, c->batch);
-    *data_us += dr_now_us() - d0;
-    int sync = micro + 1 == c->grad_accum;
-    int rc = dr_reducer_begin(r->red, sync, err, sizeof(err));
-    if (rc != 0)
-      return dr_train_comm_failed(r, "bucket rebuild", rc, err);
-    if (dr_gpu_model_forward(g->model, &r->batch, &g->loss_acc[0]) != 0)
-      return failed(r, "the forward pass");
-    if (dr_gpu_model_backward(g->model, 1.0f / (float)c->grad_accum,
-                              micro > 0, dr_reducer_mark_ready, r->red) != 0)
-      return failed(r, "the backward pass");
-  }
-  return 0;
-}
-
-int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
-  dr_gpu_t *g = r->gpu;
-  uint64_t pos = step % r->steps_per_epoch; /* sharded by dr_train_loop */
   if (dr_nccl_poll(g->nccl) != 0)
     return failed(r, "the NCCL communicator");
   dr_gpu_slot_t *sl = &g->ring[step % DR_GPU_RING];
-  int rc = harvest(r, sl); /* the step DR_GPU_RING back: bounds the queue */
+  int rc = harvest(r, sl);
   if (rc != 0)
     return rc;
   if (slot_events(sl) != 0)
@@ -298,17 +275,36 @@ int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
   g->cur = sl;
   if (record(sl->start, g->compute) != 0)
     return failed(r, "marking the step's start");
-  uint64_t data_us = 0;
-  rc = micro_batches(r, pos, &data_us);
-  if (rc != 0)
-    return rc;
-  dr_reducer_end_backward(r->red);
-  char err[256] = "";
-  rc = dr_reducer_wait(r->red, err, sizeof(err)); /* launch errors only */
-  if (rc != 0) {
-    dr_nccl_abort(g->nccl);
-    return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
-  }
+  return 0;
+}
+
+/* The loss adds up on the device until gpu_loss reads it. */
+static int gpu_forward(dr_run_t *r, double *loss) {
+  dr_gpu_t *g = r->gpu;
+  *loss = 0;
+  if (dr_gpu_model_forward(g->model, &r->batch, &g->loss_acc[0]) != 0)
+    return failed(r, "the forward pass");
+  return 0;
+}
+
+static int gpu_backward(dr_run_t *r, float scale, int accumulate,
+                        dr_grad_ready_fn ready, void *arg) {
+  if (dr_gpu_model_backward(r->gpu->model, scale, accumulate, ready, arg) !=
+      0)
+    return failed(r, "the backward pass");
+  return 0;
+}
+
+/* The gradient all-reduce could not be launched (dr_reducer_wait fails on
+ * the GPU only for that: the host never waits for the stream-ordered
+ * all-reduces): no peer may wait for the collectives this rank misses. */
+static void gpu_abort(dr_run_t *r) { dr_nccl_abort(r->gpu->nccl); }
+
+/* After the last all-reduce on the communication stream, then the step's
+ * end mark; the slot is harvested later. */
+static int gpu_optimize(dr_run_t *r, uint64_t step) {
+  dr_gpu_t *g = r->gpu;
+  dr_gpu_slot_t *sl = g->cur;
   if (order_optimizer(g, sl) != 0)
     return failed(r, "ordering the optimizer after the all-reduce");
   if (dr_gpu_optim_step(g->optim, g->model, r->model, step) != 0)
@@ -316,8 +312,6 @@ int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
   if (record(sl->end, g->compute) != 0)
     return failed(r, "marking the step's end");
   sl->used = 1;
-  memset(st, 0, sizeof(*st));
-  st->data_ms = data_us / 1e3;
   return 0;
 }
 
@@ -345,7 +339,8 @@ static int read_back(dr_run_t *r, const void *src, size_t n_bytes,
   return 0;
 }
 
-int dr_gpu_train_loss(dr_run_t *r, double *sum) {
+/* The step losses since the last read, then the steps' times. */
+static int gpu_loss(dr_run_t *r, double *sum) {
   dr_gpu_t *g = r->gpu;
   int rc = read_back(r, &g->loss_acc[0], sizeof(double), "reading the loss");
   if (rc != 0)
@@ -353,47 +348,29 @@ int dr_gpu_train_loss(dr_run_t *r, double *sum) {
   *sum = g->readback[0] / r->c.grad_accum;
   if (zero(&g->loss_acc[0], sizeof(double), g->compute) != 0)
     return failed(r, "resetting the loss");
-  rc = dr_gpu_train_harvest(r);
-  if (rc != 0)
-    return rc;
-  if (!isfinite(*sum)) {
-    fprintf(stderr, "train: rank %u: the loss is %f by step %llu; stopping "
-            "(exit %d: non-finite loss, not restarted). Lower --lr?\n",
-            r->rank, *sum, (unsigned long long)g->harvested,
-            DR_TRAIN_ENONFINITE);
-    return DR_TRAIN_ENONFINITE;
-  }
+  return gpu_harvest(r);
+}
+
+static int gpu_eval_begin(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (zero(&g->loss_acc[1], sizeof(double), g->compute) != 0 ||
+      zero(g->count, sizeof(uint32_t), g->compute) != 0)
+    return failed(r, "resetting the evaluation sums");
   return 0;
 }
 
-int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
-                          double *count) {
+/* The sums add up on the device until gpu_eval_end reads them. */
+static int gpu_eval_batch(dr_run_t *r, double *correct, double *loss_sum) {
   dr_gpu_t *g = r->gpu;
-  uint64_t n = dr_data_len(r->data, DR_SPLIT_EVAL);
-  uint64_t cap = r->batch.cap;
-  uint64_t *idx = malloc(cap * sizeof(uint64_t));
-  if (idx == NULL)
-    return dr_train_nomem(r, "the evaluation's sample indices");
-  if (zero(&g->loss_acc[1], sizeof(double), g->compute) != 0 ||
-      zero(g->count, sizeof(uint32_t), g->compute) != 0) {
-    free(idx);
-    return failed(r, "resetting the evaluation sums");
-  }
-  double k_total = 0;
-  uint64_t i = r->rank;
-  while (i < n) {
-    uint32_t k = 0;
-    for (; k < cap && i < n; k++, i += r->world)
-      idx[k] = i;
-    dr_data_fill(r->data, DR_SPLIT_EVAL, idx, k, &r->batch);
-    if (dr_gpu_model_evaluate(g->model, &r->batch, &g->loss_acc[1],
-                              g->count) != 0) {
-      free(idx);
-      return failed(r, "the evaluation");
-    }
-    k_total += k;
-  }
-  free(idx);
+  (void)correct, (void)loss_sum;
+  if (dr_gpu_model_evaluate(g->model, &r->batch, &g->loss_acc[1],
+                            g->count) != 0)
+    return failed(r, "the evaluation");
+  return 0;
+}
+
+static int gpu_eval_end(dr_run_t *r, double *correct, double *loss_sum) {
+  dr_gpu_t *g = r->gpu;
   int rc = read_back(r, &g->loss_acc[1], sizeof(double),
                      "reading the evaluation loss");
   if (rc != 0)
@@ -406,6 +383,21 @@ int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
   uint32_t hits;
   memcpy(&hits, g->readback, sizeof(hits));
   *correct = hits;
-  *count = k_total;
   return 0;
 }
+
+const dr_train_device_t dr__gpu_train_device = {
+    .name = "cuda",
+    .async = 1,
+    .step_begin = gpu_step_begin,
+    .fill = fill_batch,
+    .forward = gpu_forward,
+    .backward = gpu_backward,
+    .optimize = gpu_optimize,
+    .abort = gpu_abort,
+    .loss = gpu_loss,
+    .harvest = gpu_harvest,
+    .eval_begin = gpu_eval_begin,
+    .eval_batch = gpu_eval_batch,
+    .eval_end = gpu_eval_end,
+};

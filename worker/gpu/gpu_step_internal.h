@@ -1,5 +1,6 @@
 /* The GPU context of train, shared by gpu_train.c (set-up, copies,
- * summary) and gpu_step.c (the step, its timing, evaluation). */
+ * summary) and gpu_step.c (train's device: the step, its timing,
+ * evaluation). */
 #ifndef DR_GPU_STEP_INTERNAL_H
 #define DR_GPU_STEP_INTERNAL_H
 
@@ -50,7 +51,6 @@ struct dr_gpu {
 
   cudaEvent_t ref;         /* the device clock's origin ... */
   uint64_t ref_us;         /* ... on the host's monotonic clock */
-  uint64_t harvested;      /* steps before this one have their times */
   double last_end_ms;      /* device time of the last harvested step end */
   int have_last_end;
 };
@@ -63,5 +63,9 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
 
 /* Destroys the ring's events. */
 void dr__gpu_ring_free(dr_gpu_t *g);
+
+/* train's step and evaluation on the GPU (gpu_step.c); dr_gpu_train_open
+ * makes it r->dev. */
+extern const dr_train_device_t dr__gpu_train_device;
 
 #endif /* DR_GPU_STEP_INTERNAL_H */

@@ -148,6 +148,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   rc->mem_alloc = bucket_alloc;
   rc->mem_free = bucket_free;
   rc->mem_arg = g;
+  r->dev = &dr__gpu_train_device;
   return 0;
 }
 

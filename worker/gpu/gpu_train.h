@@ -1,8 +1,9 @@
 /* train on a GPU: the device, its streams, the GPU model and optimizer,
- * the NCCL backend, and the training step that ties them to the reducer.
+ * the NCCL backend, and train's device interface (train_device.h) that
+ * ties them to the reducer in train_loop.c's step and evaluation.
  *
- * The step (dr_gpu_train_step) enqueues everything and returns without
- * waiting for the device:
+ * A step enqueues everything and returns without waiting for the
+ * device:
  *   compute stream: batch upload, forward, backward; each gradient bucket
  *     the reducer launches records an event on it once the bucket's last
  *     gradient has been enqueued;
@@ -12,15 +13,16 @@
  *   compute stream again: waits on the communication stream's last event,
  *     then the fused optimizer updates every parameter.
  * The host waits only where it reads something back: the loss when it is
- * logged (dr_gpu_train_loss), the step times (from CUDA events) at the
- * same point, checkpoints and evaluation; and, to bound how far it runs
- * ahead, for the step 16 steps back. Every wait polls with the
- * --comm-timeout deadline and checks NCCL's asynchronous error.
+ * logged (then train_loop.c exits 5 for one that is not finite), the step
+ * times (from CUDA events) at the same point and before each report of
+ * them, checkpoints and evaluation; and, to bound how far it runs ahead,
+ * for the step 16 steps back. Every wait polls with the --comm-timeout
+ * deadline and checks NCCL's asynchronous error.
  *
  * Functions return train's exit codes (train.h): 2 for a configuration
  * that cannot run (no GPU, --precision bf16 on the CPU), 3 for a set-up
  * failure (CUDA, cuBLAS, NCCL init), 4 for a failure or timeout during
- * the run, 5 for a non-finite loss.
+ * the run, 9 for a device that fails at set-up.
  *
  * A CPU-only build links gpu_train_none.c instead: --device cuda and
  * --precision bf16 are configuration errors there, auto means cpu.
@@ -42,7 +44,8 @@ int dr_gpu_train_resolve(dr_run_t *r);
  * streams, cuBLAS, the GPU model (the host model's weights) and optimizer
  * (its state), and the NCCL communicator. Then fills rc's launch and
  * memory hooks so the reducer's buckets live on the device and launch on
- * the communication stream. An exit code. */
+ * the communication stream, and makes r->dev the GPU's step and
+ * evaluation. An exit code. */
 int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc);
 
 /* Waits for the device to go idle (bounded), destroys the communicator
@@ -52,23 +55,6 @@ void dr_gpu_train_close(dr_run_t *r);
 
 /* Line(s) of the environment summary for the GPU. */
 void dr_gpu_train_summary(dr_run_t *r);
-
-/* One optimizer step (all micro-batches), enqueued. st->data_ms is set
- * now; the other times once the step has been harvested (below). */
-int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st);
-
-/* Waits for every enqueued step, fills r->times of each from its CUDA
- * events (and the trace), then returns the sum of the step losses since
- * the last call in *sum (and resets it). 5 when it is not finite. */
-int dr_gpu_train_loss(dr_run_t *r, double *sum);
-
-/* Waits for every enqueued step and fills their times. */
-int dr_gpu_train_harvest(dr_run_t *r);
-
-/* This rank's share of the evaluation: correct predictions, summed loss
- * and samples, over eval samples rank, rank + world, ... */
-int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
-                          double *count);
 
 /* Device weights, and with optimizer_too the optimizer state, to the host
  * model and optimizer (before a checkpoint: both; before the final

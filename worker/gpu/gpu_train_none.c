@@ -1,11 +1,20 @@
 /* train without GPU support (the build found no CUDA toolkit or NCCL):
  * --device auto is the CPU, --device cuda and --precision bf16 are
  * configuration errors. The other functions of gpu_train.h are never
- * reached (r->gpu stays NULL) and fail if they are. */
+ * reached (r->use_gpu and r->gpu stay 0 and NULL, r->dev the CPU's): each
+ * fails if it is, with a line that names it; dr_gpu_train_close, which
+ * teardown calls on every run, has nothing to free. */
 #include "gpu_train.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* Exit 2, as for --device cuda: this binary cannot run the GPU path. */
+static int unreachable(const char *fn) {
+  fprintf(stderr, "train: %s called in a train built without GPU "
+          "support\n", fn);
+  return DR_TRAIN_ECONFIG;
+}
 
 int dr_gpu_train_resolve(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
@@ -26,42 +35,22 @@ int dr_gpu_train_resolve(dr_run_t *r) {
 
 int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   (void)r, (void)rc;
-  return DR_TRAIN_ECONFIG;
+  return unreachable(__func__);
 }
 
 void dr_gpu_train_close(dr_run_t *r) { (void)r; }
 
-void dr_gpu_train_summary(dr_run_t *r) { (void)r; }
-
-int dr_gpu_train_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
-  (void)r, (void)step, (void)st;
-  return DR_TRAIN_ECONFIG;
-}
-
-int dr_gpu_train_loss(dr_run_t *r, double *sum) {
+void dr_gpu_train_summary(dr_run_t *r) {
   (void)r;
-  *sum = 0;
-  return DR_TRAIN_ECONFIG;
-}
-
-int dr_gpu_train_harvest(dr_run_t *r) {
-  (void)r;
-  return 0;
-}
-
-int dr_gpu_train_evaluate(dr_run_t *r, double *correct, double *loss_sum,
-                          double *count) {
-  (void)r;
-  *correct = *loss_sum = *count = 0;
-  return DR_TRAIN_ECONFIG;
+  unreachable(__func__);
 }
 
 int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
   (void)r, (void)optimizer_too;
-  return 0;
+  return unreachable(__func__);
 }
 
 int dr_gpu_train_from_host(dr_run_t *r) {
   (void)r;
-  return 0;
+  return unreachable(__func__);
 }

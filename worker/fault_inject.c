@@ -1,0 +1,83 @@
+/* train's fault injection for tests: each variable parsed once. See
+ * fault_inject.h. */
+#include "fault_inject.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static const dr_fault_var_t vars[] = {
+    {"DDPRUN_CKPT_TEST_DELAY_MS", "MS[@STEP]",
+     "rank 0 holds each finished temporary checkpoint file MS ms before "
+     "its rename (with @STEP only the checkpoints of step STEP and later), "
+     "so that a test can kill the writer in mid-checkpoint"},
+    {"DDPRUN_CKPT_TEST_KILL_AT", "STEP[:RANK]",
+     "the worker (every rank, or RANK) SIGKILLs itself once STEP steps are "
+     "done, after that step's checkpoint, on the job's first attempt only "
+     "(TORCHELASTIC_RESTART_COUNT unset or 0), so that the restarted group "
+     "runs on"},
+    {"DDPRUN_PLAN_TEST_SCALE", "X",
+     "with --bucket-cap-mb auto, rank 0's prediction of the step time of "
+     "its choice is multiplied by X (X > 0), so that the run drifts from it "
+     "and re-plans"},
+};
+
+static struct {
+  long delay_ms;        /* DELAY_MS: 0 = off */
+  uint64_t delay_from;  /* ... only for steps from this one */
+  int kill;             /* KILL_AT set, on the first attempt */
+  uint64_t kill_at;
+  int kill_one;         /* ... only on kill_rank */
+  unsigned long kill_rank;
+  double plan_scale;    /* PLAN_TEST_SCALE: 0 = off */
+} g;
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void load(void) {
+  char *end = NULL;
+  const char *s = getenv("DDPRUN_CKPT_TEST_DELAY_MS");
+  if (s != NULL && (g.delay_ms = strtol(s, &end, 10)) > 0) {
+    if (*end == '@')
+      g.delay_from = strtoull(end + 1, NULL, 10);
+  } else {
+    g.delay_ms = 0;
+  }
+
+  s = getenv("DDPRUN_CKPT_TEST_KILL_AT");
+  const char *restarts = getenv("TORCHELASTIC_RESTART_COUNT");
+  int first_attempt = restarts == NULL || strtoul(restarts, NULL, 10) == 0;
+  if (s != NULL && s[0] != '\0' && first_attempt) {
+    g.kill = 1;
+    g.kill_at = strtoull(s, &end, 10);
+    if (*end == ':') {
+      g.kill_one = 1;
+      g.kill_rank = strtoul(end + 1, NULL, 10);
+    }
+  }
+
+  s = getenv("DDPRUN_PLAN_TEST_SCALE");
+  if (s != NULL && atof(s) > 0)
+    g.plan_scale = atof(s);
+}
+
+void dr_fault_init(void) { pthread_once(&g_once, load); }
+
+long dr_fault_ckpt_delay_ms(uint64_t step) {
+  dr_fault_init();
+  return g.delay_ms > 0 && step >= g.delay_from ? g.delay_ms : 0;
+}
+
+int dr_fault_kill_due(uint32_t rank, uint64_t done) {
+  dr_fault_init();
+  return g.kill && g.kill_at == done && (!g.kill_one || g.kill_rank == rank);
+}
+
+double dr_fault_plan_scale(void) {
+  dr_fault_init();
+  return g.plan_scale;
+}
+
+const dr_fault_var_t *dr_fault_vars(int *n) {
+  *n = (int)(sizeof(vars) / sizeof(vars[0]));
+  return vars;
+}

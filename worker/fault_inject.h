@@ -1,0 +1,46 @@
+/* Fault injection of train, for tests: the environment variables that
+ * make train stop, wait or mispredict at a known point, so that a test can
+ * catch a job there (tests/ckpt, tests/recovery, tests/deploy, tests/plan,
+ * tests/gpu rely on them). This file and fault_inject.c are their one
+ * place: the table there documents each, and `train --help` prints it.
+ *
+ *   DDPRUN_CKPT_TEST_DELAY_MS=MS[@STEP]  hold a checkpoint before its rename
+ *   DDPRUN_CKPT_TEST_KILL_AT=STEP[:RANK] SIGKILL after a step's checkpoint
+ *   DDPRUN_PLAN_TEST_SCALE=X             scale the bucket planner's
+ *                                        prediction
+ *
+ * They are read once per process, at the first call of any function here
+ * (train's main calls dr_fault_init first). Unset or empty, each is off
+ * and train runs as it would without it; each one announces itself on
+ * stdout or stderr when it acts.
+ */
+#ifndef DR_FAULT_INJECT_H
+#define DR_FAULT_INJECT_H
+
+#include <stdint.h>
+
+/* Reads the variables (at most once per process; later calls do
+ * nothing). */
+void dr_fault_init(void);
+
+/* DDPRUN_CKPT_TEST_DELAY_MS: the milliseconds to hold the checkpoint of
+ * step before its rename; 0 for none. */
+long dr_fault_ckpt_delay_ms(uint64_t step);
+
+/* DDPRUN_CKPT_TEST_KILL_AT: 1 when rank must kill itself now that done
+ * steps are done. */
+int dr_fault_kill_due(uint32_t rank, uint64_t done);
+
+/* DDPRUN_PLAN_TEST_SCALE: the factor for the planner's prediction; 0 for
+ * none. */
+double dr_fault_plan_scale(void);
+
+/* The variables for train --help: *n entries, static. */
+typedef struct {
+  const char *name;    /* "DDPRUN_CKPT_TEST_KILL_AT" */
+  const char *value;   /* its syntax: "STEP[:RANK]" */
+  const char *meaning; /* one sentence or two */
+} dr_fault_var_t;
+const dr_fault_var_t *dr_fault_vars(int *n);
+
+#endif /* DR_FAULT_INJECT_H */
