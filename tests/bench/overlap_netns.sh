@@ -49,47 +49,26 @@
 #   are removed on every exit path.
 set -u
 
-smoke=0
-steps=30
-runs=1
-caps="1 5 25 100"
-batch=768
-layers=16
-burst=64kb
-gso=
-width=512
-trace_dir=
-modes="overlap no-overlap"
-while [ $# -gt 3 ]; do
-  case $1 in
-    --smoke) smoke=1; shift ;;
-    --steps) steps=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --caps) caps=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --layers) layers=$2; shift 2 ;;
-    --burst) burst=$2; shift 2 ;;
-    --gso-max-size) gso=$2; shift 2 ;;
-    --width) width=$2; shift 2 ;;
-    --trace-dir) trace_dir=$2; shift 2 ;;
-    --modes) modes=$2; shift 2 ;;
-    *) echo "overlap_netns: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-ddprun=${1:?usage: overlap_netns.sh [options] DDPRUN DDPRUN_RDZV TRAIN}
-rdzv=${2:?}
-train=${3:?}
-if [ "$smoke" -eq 1 ]; then
-  steps=4
-  runs=1
-  caps="1 25"
-  batch=32
-fi
-job_secs=$((smoke ? 25 : 60 + steps * 3))
-
 bench=overlap_netns
 # shellcheck source=ratelimited_pair.sh
 . "$(dirname "$0")/ratelimited_pair.sh"
+
+caps="1 5 25 100"
+layers=16
+width=512
+trace_dir=
+modes="overlap no-overlap"
+pair_option() {
+  case $1 in
+    --layers) layers=$2 ;;
+    --width) width=$2 ;;
+    --trace-dir) trace_dir=$2 ;;
+    --modes) modes=$2 ;;
+    *) return 1 ;;
+  esac
+}
+pair_args 4 "$@"
+pair_setup
 
 # bounded TAG SECS CMD...: runs CMD in the background (so that a signal
 # runs the traps at once), output in $tmp/TAG.{out,err}; status in $rc.
