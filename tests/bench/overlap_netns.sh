@@ -52,6 +52,9 @@ set -u
 bench=overlap_netns
 # shellcheck source=ratelimited_pair.sh
 . "$(dirname "$0")/ratelimited_pair.sh"
+# scratch_run (before pair_setup, which makes $tmp).
+# shellcheck source=../lib/scratch.sh
+. "$(dirname "$0")/../lib/scratch.sh"
 
 caps="1 5 25 100"
 layers=16
@@ -70,19 +73,6 @@ pair_option() {
 pair_args 4 "$@"
 pair_setup
 
-# bounded TAG SECS CMD...: runs CMD in the background (so that a signal
-# runs the traps at once), output in $tmp/TAG.{out,err}; status in $rc.
-bounded() {
-  local tag=$1 secs=$2
-  shift 2
-  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
-  local p=$!
-  pids="$pids $p"
-  rc=0
-  wait "$p" || rc=$?
-  pids=${pids% "$p"}
-}
-
 model="--data synthetic --layers $layers --width $width --input-dim 256
        --classes 256
        --batch $batch --optimizer sgd --lr 0.01 --samples 65536
@@ -91,7 +81,8 @@ model="--data synthetic --layers $layers --width $width --input-dim 256
 # Calibration: the backward pass of one rank alone on one core, from its
 # trace (python3 reads it; without python3 this figure is left out).
 if command -v python3 >/dev/null 2>&1; then
-  bounded calib "$job_secs" env -u RANK -u WORLD_SIZE OMP_NUM_THREADS=1 "$train" \
+  scratch_run "$job_secs" calib \
+    env -u RANK -u WORLD_SIZE OMP_NUM_THREADS=1 "$train" \
     $model --steps $((steps < 10 ? steps : 10)) --log-every 1000 \
     --trace "$tmp/calib.json"
   [ "$rc" -eq 0 ] || { cat "$tmp/calib.err" >&2; fail "calibration run exited $rc"; }
