@@ -23,19 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_stats.h"
 #include "pg.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
+/* Seconds since t0_ns. */
+static double since_s(int64_t t0_ns) {
+  return (double)(bench_now_ns() - t0_ns) / 1e9;
 }
 
 /* Best of `rounds` copies of n bytes, in GiB/s. */
@@ -50,9 +44,9 @@ static double memcpy_gibps(size_t n, int rounds) {
   memset(b, 2, n);
   double best = 1e30;
   for (int i = 0; i < rounds; i++) {
-    double t = now_s();
+    int64_t t0 = bench_now_ns();
     memcpy(i % 2 ? a : b, i % 2 ? b : a, n);
-    t = now_s() - t;
+    double t = since_s(t0);
     if (t < best)
       best = t;
   }
@@ -139,12 +133,12 @@ int main(int argc, char **argv) {
         x[i] = (float)((i + rank) & 7);
       if ((rc = dr_pg_barrier_sync(pg, err, sizeof(err))) != 0)
         return fail("barrier", err);
-      double t0 = now_s();
+      int64_t t0 = bench_now_ns();
       if ((rc = dr_pg_allreduce_sync(pg, x, n_elems, DR_PG_SUM, err,
                                      sizeof(err))) != 0)
         return fail("allreduce", err);
       if (it >= 0)
-        t[it] = now_s() - t0;
+        t[it] = since_s(t0);
     }
     /* Spot check: element i summed over ranks. */
     float want = 0;
@@ -162,9 +156,7 @@ int main(int argc, char **argv) {
       for (uint32_t r = 0; r < world; r++)
         if (all[(size_t)r * iters + it] > t[it])
           t[it] = all[(size_t)r * iters + it];
-    qsort(t, (size_t)iters, sizeof(double), cmp_double);
-    double med =
-        iters % 2 ? t[iters / 2] : 0.5 * (t[iters / 2 - 1] + t[iters / 2]);
+    double med = bench_median(t, (size_t)iters);
     double algbw = (double)n_bytes / med / (1024.0 * 1024.0 * 1024.0);
     double busbw = algbw * 2.0 * (world - 1) / world;
     if (rank == 0)

@@ -1,23 +1,50 @@
-/* Child processes and scratch files of the launch benchmarks; see
- * bench_proc.h. */
+/* Child processes of the benchmarks that start ddprun; see bench_proc.h. */
 #include "bench_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench_server.h"
+#include "bench_stats.h"
 #include "errors.h"
+
+volatile sig_atomic_t bench_stop_requested;
+
+void bench_describe_status(int status, char *out, size_t out_len) {
+  if (WIFEXITED(status))
+    snprintf(out, out_len, "exited with code %d", WEXITSTATUS(status));
+  else if (WIFSIGNALED(status))
+    snprintf(out, out_len, "killed by signal %s%s",
+             sigabbrev_np(WTERMSIG(status)) != NULL
+                 ? sigabbrev_np(WTERMSIG(status))
+                 : "?",
+             WCOREDUMP(status) ? " (core dumped)" : "");
+  else
+    snprintf(out, out_len, "wait status 0x%x", (unsigned)status);
+}
+
+static void on_stop_signal(int sig) {
+  (void)sig;
+  bench_stop_requested = 1;
+}
+
+void bench_install_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof(sa));
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &sa, NULL);
+}
 
 int bench_pidfd_open(pid_t pid) {
   return (int)syscall(SYS_pidfd_open, pid, 0);
@@ -107,32 +134,41 @@ int bench_child_start(bench_child_t *c, char *const argv[], char *err,
   return rc != 0 ? rc : bench_child_confirm(c, err, err_len);
 }
 
+/* One poll() of the pidfds fds[0..n) (-1 entries skipped) with its
+ * revents in pfd[0..n): 1, or 0 when none is left open, -ETIMEDOUT at
+ * deadline_ns, -EINTR on SIGINT/SIGTERM, -errno. */
+static int poll_pidfds(const int *fds, size_t n, int64_t deadline_ns,
+                       struct pollfd *pfd) {
+  size_t open = 0;
+  for (size_t i = 0; i < n; i++) {
+    pfd[i] = (struct pollfd){fds[i], POLLIN, 0};
+    open += fds[i] >= 0;
+  }
+  if (open == 0)
+    return 0;
+  int64_t left = deadline_ns - bench_now_ns();
+  if (left <= 0 || bench_stop_requested)
+    return bench_stop_requested ? -EINTR : -ETIMEDOUT;
+  if (poll(pfd, (nfds_t)n, (int)(left / 1000000) + 1) < 0 && errno != EINTR)
+    return -errno;
+  return 1;
+}
+
 int bench_children_wait(bench_child_t *cs, size_t n, int64_t deadline_ns) {
   if (n > 8)
     return -EINVAL;
   for (;;) {
+    int fds[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
     struct pollfd pfd[8];
-    size_t idx[8];
-    nfds_t k = 0;
-    for (size_t i = 0; i < n && k < 8; i++)
-      if (cs[i].pid > 0 && cs[i].pidfd >= 0) {
-        pfd[k].fd = cs[i].pidfd;
-        pfd[k].events = POLLIN;
-        pfd[k].revents = 0;
-        idx[k++] = i;
-      }
-    if (k == 0)
-      return 0;
-    int64_t left = deadline_ns - bench_now_ns();
-    if (left <= 0 || bench_stop_requested)
-      return bench_stop_requested ? -EINTR : -ETIMEDOUT;
-    int r = poll(pfd, k, (int)(left / 1000000) + 1);
-    if (r < 0 && errno != EINTR)
-      return -errno;
+    for (size_t i = 0; i < n; i++)
+      fds[i] = cs[i].pid > 0 ? cs[i].pidfd : -1;
+    int rc = poll_pidfds(fds, n, deadline_ns, pfd);
+    if (rc <= 0)
+      return rc;
     int64_t now = bench_now_ns();
-    for (nfds_t j = 0; r > 0 && j < k; j++) {
-      bench_child_t *c = &cs[idx[j]];
-      if (pfd[j].revents != 0 &&
+    for (size_t i = 0; i < n; i++) {
+      bench_child_t *c = &cs[i];
+      if (fds[i] >= 0 && pfd[i].revents != 0 &&
           waitpid(c->pid, &c->status, WNOHANG) == c->pid) {
         c->reaped_ns = now;
         c->pid = 0;
@@ -141,6 +177,33 @@ int bench_children_wait(bench_child_t *cs, size_t n, int64_t deadline_ns) {
       }
     }
   }
+}
+
+int bench_pidfds_wait(int *fds, size_t n, int64_t deadline_ns,
+                      int64_t *last_ns) {
+  if (n > BENCH_MAX_PIDFDS)
+    return -EINVAL;
+  struct pollfd pfd[BENCH_MAX_PIDFDS];
+  for (;;) {
+    int rc = poll_pidfds(fds, n, deadline_ns, pfd);
+    if (rc <= 0)
+      return rc;
+    int64_t now = bench_now_ns();
+    for (size_t i = 0; i < n; i++)
+      if (fds[i] >= 0 && pfd[i].revents != 0) {
+        close(fds[i]);
+        fds[i] = -1;
+        *last_ns = now;
+      }
+  }
+}
+
+void bench_pidfds_close(int *fds, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (fds[i] >= 0) {
+      close(fds[i]);
+      fds[i] = -1;
+    }
 }
 
 void bench_children_stop(bench_child_t *cs, size_t n, int grace_ms) {
@@ -168,6 +231,38 @@ void bench_children_stop(bench_child_t *cs, size_t n, int grace_ms) {
   }
 }
 
+int bench_children_finish(bench_child_t *cs, size_t n, int64_t deadline_ns,
+                          char *err, size_t err_len) {
+  int rc = bench_children_wait(cs, n, deadline_ns);
+  if (rc == 0)
+    return 0;
+  const char *name = "?";
+  for (size_t i = 0; i < n; i++)
+    if (cs[i].pid > 0) {
+      name = cs[i].name;
+      break;
+    }
+  snprintf(err, err_len, "%s did not exit in time (%s)", name,
+           rc == -EINTR      ? "interrupted"
+           : rc == -ETIMEDOUT ? "timed out"
+                              : strerror(-rc));
+  bench_children_stop(cs, n, BENCH_STOP_GRACE_MS);
+  return rc;
+}
+
+int bench_child_check(const bench_child_t *c, int code, char *err,
+                      size_t err_len) {
+  if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == code)
+    return 0;
+  char how[64];
+  bench_describe_status(c->status, how, sizeof(how));
+  if (code == 0)
+    snprintf(err, err_len, "%s %s", c->name, how);
+  else
+    snprintf(err, err_len, "%s %s, not with code %d", c->name, how, code);
+  return DR_EREMOTE;
+}
+
 void bench_show_output(const char *prog, const char *name, int fd) {
   char buf[4096];
   off_t end = lseek(fd, 0, SEEK_END);
@@ -182,106 +277,3 @@ void bench_show_output(const char *prog, const char *name, int fd) {
           from > 0 ? " (tail)" : "", buf, buf[n - 1] == '\n' ? "" : "\n");
 }
 
-int bench_scratch_open(bench_scratch_t *s, const char *prog, char *err,
-                       size_t err_len) {
-  memset(s, 0, sizeof(*s));
-  s->out_fd[0] = s->out_fd[1] = -1;
-  const char *tmp = getenv("TMPDIR");
-  if (tmp == NULL || tmp[0] == '\0')
-    tmp = "/tmp";
-  if ((size_t)snprintf(s->dir, sizeof(s->dir), "%s/%s.XXXXXX", tmp, prog) >=
-      sizeof(s->dir)) {
-    snprintf(err, err_len, "TMPDIR %.64s... is too long", tmp);
-    s->dir[0] = '\0';
-    return -ENAMETOOLONG;
-  }
-  if (mkdtemp(s->dir) == NULL) {
-    int e = errno;
-    snprintf(err, err_len, "mkdtemp() in %s failed (%d: %s)", tmp, e,
-             strerror(e));
-    s->dir[0] = '\0';
-    return -e;
-  }
-  snprintf(s->stamps, sizeof(s->stamps), "%s/stamps", s->dir);
-  for (int i = 0; i < 2; i++) {
-    snprintf(s->out_path[i], sizeof(s->out_path[i]), "%s/out.%d", s->dir, i);
-    s->out_fd[i] = open(s->out_path[i],
-                        O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-                        0600);
-    if (s->out_fd[i] < 0) {
-      int e = errno;
-      snprintf(err, err_len, "open() of %s failed (%d: %s)", s->out_path[i],
-               e, strerror(e));
-      return -e;
-    }
-  }
-  return 0;
-}
-
-void bench_scratch_close(bench_scratch_t *s) {
-  for (int i = 0; i < 2; i++) {
-    if (s->out_fd[i] >= 0)
-      close(s->out_fd[i]);
-    s->out_fd[i] = -1;
-    if (s->out_path[i][0] != '\0')
-      unlink(s->out_path[i]);
-  }
-  if (s->stamps[0] != '\0')
-    unlink(s->stamps);
-  if (s->dir[0] != '\0')
-    rmdir(s->dir);
-  s->dir[0] = '\0';
-}
-
-int bench_scratch_reset(bench_scratch_t *s, int *in) {
-  for (int i = 0; i < 2; i++)
-    if (ftruncate(s->out_fd[i], 0) != 0)
-      return -errno;
-  if (in == NULL)
-    return unlink(s->stamps) != 0 && errno != ENOENT ? -errno : 0;
-  int fd = open(s->stamps, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  close(fd);
-  *in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (*in < 0)
-    return -errno;
-  if (inotify_add_watch(*in, s->stamps, IN_MODIFY) < 0) {
-    int e = -errno;
-    close(*in);
-    *in = -1;
-    return e;
-  }
-  return 0;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-double bench_median(double *v, size_t n) {
-  qsort(v, n, sizeof(*v), cmp_double);
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-int bench_default_path(char *dst, const char *name) {
-  if (dst[0] != '\0')
-    return 0;
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n < 0)
-    return -errno;
-  self[n] = '\0';
-  if (name == NULL) {
-    memcpy(dst, self, (size_t)n + 1);
-    return 0;
-  }
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return DR_EBADARG;
-  *slash = '\0';
-  if ((size_t)snprintf(dst, PATH_MAX, "%s/%s", self, name) >= PATH_MAX)
-    return -ENAMETOOLONG;
-  return 0;
-}

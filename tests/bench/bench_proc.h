@@ -1,14 +1,27 @@
-/* Child processes and scratch files of the launch benchmarks
- * (launch_bench, restart_bench, nodeloss_bench): a ddprun started with an
- * exec check and a pidfd, waited for with a deadline, stopped with a grace;
- * a private directory with two output files and a stamp file; the median of
- * the runs; the path of a program next to the benchmark. */
+/* Child processes of the benchmarks that start ddprun (launch_bench,
+ * restart_bench, nodeloss_bench): a child started with an exec check and a
+ * pidfd, waited for with a deadline, checked, stopped with a grace; other
+ * processes (workers) waited for through their pidfds. */
 #ifndef DR_BENCH_PROC_H
 #define DR_BENCH_PROC_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+/* Installs SIGINT/SIGTERM handlers that only set bench_stop_requested,
+ * without SA_RESTART so blocking calls return EINTR. SIGPIPE is ignored
+ * (a child gets it back at its default). */
+void bench_install_signals(void);
+extern volatile sig_atomic_t bench_stop_requested;
+
+/* Describes a wait() status: "exited with code 3", "killed by signal
+ * SIGSEGV (core dumped)". */
+void bench_describe_status(int status, char *out, size_t out_len);
+
+/* How long a child stopped with SIGTERM has before SIGKILL. */
+#define BENCH_STOP_GRACE_MS 2000
 
 /* One child. Set name and out_fd (borrowed) before starting it. */
 typedef struct {
@@ -37,36 +50,33 @@ int bench_child_confirm(bench_child_t *c, char *err, size_t err_len);
 int bench_child_start(bench_child_t *c, char *const argv[], char *err,
                       size_t err_len);
 
-/* Reaps cs[0..n) (n <= 8) as they exit (recording reaped_ns) until all are reaped:
- * 0, -ETIMEDOUT at deadline_ns, -EINTR on SIGINT/SIGTERM, or -errno. */
+/* Reaps cs[0..n) (n <= 8) as they exit (recording reaped_ns) until all are
+ * reaped: 0, -ETIMEDOUT at deadline_ns, -EINTR on SIGINT/SIGTERM, or
+ * -errno. */
 int bench_children_wait(bench_child_t *cs, size_t n, int64_t deadline_ns);
 /* SIGTERM and SIGCONT, up to grace_ms, then SIGKILL; reaps every child. */
 void bench_children_stop(bench_child_t *cs, size_t n, int grace_ms);
 
+/* Waits for cs[0..n) as bench_children_wait does; when they do not all
+ * exit, says why in err ("NAME did not exit in time") and stops them all. */
+int bench_children_finish(bench_child_t *cs, size_t n, int64_t deadline_ns,
+                          char *err, size_t err_len);
+/* 0 when the reaped c exited with code; else DR_EREMOTE, with "NAME exited
+ * with code 1" (", not with code 3" when code is not 0) in err. */
+int bench_child_check(const bench_child_t *c, int code, char *err,
+                      size_t err_len);
+
 /* "PROG: --- output of NAME ---" and the last 4 KiB fd holds, on stderr. */
 void bench_show_output(const char *prog, const char *name, int fd);
 
-/* $TMPDIR/PROG.XXXXXX with out.0, out.1 (open, appended) and stamps. */
-typedef struct {
-  char dir[4096 - 32]; /* room for "/stamps" and "/out.N" after it */
-  char stamps[4096];
-  char out_path[2][4096];
-  int out_fd[2];
-} bench_scratch_t;
-
-int bench_scratch_open(bench_scratch_t *s, const char *prog, char *err,
-                       size_t err_len);
-void bench_scratch_close(bench_scratch_t *s);
-/* Before a run: empties the output files. in == NULL: removes the stamp
- * file; else creates it empty and *in is an inotify descriptor that
- * becomes readable when it is written. 0 or -errno. */
-int bench_scratch_reset(bench_scratch_t *s, int *in);
-
-/* Sorts v[0..n) in place (n >= 1) and returns its median. */
-double bench_median(double *v, size_t n);
-
-/* Fills an empty dst (PATH_MAX) with NAME next to this executable, or
- * with this executable itself when name is NULL. 0 or a negative code. */
-int bench_default_path(char *dst, const char *name);
+/* Waits until every pidfd in fds[0..n) (n <= BENCH_MAX_PIDFDS; -1 entries
+ * are skipped) is readable, its process gone, closing each then;
+ * *last_ns gets when the last one was seen. 0, -ETIMEDOUT at deadline_ns,
+ * -EINTR on SIGINT/SIGTERM, or -errno. */
+#define BENCH_MAX_PIDFDS 1024
+int bench_pidfds_wait(int *fds, size_t n, int64_t deadline_ns,
+                      int64_t *last_ns);
+/* Closes those still open. */
+void bench_pidfds_close(int *fds, size_t n);
 
 #endif /* DR_BENCH_PROC_H */

@@ -1,3 +1,4 @@
+/* Start and stop of ddprun-rdzv for the benchmarks; see bench_server.h. */
 #include "bench_server.h"
 
 #include "errors.h"
@@ -8,22 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-volatile sig_atomic_t bench_stop_requested;
-
 /* Interval between looks at the port file; the server writes it once. */
 #define PORT_POLL_NS 2000000
-
-int64_t bench_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void nap_ns(int64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
@@ -42,50 +34,6 @@ int bench_raise_nofile(uint64_t *limit) {
   if (limit != NULL)
     *limit = (uint64_t)rl.rlim_cur;
   return 0;
-}
-
-int bench_default_server_path(char *out, size_t out_len) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n < 0)
-    return -errno;
-  self[n] = '\0';
-  char *slash = strrchr(self, '/');
-  if (slash == NULL)
-    return DR_EBADARG;
-  *slash = '\0';
-  if ((size_t)snprintf(out, out_len, "%s/ddprun-rdzv", self) >= out_len)
-    return -ENAMETOOLONG;
-  return 0;
-}
-
-void bench_describe_status(int status, char *out, size_t out_len) {
-  if (WIFEXITED(status))
-    snprintf(out, out_len, "exited with code %d", WEXITSTATUS(status));
-  else if (WIFSIGNALED(status))
-    snprintf(out, out_len, "killed by signal %s%s",
-             sigabbrev_np(WTERMSIG(status)) != NULL
-                 ? sigabbrev_np(WTERMSIG(status))
-                 : "?",
-             WCOREDUMP(status) ? " (core dumped)" : "");
-  else
-    snprintf(out, out_len, "wait status 0x%x", (unsigned)status);
-}
-
-static void on_stop_signal(int sig) {
-  (void)sig;
-  bench_stop_requested = 1;
-}
-
-void bench_install_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sa.sa_handler = SIG_IGN;
-  sigaction(SIGPIPE, &sa, NULL);
 }
 
 static void remove_dir(bench_server_t *s) {
@@ -133,7 +81,6 @@ int bench_server_start(bench_server_t *s, const char *path,
                        char *errbuf, size_t errbuf_len) {
   const char *argv[64];
   size_t argc = 0;
-  int exec_pipe[2];
   int rc;
 
   memset(s, 0, sizeof(*s));
@@ -174,53 +121,16 @@ int bench_server_start(bench_server_t *s, const char *path,
   argv[argc++] = "warn";
   argv[argc] = NULL;
 
-  if (pipe2(exec_pipe, O_CLOEXEC) != 0) {
-    rc = -errno;
-    snprintf(errbuf, errbuf_len, "pipe2() failed (%d: %s)", errno,
-             strerror(errno));
-    remove_dir(s);
+  /* Results go to stdout; the server's chatter belongs on stderr. */
+  bench_child_t c = {.out_fd = STDERR_FILENO, .name = "ddprun-rdzv"};
+  rc = bench_child_start(&c, (char *const *)argv, errbuf, errbuf_len);
+  s->pid = c.pid;
+  if (c.pidfd >= 0)
+    close(c.pidfd); /* reaped by pid, below and in bench_server_stop */
+  if (rc != 0) {
+    char ignored[16];
+    bench_server_stop(s, 0, ignored, sizeof(ignored));
     return rc;
-  }
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
-    rc = -errno;
-    snprintf(errbuf, errbuf_len, "fork() failed (%d: %s)", errno,
-             strerror(errno));
-    close(exec_pipe[0]);
-    close(exec_pipe[1]);
-    remove_dir(s);
-    return rc;
-  }
-  if (pid == 0) {
-    int err;
-    close(exec_pipe[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent)
-      _exit(127);
-    /* Results go to stdout; the server's chatter belongs on stderr. */
-    dup2(STDERR_FILENO, STDOUT_FILENO);
-    execv(path, (char *const *)argv);
-    err = errno;
-    (void)!write(exec_pipe[1], &err, sizeof(err));
-    _exit(127);
-  }
-  close(exec_pipe[1]);
-  s->pid = pid;
-
-  int exec_err = 0;
-  ssize_t n;
-  do
-    n = read(exec_pipe[0], &exec_err, sizeof(exec_err));
-  while (n < 0 && errno == EINTR);
-  close(exec_pipe[0]);
-  if (n == (ssize_t)sizeof(exec_err)) {
-    snprintf(errbuf, errbuf_len, "execv() of %s failed (%d: %s)", path,
-             exec_err, strerror(exec_err));
-    waitpid(pid, NULL, 0);
-    s->pid = 0;
-    remove_dir(s);
-    return -exec_err;
   }
 
   for (;;) {
@@ -236,7 +146,7 @@ int bench_server_start(bench_server_t *s, const char *path,
       break;
     }
     int status;
-    if (waitpid(pid, &status, WNOHANG) == pid) {
+    if (waitpid(s->pid, &status, WNOHANG) == s->pid) {
       char how[64];
       bench_describe_status(status, how, sizeof(how));
       snprintf(errbuf, errbuf_len,
@@ -294,5 +204,19 @@ int bench_server_stop(bench_server_t *s, int grace_ms, char *errbuf,
     s->pid = 0;
   }
   remove_dir(s);
+  return rc;
+}
+
+int bench_server_open(bench_server_t *s, const char *prog, const char *path,
+                      const char *const *extra, int64_t deadline_ns) {
+  char err[PATH_MAX + 256];
+  bench_install_signals();
+  int rc = bench_raise_nofile(NULL);
+  if (rc != 0)
+    fprintf(stderr, "%s: raising RLIMIT_NOFILE failed (%s)\n", prog,
+            dr_strerror(rc));
+  rc = bench_server_start(s, path, extra, deadline_ns, err, sizeof(err));
+  if (rc != 0)
+    fprintf(stderr, "%s: %s\n", prog, err);
   return rc;
 }

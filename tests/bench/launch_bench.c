@@ -29,378 +29,152 @@
  * (standalone median under 50 ms, two-node running under 100 ms) are
  * reported on stderr when missed but do not change the exit status.
  */
-#include "bench_proc.h"
-#include "bench_server.h"
+#include "bench_job.h"
+
+#include <stdio.h>
 
 #include "errors.h"
 
-#include <errno.h>
-#include <limits.h>
-#include <getopt.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
 #define MAX_NPROC 1024
 #define MAX_RUNS 100000
-#define STOP_GRACE_MS 2000
 #define TARGET_STANDALONE_MS 50.0
 #define TARGET_RUNNING_MS 100.0
 
-typedef enum { MODE_STANDALONE, MODE_TWO_NODE } launch_mode_t;
+enum { MODE_STANDALONE, MODE_TWO_NODE };
 
-typedef struct {
-  launch_mode_t mode;
-  uint32_t nproc;
-  uint32_t runs;
-  double timeout_s;
-  char ddprun[PATH_MAX];
-  char server[PATH_MAX];
-  char stamp[PATH_MAX];
-} opts_t;
+static const char USAGE[] =
+    "usage: launch_bench --mode standalone|two-node [--nproc N] "
+    "[--runs R]\n"
+    "                    [--ddprun PATH] [--server PATH] "
+    "[--stamp PATH] [--timeout S]\n"
+    "defaults: standalone --nproc 16 --runs 20; two-node --nproc 8 "
+    "--runs 10;\n"
+    "          --timeout 30 (seconds per run); programs next to "
+    "launch_bench\n";
 
-/* Waits for the children; on a timeout, a signal or an error stops them
- * all and says why. */
-static int wait_all(bench_child_t *cs, size_t n, int64_t deadline_ns,
-                    char *errbuf, size_t errbuf_len) {
-  int rc = bench_children_wait(cs, n, deadline_ns);
+/* One standalone run; fig[0] gets fork-to-reap. */
+static int run_standalone(const bench_repeat_t *b, bench_scratch_t *s,
+                          uint32_t run, double fig[2], char *err,
+                          size_t err_len) {
+  int rc = bench_scratch_reset(s, NULL);
   if (rc != 0) {
-    snprintf(errbuf, errbuf_len, "%s",
-             rc == -EINTR      ? "interrupted"
-             : rc == -ETIMEDOUT ? "timed out"
-                                : strerror(-rc));
-    bench_children_stop(cs, n, STOP_GRACE_MS);
+    snprintf(err, err_len, "emptying %s failed (%s)", s->dir,
+             dr_strerror(rc));
+    return rc;
   }
-  return rc;
-}
-
-static int status_ok(const bench_child_t *c, char *errbuf, size_t errbuf_len) {
-  if (WIFEXITED(c->status) && WEXITSTATUS(c->status) == 0)
-    return 0;
-  char how[64];
-  bench_describe_status(c->status, how, sizeof(how));
-  snprintf(errbuf, errbuf_len, "%s %s", c->name, how);
-  return DR_EREMOTE;
-}
-
-/* One standalone run; *ms gets fork-to-reap. */
-static int run_standalone(const opts_t *o, bench_scratch_t *s, double *ms,
-                          char *errbuf, size_t errbuf_len) {
   char nproc[16];
-  snprintf(nproc, sizeof(nproc), "%u", o->nproc);
-  char *argv[] = {(char *)o->ddprun, "--standalone", "--nproc-per-node",
+  snprintf(nproc, sizeof(nproc), "%u", b->nproc);
+  char *argv[] = {(char *)b->ddprun, "--standalone", "--nproc-per-node",
                   nproc, "/bin/true", NULL};
   bench_child_t c = {.out_fd = s->out_fd[0], .name = "ddprun"};
 
   int64_t t0 = bench_now_ns();
-  int rc = bench_child_fork(&c, argv, errbuf, errbuf_len);
+  rc = bench_child_fork(&c, argv, err, err_len);
   if (rc == 0)
-    rc = bench_child_confirm(&c, errbuf, errbuf_len);
+    rc = bench_child_confirm(&c, err, err_len);
   if (rc == 0)
-    rc = wait_all(&c, 1, t0 + (int64_t)(o->timeout_s * 1e9), errbuf,
-                       errbuf_len);
+    rc = bench_children_finish(&c, 1, t0 + (int64_t)(b->timeout_s * 1e9),
+                               err, err_len);
   else
-    bench_children_stop(&c, 1, STOP_GRACE_MS);
+    bench_children_stop(&c, 1, BENCH_STOP_GRACE_MS);
   if (rc == 0)
-    rc = status_ok(&c, errbuf, errbuf_len);
+    rc = bench_child_check(&c, 0, err, err_len);
   if (rc != 0) {
-    bench_show_output("launch_bench", "ddprun", s->out_fd[0]);
+    bench_show_output(b->prog, c.name, s->out_fd[0]);
     return rc;
   }
-  *ms = (double)(c.reaped_ns - t0) / 1e6;
+  fig[0] = bench_ms(t0, c.reaped_ns);
+  printf("run %u: %.2f ms\n", run + 1, fig[0]);
   return 0;
 }
 
-/* Reads the stamp file: exactly n lines, ranks 0..n-1 once each; *last
- * gets the latest stamp. */
-static int read_stamps(const char *path, uint32_t n, int64_t t0,
-                       int64_t *last, char *errbuf, size_t errbuf_len) {
-  FILE *f = fopen(path, "re");
-  if (f == NULL) {
-    int e = errno;
-    snprintf(errbuf, errbuf_len, "no worker stamped %.200s (%d: %s)", path, e,
-             strerror(e));
-    return -e;
+/* Exactly n stamps of the first attempt, none before t0; *last gets the
+ * latest. */
+static int check_stamps(const char *path, uint32_t n, int64_t t0,
+                        int64_t *last, char *err, size_t err_len) {
+  static bench_stamp_t st[2 * MAX_NPROC];
+  int have = bench_stamps_read(path, 0, n, st, err, err_len);
+  if (have < 0)
+    return have;
+  if ((uint32_t)have != n) {
+    snprintf(err, err_len, "%d workers stamped, expected %u", have, n);
+    return DR_EBADARG;
   }
-  unsigned char *seen = calloc(n, 1);
-  if (seen == NULL) {
-    fclose(f);
-    return -ENOMEM;
-  }
-  uint32_t lines = 0;
-  int rc = 0;
-  long rank;
-  long long ns;
   *last = t0;
-  char line[128];
-  while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
-    lines++;
-    if (sscanf(line, "%ld %lld", &rank, &ns) != 2 || rank < 0 ||
-        (uint64_t)rank >= n) {
-      snprintf(errbuf, errbuf_len, "bad stamp line %u: %.64s", lines, line);
-      rc = DR_EBADARG;
-    } else if (seen[rank]++) {
-      snprintf(errbuf, errbuf_len, "RANK %ld started twice", rank);
-      rc = DR_EBADARG;
-    } else if (ns < t0) {
-      snprintf(errbuf, errbuf_len, "RANK %ld stamped before t0", rank);
-      rc = DR_EBADARG;
-    } else if (ns > *last) {
-      *last = ns;
+  for (uint32_t i = 0; i < n; i++) {
+    if (st[i].ns < t0) {
+      snprintf(err, err_len, "RANK %ld stamped before t0", st[i].rank);
+      return DR_EBADARG;
     }
+    if (st[i].ns > *last)
+      *last = st[i].ns;
   }
-  if (rc == 0 && lines != n) {
-    snprintf(errbuf, errbuf_len, "%u workers stamped, expected %u", lines, n);
-    rc = DR_EBADARG;
-  }
-  free(seen);
-  fclose(f);
-  return rc;
+  return 0;
 }
 
-/* One two-node run; *running_ms and *exit_ms from t0. */
-static int run_two_node(const opts_t *o, bench_scratch_t *s, double *running_ms,
-                        double *exit_ms, char *errbuf, size_t errbuf_len) {
-  bench_server_t srv;
-  const char *extra[] = {"--nnodes", "2", NULL};
-  int64_t deadline = bench_now_ns() + (int64_t)(o->timeout_s * 1e9);
-  int rc = bench_server_start(&srv, o->server, extra, deadline, errbuf,
-                              errbuf_len);
+/* One two-node run; fig[0] to running and fig[1] to exit, from t0. */
+static int run_two_node(const bench_repeat_t *b, bench_scratch_t *s,
+                        uint32_t run, double fig[2], char *err,
+                        size_t err_len) {
+  const bench_job_spec_t spec = {NULL, NULL,
+                                 {"ddprun (node a)", "ddprun (node b)"}, 0};
+  int64_t deadline = bench_now_ns() + (int64_t)(b->timeout_s * 1e9);
+  bench_job_t j;
+  int64_t t0 = 0, last = 0;
+  int rc = bench_job_start(&j, b, &spec, s, deadline, &t0, err, err_len);
+  if (rc == 0)
+    rc = bench_children_finish(j.node, 2, t0 + (int64_t)(b->timeout_s * 1e9),
+                               err, err_len);
+  for (int i = 0; rc == 0 && i < 2; i++)
+    rc = bench_child_check(&j.node[i], 0, err, err_len);
+  if (rc == 0)
+    rc = check_stamps(s->stamps, 2 * b->nproc, t0, &last, err, err_len);
+  rc = bench_job_end(&j, b, s, rc, err, err_len);
   if (rc != 0)
     return rc;
-
-  char nproc[16], endpoint[32], conf[64];
-  snprintf(nproc, sizeof(nproc), "%u", o->nproc);
-  snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", (unsigned)srv.port);
-  snprintf(conf, sizeof(conf), "is_host=0,join_timeout=%.0f",
-           o->timeout_s + 1);
-  char *argv[] = {(char *)o->ddprun, "--nnodes", "2", "--nproc-per-node",
-                  nproc, "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
-                  "--rdzv-conf", conf, (char *)o->stamp, s->stamps, NULL};
-  bench_child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (node a)"},
-                   {.out_fd = s->out_fd[1], .name = "ddprun (node b)"}};
-  size_t forked = 0;
-
-  int64_t t0 = bench_now_ns();
-  while (rc == 0 && forked < 2) {
-    rc = bench_child_fork(&cs[forked], argv, errbuf, errbuf_len);
-    if (rc == 0)
-      forked++;
-  }
-  for (size_t i = 0; rc == 0 && i < forked; i++)
-    rc = bench_child_confirm(&cs[i], errbuf, errbuf_len);
-  if (rc == 0)
-    rc = wait_all(cs, 2, t0 + (int64_t)(o->timeout_s * 1e9), errbuf,
-                       errbuf_len);
-  else
-    bench_children_stop(cs, forked, STOP_GRACE_MS);
-  for (size_t i = 0; rc == 0 && i < 2; i++)
-    rc = status_ok(&cs[i], errbuf, errbuf_len);
-
-  char serr[256];
-  int src = bench_server_stop(&srv, STOP_GRACE_MS, serr, sizeof(serr));
-  if (rc == 0 && src != 0) {
-    snprintf(errbuf, errbuf_len, "%s", serr);
-    rc = src;
-  }
-  int64_t last = 0;
-  if (rc == 0)
-    rc = read_stamps(s->stamps, 2 * o->nproc, t0, &last, errbuf, errbuf_len);
-  if (rc != 0) {
-    bench_show_output("launch_bench", cs[0].name, s->out_fd[0]);
-    bench_show_output("launch_bench", cs[1].name, s->out_fd[1]);
-    return rc;
-  }
-  int64_t reaped = cs[0].reaped_ns > cs[1].reaped_ns ? cs[0].reaped_ns
-                                                     : cs[1].reaped_ns;
-  *running_ms = (double)(last - t0) / 1e6;
-  *exit_ms = (double)(reaped - t0) / 1e6;
+  int64_t reaped = j.node[0].reaped_ns > j.node[1].reaped_ns
+                       ? j.node[0].reaped_ns
+                       : j.node[1].reaped_ns;
+  fig[0] = bench_ms(t0, last);
+  fig[1] = bench_ms(t0, reaped);
+  printf("run %u: running %.2f ms, exit %.2f ms\n", run + 1, fig[0], fig[1]);
   return 0;
 }
 
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: launch_bench --mode standalone|two-node [--nproc N] "
-          "[--runs R]\n"
-          "                    [--ddprun PATH] [--server PATH] "
-          "[--stamp PATH] [--timeout S]\n"
-          "defaults: standalone --nproc 16 --runs 20; two-node --nproc 8 "
-          "--runs 10;\n"
-          "          --timeout 30 (seconds per run); programs next to "
-          "launch_bench\n");
-}
-
-static int set_path(char *dst, const char *src) {
-  if (strlen(src) >= PATH_MAX)
-    return -1;
-  strcpy(dst, src);
-  return 0;
-}
-
-/* 0: run; 1: --help; -1: bad usage. */
-static int parse_args(int argc, char **argv, opts_t *o) {
-  static const struct option longopts[] = {
-      {"mode", required_argument, NULL, 'm'},
-      {"nproc", required_argument, NULL, 'n'},
-      {"runs", required_argument, NULL, 'r'},
-      {"ddprun", required_argument, NULL, 'd'},
-      {"server", required_argument, NULL, 'S'},
-      {"stamp", required_argument, NULL, 's'},
-      {"timeout", required_argument, NULL, 't'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  int ch, have_mode = 0;
-  unsigned long v;
-  char *end;
-  memset(o, 0, sizeof(*o));
-  o->timeout_s = 30;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (ch) {
-    case 'm':
-      if (strcmp(optarg, "standalone") == 0)
-        o->mode = MODE_STANDALONE;
-      else if (strcmp(optarg, "two-node") == 0)
-        o->mode = MODE_TWO_NODE;
-      else
-        return -1;
-      have_mode = 1;
-      break;
-    case 'n':
-    case 'r':
-      errno = 0;
-      v = strtoul(optarg, &end, 10);
-      if (errno != 0 || end == optarg || *end != '\0' || v == 0 ||
-          v > (ch == 'n' ? MAX_NPROC : MAX_RUNS))
-        return -1;
-      if (ch == 'n')
-        o->nproc = (uint32_t)v;
-      else
-        o->runs = (uint32_t)v;
-      break;
-    case 'd':
-      if (set_path(o->ddprun, optarg) != 0)
-        return -1;
-      break;
-    case 'S':
-      if (set_path(o->server, optarg) != 0)
-        return -1;
-      break;
-    case 's':
-      if (set_path(o->stamp, optarg) != 0)
-        return -1;
-      break;
-    case 't':
-      o->timeout_s = strtod(optarg, &end);
-      if (end == optarg || *end != '\0' || !(o->timeout_s > 0) ||
-          o->timeout_s > 86400)
-        return -1;
-      break;
-    case 'h':
-      return 1;
-    default:
-      return -1;
-    }
+static void report(const bench_repeat_t *b, const bench_summary_t fig[2]) {
+  if (b->mode == MODE_STANDALONE) {
+    printf("launch_bench mode=standalone nproc=%u runs=%u median_ms=%.2f "
+           "min_ms=%.2f max_ms=%.2f\n",
+           b->nproc, b->runs, fig[0].median, fig[0].min, fig[0].max);
+    bench_check_target("launch_bench", "", fig[0].median,
+                       TARGET_STANDALONE_MS);
+    return;
   }
-  if (!have_mode || optind != argc)
-    return -1;
-  if (o->nproc == 0)
-    o->nproc = o->mode == MODE_STANDALONE ? 16 : 8;
-  if (o->runs == 0)
-    o->runs = o->mode == MODE_STANDALONE ? 20 : 10;
+  printf("launch_bench mode=two-node nproc=%u runs=%u median_running_ms=%.2f "
+         "median_exit_ms=%.2f min_running_ms=%.2f max_running_ms=%.2f "
+         "min_exit_ms=%.2f max_exit_ms=%.2f\n",
+         b->nproc, b->runs, fig[0].median, fig[1].median, fig[0].min,
+         fig[0].max, fig[1].min, fig[1].max);
+  bench_check_target("launch_bench", " to running", fig[0].median,
+                     TARGET_RUNNING_MS);
+}
+
+/* The defaults and the run of the mode chosen. */
+static int configure(bench_repeat_t *b) {
+  int standalone = b->mode == MODE_STANDALONE;
+  if (b->nproc == 0)
+    b->nproc = standalone ? 16 : 8;
+  if (b->runs == 0)
+    b->runs = standalone ? 20 : 10;
+  b->run = standalone ? run_standalone : run_two_node;
   return 0;
 }
 
 int main(int argc, char **argv) {
-  opts_t o;
-  bench_scratch_t s;
-  char err[PATH_MAX + 256];
-
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  setvbuf(stderr, NULL, _IOLBF, 0);
-  int prc = parse_args(argc, argv, &o);
-  if (prc != 0) {
-    usage(prc > 0 ? stdout : stderr);
-    return prc > 0 ? 0 : 2;
-  }
-  if (bench_default_path(o.ddprun, "ddprun") != 0 ||
-      bench_default_path(o.server, "ddprun-rdzv") != 0 ||
-      bench_default_path(o.stamp, "stamp") != 0) {
-    fprintf(stderr, "launch_bench: cannot locate the programs next to "
-                    "launch_bench; pass --ddprun, --server and --stamp\n");
-    return 2;
-  }
-  bench_install_signals();
-
-  double *a = calloc(o.runs, sizeof(*a));
-  double *b = calloc(o.runs, sizeof(*b));
-  if (a == NULL || b == NULL) {
-    fprintf(stderr, "launch_bench: out of memory for %u runs\n", o.runs);
-    free(a);
-    free(b);
-    return 1;
-  }
-  int rc = bench_scratch_open(&s, "launch_bench", err, sizeof(err));
-  if (rc != 0)
-    fprintf(stderr, "launch_bench: %s\n", err);
-  uint32_t done = 0;
-  while (rc == 0 && done < o.runs && !bench_stop_requested) {
-    rc = bench_scratch_reset(&s, NULL);
-    if (rc != 0) {
-      fprintf(stderr, "launch_bench: emptying %s failed (%s)\n", s.dir,
-              dr_strerror(rc));
-      break;
-    }
-    if (o.mode == MODE_STANDALONE) {
-      rc = run_standalone(&o, &s, &a[done], err, sizeof(err));
-      if (rc == 0)
-        printf("run %u: %.2f ms\n", done + 1, a[done]);
-    } else {
-      rc = run_two_node(&o, &s, &a[done], &b[done], err, sizeof(err));
-      if (rc == 0)
-        printf("run %u: running %.2f ms, exit %.2f ms\n", done + 1, a[done],
-               b[done]);
-    }
-    if (rc != 0)
-      fprintf(stderr, "launch_bench: run %u of %u failed: %s\n", done + 1,
-              o.runs, err);
-    else
-      done++;
-  }
-  bench_scratch_close(&s);
-  if (rc == 0 && done < o.runs) {
-    fprintf(stderr, "launch_bench: interrupted after %u runs\n", done);
-    rc = -EINTR;
-  }
-  if (rc != 0) {
-    free(a);
-    free(b);
-    return 1;
-  }
-
-  if (o.mode == MODE_STANDALONE) {
-    double med = bench_median(a, o.runs);
-    printf("launch_bench mode=standalone nproc=%u runs=%u median_ms=%.2f "
-           "min_ms=%.2f max_ms=%.2f\n",
-           o.nproc, o.runs, med, a[0], a[o.runs - 1]);
-    if (med >= TARGET_STANDALONE_MS)
-      fprintf(stderr, "launch_bench: median %.2f ms misses the %.0f ms "
-                      "target\n", med, TARGET_STANDALONE_MS);
-  } else {
-    double med_run = bench_median(a, o.runs);
-    double med_exit = bench_median(b, o.runs);
-    printf("launch_bench mode=two-node nproc=%u runs=%u median_running_ms=%.2f "
-           "median_exit_ms=%.2f min_running_ms=%.2f max_running_ms=%.2f "
-           "min_exit_ms=%.2f max_exit_ms=%.2f\n",
-           o.nproc, o.runs, med_run, med_exit, a[0], a[o.runs - 1], b[0],
-           b[o.runs - 1]);
-    if (med_run >= TARGET_RUNNING_MS)
-      fprintf(stderr, "launch_bench: median %.2f ms to running misses the "
-                      "%.0f ms target\n", med_run, TARGET_RUNNING_MS);
-  }
-  free(a);
-  free(b);
-  return 0;
+  static const char *const modes[] = {"standalone", "two-node", NULL};
+  static bench_repeat_t b = {
+      .prog = "launch_bench", .usage = USAGE, .worker_program = "stamp",
+      .modes = modes, .mode = -1, .max_nproc = MAX_NPROC,
+      .max_runs = MAX_RUNS, .configure = configure, .report = report};
+  return bench_repeat_main(&b, argc, argv);
 }

@@ -30,107 +30,34 @@
  *
  *   nodeloss_bench --worker FILE
  *
- * The worker: appends "RANK NANOSECONDS PID\n" to FILE in one write(), then
- * waits for a signal, at most DDPRUN_BENCH_TIMEOUT seconds (alarm()).
+ * The worker (bench_stamp_worker): appends "COUNT RANK NANOSECONDS PID\n"
+ * to FILE in one write(), then waits for a signal, at most
+ * DDPRUN_BENCH_TIMEOUT seconds (alarm()).
  */
-#include "bench_proc.h"
-#include "bench_server.h"
-
-#include "errors.h"
+#include "bench_job.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
-#include <limits.h>
-#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "errors.h"
 
 #define MAX_NPROC 256
 #define MAX_RUNS 1000
-#define STOP_GRACE_MS 2000
 #define VICTIMS_GONE_MS 5000
 #define TARGET_MS 3000.0
 
-typedef enum { MODE_KILL, MODE_STOP } loss_mode_t;
+enum { MODE_KILL, MODE_STOP };
 
-typedef struct {
-  loss_mode_t mode;
-  uint32_t nproc;
-  uint32_t runs;
-  double timeout_s;
-  char ddprun[PATH_MAX];
-  char server[PATH_MAX];
-  char self[PATH_MAX];
-} opts_t;
-
-/* ---- worker mode ---------------------------------------------------------- */
-
-static int worker_main(const char *path, const struct timespec *ts) {
-  const char *r = getenv("RANK");
-  const char *t = getenv("DDPRUN_BENCH_TIMEOUT");
-  char line[128];
-  int n = snprintf(line, sizeof(line), "%s %lld %ld\n",
-                   r != NULL && r[0] != '\0' ? r : "-1",
-                   (long long)ts->tv_sec * 1000000000LL + ts->tv_nsec,
-                   (long)getpid());
-  if (n < 0 || (size_t)n >= sizeof(line))
-    return 1;
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0 || write(fd, line, (size_t)n) != n) {
-    fprintf(stderr, "nodeloss_bench worker: append to %s failed (%d: %s)\n",
-            path, errno, strerror(errno));
-    return 1;
-  }
-  close(fd);
-  long secs = t != NULL ? strtol(t, NULL, 10) : 60;
-  alarm((unsigned)(secs > 0 ? secs : 60));
-  for (;;)
-    pause();
-}
-
-/* Waits until every pidfd in fds[0..n) is readable (the process exited);
- * *last_ns gets when the last one was seen. Closes them. */
-static int pids_wait(int *fds, int n, int64_t deadline_ns, int64_t *last_ns) {
-  int left = 0;
-  for (int i = 0; i < n; i++)
-    left += fds[i] >= 0;
-  while (left > 0) {
-    int64_t wait = deadline_ns - bench_now_ns();
-    if (wait <= 0 || bench_stop_requested)
-      return bench_stop_requested ? -EINTR : -ETIMEDOUT;
-    struct pollfd p[2 * MAX_NPROC];
-    for (int i = 0; i < n; i++) {
-      p[i].fd = fds[i];
-      p[i].events = POLLIN;
-      p[i].revents = 0;
-    }
-    int r = poll(p, (nfds_t)n, (int)(wait / 1000000) + 1);
-    if (r < 0 && errno != EINTR)
-      return -errno;
-    int64_t now = bench_now_ns();
-    for (int i = 0; r > 0 && i < n; i++)
-      if (fds[i] >= 0 && p[i].revents != 0) {
-        close(fds[i]);
-        fds[i] = -1; /* poll() skips it from now on */
-        left--;
-        *last_ns = now;
-      }
-  }
-  return 0;
-}
-
-static void pids_close(int *fds, int n) {
-  for (int i = 0; i < n; i++)
-    if (fds[i] >= 0) {
-      close(fds[i]);
-      fds[i] = -1;
-    }
-}
+static const char USAGE[] =
+    "usage: nodeloss_bench [--mode kill|stop] [--nproc N] [--runs R] "
+    "[--timeout S]\n"
+    "                      [--ddprun PATH] [--server PATH]\n"
+    "defaults: --mode kill --nproc 4 --runs 5 --timeout 30 (seconds "
+    "per run); programs next to nodeloss_bench\n";
 
 /* The parent of pid, from /proc/PID/stat; 0 when unknown. */
 static pid_t parent_of(long pid) {
@@ -152,303 +79,125 @@ static pid_t parent_of(long pid) {
   return (pid_t)ppid;
 }
 
-/* ---- stamps ---------------------------------------------------------------- */
-
+/* The workers, told apart by their parent: a pidfd each, the survivor's
+ * in surv[0..*n_surv), the lost node's in lost[0..*n_lost). */
 typedef struct {
-  long rank, pid;
-} stamp_t;
+  int surv[MAX_NPROC], lost[MAX_NPROC];
+  size_t n_surv, n_lost;
+} workers_t;
 
-/* How many stamps FILE holds (each RANK in 0..n-1 once), or a code. */
-static int read_stamps(const char *path, uint32_t n, stamp_t *out,
-                       char *errbuf, size_t errbuf_len) {
-  FILE *f = fopen(path, "re");
-  if (f == NULL)
-    return errno == ENOENT ? 0 : -errno;
-  unsigned char seen[2 * MAX_NPROC] = {0};
-  int have = 0, rc = 0;
-  char line[160];
-  long long ns;
-  stamp_t s;
-  while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
-    if (sscanf(line, "%ld %lld %ld", &s.rank, &ns, &s.pid) != 3 ||
-        s.rank < 0 || (uint64_t)s.rank >= n || seen[s.rank]++) {
-      snprintf(errbuf, errbuf_len, "bad or repeated stamp: %.64s", line);
-      rc = DR_EBADARG;
-    } else {
-      out[have++] = s;
-    }
-  }
-  fclose(f);
-  return rc != 0 ? rc : have;
-}
-
-static int wait_stamps(int in, const char *path, uint32_t n, stamp_t *out,
-                       int64_t deadline_ns, char *errbuf, size_t errbuf_len) {
-  for (;;) {
-    int have = read_stamps(path, n, out, errbuf, errbuf_len);
-    if (have < 0)
-      return have;
-    if ((uint32_t)have == n)
-      return 0;
-    int64_t left = deadline_ns - bench_now_ns();
-    if (left <= 0 || bench_stop_requested) {
-      snprintf(errbuf, errbuf_len, "%d of %u workers started in time", have,
-               n);
-      return -ETIMEDOUT;
-    }
-    struct pollfd p = {in, POLLIN, 0};
-    if (poll(&p, 1, (int)(left / 1000000) + 1) > 0) {
-      char buf[4096];
-      (void)!read(in, buf, sizeof(buf));
-    }
-  }
-}
-
-/* ---- one run ---------------------------------------------------------------- */
-
-static int run_once(const opts_t *o, bench_scratch_t *s, double *stopped_ms,
-                    double *exit_ms, char *errbuf, size_t errbuf_len) {
-  uint32_t world = 2 * o->nproc;
-  int64_t deadline = bench_now_ns() + (int64_t)(o->timeout_s * 1e9);
-  int in = -1;
-  int rc = bench_scratch_reset(s, &in);
-  if (rc != 0) {
-    snprintf(errbuf, errbuf_len, "preparing %s failed (%s)", s->dir,
-             dr_strerror(rc));
-    return rc;
-  }
-  bench_server_t srv;
-  const char *extra[] = {"--nnodes", "2", NULL};
-  rc = bench_server_start(&srv, o->server, extra, deadline, errbuf, errbuf_len);
-  if (rc != 0) {
-    close(in);
-    return rc;
-  }
-  char nproc[16], endpoint[32], conf[64], tmo[32];
-  snprintf(nproc, sizeof(nproc), "%u", o->nproc);
-  snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", (unsigned)srv.port);
-  snprintf(conf, sizeof(conf), "is_host=0,join_timeout=%.0f", o->timeout_s + 1);
-  snprintf(tmo, sizeof(tmo), "%.0f", o->timeout_s + 1);
-  setenv("DDPRUN_BENCH_TIMEOUT", tmo, 1);
-  char *argv[] = {(char *)o->ddprun, "--nnodes", "2", "--nproc-per-node",
-                  nproc, "--rdzv-endpoint", endpoint, "--rdzv-id", "bench",
-                  "--rdzv-conf", conf, "--stop-grace", "2", (char *)o->self,
-                  "--worker", s->stamps, NULL};
-  bench_child_t cs[2] = {{.out_fd = s->out_fd[0], .name = "ddprun (survivor)"},
-                   {.out_fd = s->out_fd[1], .name = "ddprun (lost)"}};
-  int started = 0;
-  while (rc == 0 && started < 2)
-    if ((rc = bench_child_start(&cs[started], argv, errbuf, errbuf_len)) == 0)
-      started++;
-
-  static stamp_t st[2 * MAX_NPROC];
-  int surv[MAX_NPROC], lost[MAX_NPROC], n_surv = 0, n_lost = 0;
-  if (rc == 0)
-    rc = wait_stamps(in, s->stamps, world, st, deadline, errbuf, errbuf_len);
-  for (uint32_t i = 0; rc == 0 && i < world; i++) {
+static int sort_workers(const bench_repeat_t *b, const bench_job_t *j,
+                        const bench_stamp_t *st, workers_t *w, char *err,
+                        size_t err_len) {
+  for (uint32_t i = 0; i < 2 * b->nproc; i++) {
     pid_t pp = parent_of(st[i].pid);
     int fd = bench_pidfd_open((pid_t)st[i].pid);
-    if (fd < 0 || (pp != cs[0].pid && pp != cs[1].pid)) {
-      snprintf(errbuf, errbuf_len, "worker %ld (RANK %ld) is not a child of "
+    if (fd < 0 || (pp != j->node[0].pid && pp != j->node[1].pid)) {
+      snprintf(err, err_len, "worker %ld (RANK %ld) is not a child of "
                "either ddprun", st[i].pid, st[i].rank);
-      rc = DR_EBADARG;
       if (fd >= 0)
         close(fd);
-    } else if (pp == cs[0].pid && n_surv < (int)o->nproc) {
-      surv[n_surv++] = fd;
-    } else if (pp == cs[1].pid && n_lost < (int)o->nproc) {
-      lost[n_lost++] = fd;
+      return DR_EBADARG;
+    }
+    if (pp == j->node[0].pid && w->n_surv < b->nproc) {
+      w->surv[w->n_surv++] = fd;
+    } else if (pp == j->node[1].pid && w->n_lost < b->nproc) {
+      w->lost[w->n_lost++] = fd;
     } else {
       close(fd);
-      snprintf(errbuf, errbuf_len, "more than %u workers under one ddprun",
-               o->nproc);
-      rc = DR_EBADARG;
+      snprintf(err, err_len, "more than %u workers under one ddprun",
+               b->nproc);
+      return DR_EBADARG;
     }
+  }
+  return 0;
+}
+
+/* Signals the lost node's agent: fig[0] to when the survivor's workers
+ * are all gone, fig[1] to the survivor's exit (which must be code 3).
+ * Then the lost node's workers must follow its SIGKILLed agent. */
+static int measure(const bench_repeat_t *b, bench_job_t *j, workers_t *w,
+                   int64_t deadline, double fig[2], char *err,
+                   size_t err_len) {
+  int64_t t0 = bench_now_ns(), t_stopped = t0;
+  kill(j->node[1].pid, b->mode == MODE_KILL ? SIGKILL : SIGSTOP);
+  int rc = bench_pidfds_wait(w->surv, w->n_surv, deadline, &t_stopped);
+  if (rc != 0)
+    snprintf(err, err_len, "the survivor's workers still run (%s)",
+             dr_strerror(rc));
+  if (rc == 0) {
+    fig[0] = bench_ms(t0, t_stopped);
+    rc = bench_children_finish(&j->node[0], 1, deadline, err, err_len);
   }
   if (rc == 0) {
-    int64_t t0 = bench_now_ns(), t_stopped = t0;
-    kill(cs[1].pid, o->mode == MODE_KILL ? SIGKILL : SIGSTOP);
-    rc = pids_wait(surv, n_surv, deadline, &t_stopped);
-    if (rc != 0)
-      snprintf(errbuf, errbuf_len, "the survivor's workers still run (%s)",
-               dr_strerror(rc));
-    if (rc == 0) {
-      *stopped_ms = (double)(t_stopped - t0) / 1e6;
-      rc = bench_children_wait(&cs[0], 1, deadline);
-      if (rc != 0)
-        snprintf(errbuf, errbuf_len, "the surviving ddprun did not exit");
-    }
-    if (rc == 0) {
-      *exit_ms = (double)(cs[0].reaped_ns - t0) / 1e6;
-      if (!WIFEXITED(cs[0].status) || WEXITSTATUS(cs[0].status) != 3) {
-        char how[64];
-        bench_describe_status(cs[0].status, how, sizeof(how));
-        snprintf(errbuf, errbuf_len, "the surviving ddprun %s, not with "
-                 "code 3", how);
-        rc = DR_EREMOTE;
-      }
-    }
-    /* The lost agent's workers go with it (its watchdog, their parent-
-     * death signal). */
-    if (cs[1].pid > 0)
-      kill(cs[1].pid, SIGKILL);
-    if (bench_children_wait(&cs[1], 1,
-                            bench_now_ns() + STOP_GRACE_MS * 1000000LL) != 0 &&
-        rc == 0) {
-      snprintf(errbuf, errbuf_len, "the lost ddprun survived SIGKILL");
-      rc = -ETIMEDOUT;
-    }
-    int64_t t_gone = 0;
-    int grc = pids_wait(lost, n_lost, bench_now_ns() +
-                        VICTIMS_GONE_MS * 1000000LL, &t_gone);
-    if (grc != 0 && rc == 0) {
-      snprintf(errbuf, errbuf_len, "workers of the lost node still run %d ms "
-               "after its agent died", VICTIMS_GONE_MS);
-      rc = grc;
-    }
+    fig[1] = bench_ms(t0, j->node[0].reaped_ns);
+    rc = bench_child_check(&j->node[0], 3, err, err_len);
   }
-  pids_close(surv, n_surv);
-  pids_close(lost, n_lost);
-  for (int i = 0; i < started; i++)
-    bench_children_stop(&cs[i], 1, STOP_GRACE_MS);
-  char serr[256];
-  int src = bench_server_stop(&srv, STOP_GRACE_MS, serr, sizeof(serr));
-  if (rc == 0 && src != 0) {
-    snprintf(errbuf, errbuf_len, "%s", serr);
-    rc = src;
+  /* The lost agent's workers go with it (its watchdog, their parent-
+   * death signal). */
+  if (j->node[1].pid > 0)
+    kill(j->node[1].pid, SIGKILL);
+  if (bench_children_wait(&j->node[1], 1,
+                          bench_now_ns() + BENCH_STOP_GRACE_MS * 1000000LL) !=
+          0 &&
+      rc == 0) {
+    snprintf(err, err_len, "the lost ddprun survived SIGKILL");
+    rc = -ETIMEDOUT;
   }
-  close(in);
-  if (rc != 0) {
-    bench_show_output("nodeloss_bench", cs[0].name, s->out_fd[0]);
-    bench_show_output("nodeloss_bench", cs[1].name, s->out_fd[1]);
+  int64_t t_gone = 0;
+  int grc = bench_pidfds_wait(w->lost, w->n_lost,
+                              bench_now_ns() + VICTIMS_GONE_MS * 1000000LL,
+                              &t_gone);
+  if (grc != 0 && rc == 0) {
+    snprintf(err, err_len, "workers of the lost node still run %d ms after "
+             "its agent died", VICTIMS_GONE_MS);
+    rc = grc;
   }
   return rc;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: nodeloss_bench [--mode kill|stop] [--nproc N] [--runs R] "
-             "[--timeout S]\n"
-             "                      [--ddprun PATH] [--server PATH]\n"
-             "defaults: --mode kill --nproc 4 --runs 5 --timeout 30 (seconds "
-             "per run); programs next to nodeloss_bench\n");
+static int run_once(const bench_repeat_t *b, bench_scratch_t *s, uint32_t run,
+                    double fig[2], char *err, size_t err_len) {
+  static const char *const ddprun_args[] = {"--stop-grace", "2", NULL};
+  const bench_job_spec_t spec = {NULL, ddprun_args,
+                                 {"ddprun (survivor)", "ddprun (lost)"}, 1};
+  static bench_stamp_t st[2 * MAX_NPROC];
+  workers_t w = {.n_surv = 0};
+  int64_t deadline = bench_now_ns() + (int64_t)(b->timeout_s * 1e9);
+  bench_job_t j;
+  int rc = bench_job_start(&j, b, &spec, s, deadline, NULL, err, err_len);
+  if (rc == 0)
+    rc = bench_stamps_wait(j.stamps_in, s->stamps, 0, 2 * b->nproc, st,
+                           deadline, err, err_len);
+  if (rc == 0)
+    rc = sort_workers(b, &j, st, &w, err, err_len);
+  if (rc == 0)
+    rc = measure(b, &j, &w, deadline, fig, err, err_len);
+  bench_pidfds_close(w.surv, w.n_surv);
+  bench_pidfds_close(w.lost, w.n_lost);
+  rc = bench_job_end(&j, b, s, rc, err, err_len);
+  if (rc == 0)
+    printf("run %u: %s of an agent: the survivor's %u workers stopped after "
+           "%.2f ms, it exited after %.2f ms\n", run + 1,
+           b->mode == MODE_KILL ? "SIGKILL" : "SIGSTOP", b->nproc, fig[0],
+           fig[1]);
+  return rc;
 }
 
-static int parse_args(int argc, char **argv, opts_t *o) {
-  static const struct option longopts[] = {
-      {"mode", required_argument, NULL, 'm'},
-      {"nproc", required_argument, NULL, 'n'},
-      {"runs", required_argument, NULL, 'r'},
-      {"ddprun", required_argument, NULL, 'd'},
-      {"server", required_argument, NULL, 'S'},
-      {"timeout", required_argument, NULL, 't'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  int ch;
-  unsigned long v;
-  char *end;
-  memset(o, 0, sizeof(*o));
-  o->mode = MODE_KILL;
-  o->nproc = 4;
-  o->runs = 5;
-  o->timeout_s = 30;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (ch) {
-    case 'm':
-      if (strcmp(optarg, "kill") == 0)
-        o->mode = MODE_KILL;
-      else if (strcmp(optarg, "stop") == 0)
-        o->mode = MODE_STOP;
-      else
-        return -1;
-      break;
-    case 'n':
-    case 'r':
-      errno = 0;
-      v = strtoul(optarg, &end, 10);
-      if (errno != 0 || end == optarg || *end != '\0' || v == 0 ||
-          v > (ch == 'n' ? MAX_NPROC : MAX_RUNS))
-        return -1;
-      *(ch == 'n' ? &o->nproc : &o->runs) = (uint32_t)v;
-      break;
-    case 'd':
-    case 'S':
-      if (strlen(optarg) >= PATH_MAX)
-        return -1;
-      strcpy(ch == 'd' ? o->ddprun : o->server, optarg);
-      break;
-    case 't':
-      o->timeout_s = strtod(optarg, &end);
-      if (end == optarg || *end != '\0' || !(o->timeout_s >= 5) ||
-          o->timeout_s > 86400)
-        return -1;
-      break;
-    case 'h':
-      return 1;
-    default:
-      return -1;
-    }
-  }
-  return optind == argc ? 0 : -1;
+static void report(const bench_repeat_t *b, const bench_summary_t fig[2]) {
+  printf("nodeloss_bench mode=%s nproc=%u runs=%u median_ms=%.2f "
+         "min_ms=%.2f max_ms=%.2f median_exit_ms=%.2f\n",
+         b->modes[b->mode], b->nproc, b->runs, fig[0].median, fig[0].min,
+         fig[0].max, fig[1].median);
+  bench_check_target("nodeloss_bench", "", fig[0].median, TARGET_MS);
 }
 
 int main(int argc, char **argv) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  if (argc == 3 && strcmp(argv[1], "--worker") == 0)
-    return worker_main(argv[2], &ts);
-
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  setvbuf(stderr, NULL, _IOLBF, 0);
-  opts_t o;
-  int prc = parse_args(argc, argv, &o);
-  if (prc != 0) {
-    usage(prc > 0 ? stdout : stderr);
-    return prc > 0 ? 0 : 2;
-  }
-  if (bench_default_path(o.ddprun, "ddprun") != 0 ||
-      bench_default_path(o.server, "ddprun-rdzv") != 0 ||
-      bench_default_path(o.self, NULL) != 0) {
-    fprintf(stderr, "nodeloss_bench: cannot locate ddprun and ddprun-rdzv "
-                    "next to nodeloss_bench; pass --ddprun and --server\n");
-    return 2;
-  }
-  bench_install_signals();
-
-  double *a = calloc(o.runs, sizeof(*a));
-  double *b = calloc(o.runs, sizeof(*b));
-  bench_scratch_t s;
-  char err[PATH_MAX + 256];
-  int rc = a == NULL || b == NULL ? -ENOMEM : bench_scratch_open(&s, "nodeloss_bench", err, sizeof(err));
-  if (rc != 0)
-    fprintf(stderr, "nodeloss_bench: %s\n",
-            rc == -ENOMEM ? "out of memory" : err);
-  const char *mode = o.mode == MODE_KILL ? "kill" : "stop";
-  uint32_t done = 0;
-  while (rc == 0 && done < o.runs && !bench_stop_requested) {
-    rc = run_once(&o, &s, &a[done], &b[done], err, sizeof(err));
-    if (rc != 0) {
-      fprintf(stderr, "nodeloss_bench: run %u failed: %s\n", done + 1, err);
-      break;
-    }
-    printf("run %u: %s of an agent: the survivor's %u workers stopped after "
-           "%.2f ms, it exited after %.2f ms\n", done + 1,
-           o.mode == MODE_KILL ? "SIGKILL" : "SIGSTOP", o.nproc, a[done],
-           b[done]);
-    done++;
-  }
-  if (a != NULL && b != NULL)
-    bench_scratch_close(&s);
-  if (rc == 0 && done == o.runs) {
-    double med_exit = bench_median(b, done);
-    double med = bench_median(a, done);
-    printf("nodeloss_bench mode=%s nproc=%u runs=%u median_ms=%.2f "
-           "min_ms=%.2f max_ms=%.2f median_exit_ms=%.2f\n", mode, o.nproc,
-           done, med, a[0], a[done - 1], med_exit);
-    if (med > TARGET_MS)
-      fprintf(stderr, "nodeloss_bench: median %.2f ms misses the target of "
-              "%.0f ms\n", med, TARGET_MS);
-  }
-  free(a);
-  free(b);
-  return rc == 0 && done == o.runs ? 0 : 1;
+  static const char *const modes[] = {"kill", "stop", NULL};
+  static bench_repeat_t b = {
+      .prog = "nodeloss_bench", .usage = USAGE, .modes = modes,
+      .mode = MODE_KILL, .max_nproc = MAX_NPROC, .max_runs = MAX_RUNS,
+      .min_timeout_s = 5, .run = run_once, .report = report, .nproc = 4,
+      .runs = 5};
+  return bench_repeat_main(&b, argc, argv);
 }

@@ -49,60 +49,29 @@
 #   are removed on every exit path.
 set -u
 
-smoke=0
-steps=30
-runs=1
-caps="1 5 25 100"
-batch=768
-layers=16
-burst=64kb
-gso=
-width=512
-trace_dir=
-modes="overlap no-overlap"
-while [ $# -gt 3 ]; do
-  case $1 in
-    --smoke) smoke=1; shift ;;
-    --steps) steps=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --caps) caps=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --layers) layers=$2; shift 2 ;;
-    --burst) burst=$2; shift 2 ;;
-    --gso-max-size) gso=$2; shift 2 ;;
-    --width) width=$2; shift 2 ;;
-    --trace-dir) trace_dir=$2; shift 2 ;;
-    --modes) modes=$2; shift 2 ;;
-    *) echo "overlap_netns: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-ddprun=${1:?usage: overlap_netns.sh [options] DDPRUN DDPRUN_RDZV TRAIN}
-rdzv=${2:?}
-train=${3:?}
-if [ "$smoke" -eq 1 ]; then
-  steps=4
-  runs=1
-  caps="1 25"
-  batch=32
-fi
-job_secs=$((smoke ? 25 : 60 + steps * 3))
-
 bench=overlap_netns
 # shellcheck source=ratelimited_pair.sh
 . "$(dirname "$0")/ratelimited_pair.sh"
+# scratch_run (before pair_setup, which makes $tmp).
+# shellcheck source=../lib/scratch.sh
+. "$(dirname "$0")/../lib/scratch.sh"
 
-# bounded TAG SECS CMD...: runs CMD in the background (so that a signal
-# runs the traps at once), output in $tmp/TAG.{out,err}; status in $rc.
-bounded() {
-  local tag=$1 secs=$2
-  shift 2
-  timeout -k 2 "$secs" "$@" >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
-  local p=$!
-  pids="$pids $p"
-  rc=0
-  wait "$p" || rc=$?
-  pids=${pids% "$p"}
+caps="1 5 25 100"
+layers=16
+width=512
+trace_dir=
+modes="overlap no-overlap"
+pair_option() {
+  case $1 in
+    --layers) layers=$2 ;;
+    --width) width=$2 ;;
+    --trace-dir) trace_dir=$2 ;;
+    --modes) modes=$2 ;;
+    *) return 1 ;;
+  esac
 }
+pair_args 4 "$@"
+pair_setup
 
 model="--data synthetic --layers $layers --width $width --input-dim 256
        --classes 256
@@ -112,7 +81,8 @@ model="--data synthetic --layers $layers --width $width --input-dim 256
 # Calibration: the backward pass of one rank alone on one core, from its
 # trace (python3 reads it; without python3 this figure is left out).
 if command -v python3 >/dev/null 2>&1; then
-  bounded calib "$job_secs" env -u RANK -u WORLD_SIZE OMP_NUM_THREADS=1 "$train" \
+  scratch_run "$job_secs" calib \
+    env -u RANK -u WORLD_SIZE OMP_NUM_THREADS=1 "$train" \
     $model --steps $((steps < 10 ? steps : 10)) --log-every 1000 \
     --trace "$tmp/calib.json"
   [ "$rc" -eq 0 ] || { cat "$tmp/calib.err" >&2; fail "calibration run exited $rc"; }

@@ -45,42 +45,21 @@
 #   are removed on every exit path.
 set -u
 
-smoke=0
-steps=30
-runs=1
-caps="1 2 5 10 25 50 100"
-batch=768
-burst=64kb
-gso=
-quiet=
-while [ $# -gt 3 ]; do
-  case $1 in
-    --smoke) smoke=1; shift ;;
-    --steps) steps=$2; shift 2 ;;
-    --runs) runs=$2; shift 2 ;;
-    --caps) caps=$2; shift 2 ;;
-    --batch) batch=$2; shift 2 ;;
-    --burst) burst=$2; shift 2 ;;
-    --gso-max-size) gso=$2; shift 2 ;;
-    --quiet) quiet=$2; shift 2 ;;
-    *) echo "plan_netns: unknown option $1" >&2; exit 2 ;;
-  esac
-done
-ddprun=${1:?usage: plan_netns.sh [options] DDPRUN DDPRUN_RDZV TRAIN}
-rdzv=${2:?}
-train=${3:?}
-if [ "$smoke" -eq 1 ]; then
-  steps=10
-  runs=1
-  caps="1 25"
-  batch=32
-fi
-[ "$steps" -ge 8 ] || { echo "plan_netns: --steps must be at least 8 (auto plans after step 6)" >&2; exit 2; }
-job_secs=$((smoke ? 25 : 60 + steps * 3))
-
 bench=plan_netns
 # shellcheck source=ratelimited_pair.sh
 . "$(dirname "$0")/ratelimited_pair.sh"
+
+caps="1 2 5 10 25 50 100"
+quiet=
+pair_option() {
+  case $1 in
+    --quiet) quiet=$2 ;;
+    *) return 1 ;;
+  esac
+}
+pair_args 10 "$@"
+[ "$steps" -ge 8 ] || { echo "plan_netns: --steps must be at least 8 (auto plans after step 6)" >&2; exit 2; }
+pair_setup
 
 model="--data synthetic --layers 16 --width 512 --input-dim 256
        --classes 256 --batch $batch --optimizer sgd --lr 0.01 --samples 65536

@@ -15,13 +15,13 @@
  * --timeout bounds the server's start, each connect and each request.
  * Exit status 0 when errors=0, 1 otherwise, 2 on bad usage.
  */
+#include "bench_cli.h"
 #include "bench_server.h"
 
 #include "client.h"
 #include "errors.h"
 
 #include <errno.h>
-#include <getopt.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -84,6 +84,13 @@ static void client_fail(client_ctx_t *w, const char *fmt, ...) {
   va_end(ap);
 }
 
+static void request_failed(client_ctx_t *w, dr_client_t *c, const char *op,
+                           const char *key, uint64_t round, int rc) {
+  client_fail(w, "client %u: %s %s failed in round %llu (%s%s%s)", w->id, op,
+              key, (unsigned long long)round, dr_strerror(rc),
+              dr_client_errmsg(c)[0] != '\0' ? ": " : "", dr_client_errmsg(c));
+}
+
 static void *client_main(void *arg) {
   client_ctx_t *w = arg;
   const opts_t *o = w->o;
@@ -128,10 +135,7 @@ static void *client_main(void *arg) {
     make_value(want, o->value_bytes, w->id, round);
     rc = dr_client_set(c, 0, key, want, o->value_bytes);
     if (rc != 0) {
-      client_fail(w, "client %u: SET %s failed in round %llu (%s%s%s)", w->id,
-                  key, (unsigned long long)round, dr_strerror(rc),
-                  dr_client_errmsg(c)[0] != '\0' ? ": " : "",
-                  dr_client_errmsg(c));
+      request_failed(w, c, "SET", key, round, rc);
       break;
     }
     w->ops++;
@@ -139,10 +143,7 @@ static void *client_main(void *arg) {
     size_t n_got = 0;
     rc = dr_client_get(c, 0, key, 0, &got, &n_got);
     if (rc != 0) {
-      client_fail(w, "client %u: GET %s failed in round %llu (%s%s%s)", w->id,
-                  key, (unsigned long long)round, dr_strerror(rc),
-                  dr_client_errmsg(c)[0] != '\0' ? ": " : "",
-                  dr_client_errmsg(c));
+      request_failed(w, c, "GET", key, round, rc);
       break;
     }
     w->ops++;
@@ -161,73 +162,24 @@ static void *client_main(void *arg) {
   return NULL;
 }
 
-static void usage(FILE *f) {
-  fprintf(f, "usage: store_bench [--clients 64] [--seconds S] "
-             "[--value-bytes 64] [--server PATH]\n"
-             "                   [--timeout S]\n");
-}
+static const char USAGE[] = "usage: store_bench [--clients 64] [--seconds S] "
+                            "[--value-bytes 64] [--server PATH]\n"
+                            "                   [--timeout S]\n";
 
-static int parse_pos_double(const char *s, double *out) {
-  char *end;
-  double v = strtod(s, &end);
-  if (end == s || *end != '\0' || !(v > 0) || v > 1e6)
-    return -1;
-  *out = v;
-  return 0;
-}
-
-/* 0: run; 1: --help; -1: bad usage. */
+/* bench_cli_parse's results. */
 static int parse_args(int argc, char **argv, opts_t *o) {
-  static const struct option longopts[] = {
-      {"clients", required_argument, NULL, 'c'},
-      {"seconds", required_argument, NULL, 's'},
-      {"value-bytes", required_argument, NULL, 'v'},
-      {"server", required_argument, NULL, 'S'},
-      {"timeout", required_argument, NULL, 't'},
-      {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
-  int ch;
-  unsigned long v;
-  char *end;
   memset(o, 0, sizeof(*o));
   o->clients = 64;
   o->seconds = 5;
   o->value_bytes = 64;
   o->timeout_s = 10;
-  while ((ch = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
-    switch (ch) {
-    case 'c':
-    case 'v':
-      errno = 0;
-      v = strtoul(optarg, &end, 10);
-      if (errno != 0 || end == optarg || *end != '\0' || v == 0 ||
-          v > (ch == 'c' ? 4096ul : 1ul << 20))
-        return -1;
-      if (ch == 'c')
-        o->clients = (uint32_t)v;
-      else
-        o->value_bytes = (uint32_t)v;
-      break;
-    case 's':
-      if (parse_pos_double(optarg, &o->seconds) != 0)
-        return -1;
-      break;
-    case 't':
-      if (parse_pos_double(optarg, &o->timeout_s) != 0)
-        return -1;
-      break;
-    case 'S':
-      if (strlen(optarg) >= sizeof(o->server))
-        return -1;
-      strcpy(o->server, optarg);
-      break;
-    case 'h':
-      return 1;
-    default:
-      return -1;
-    }
-  }
-  return optind == argc ? 0 : -1;
+  const bench_opt_t opts[] = {
+      {"clients", BENCH_OPT_U32, &o->clients, .max = 4096},
+      {"seconds", BENCH_OPT_SECONDS, &o->seconds, .max = 1e6},
+      {"value-bytes", BENCH_OPT_U32, &o->value_bytes, .max = 1 << 20},
+      {"server", BENCH_OPT_PATH, o->server, .program = "ddprun-rdzv"},
+      {"timeout", BENCH_OPT_SECONDS, &o->timeout_s, .max = 1e6}};
+  return bench_cli_parse("store_bench", argc, argv, opts, 5);
 }
 
 int main(int argc, char **argv) {
@@ -235,32 +187,13 @@ int main(int argc, char **argv) {
   bench_server_t srv;
   char err[512];
 
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  setvbuf(stderr, NULL, _IOLBF, 0);
-  int prc = parse_args(argc, argv, &o);
-  if (prc != 0) {
-    usage(prc > 0 ? stdout : stderr);
-    return prc > 0 ? 0 : 2;
-  }
-  if (o.server[0] == '\0' &&
-      bench_default_server_path(o.server, sizeof(o.server)) != 0) {
-    fprintf(stderr, "store_bench: cannot locate ddprun-rdzv; pass --server\n");
-    return 2;
-  }
-  bench_install_signals();
-  int rc = bench_raise_nofile(NULL);
+  int rc = parse_args(argc, argv, &o);
   if (rc != 0)
-    fprintf(stderr, "store_bench: raising RLIMIT_NOFILE failed (%s)\n",
-            dr_strerror(rc));
-
+    return bench_cli_exit_status(rc, USAGE);
   const char *extra[] = {"--nnodes", "1", "--heartbeat-timeout", "120", NULL};
-  rc = bench_server_start(&srv, o.server, extra,
-                          bench_now_ns() + (int64_t)(o.timeout_s * 1e9), err,
-                          sizeof(err));
-  if (rc != 0) {
-    fprintf(stderr, "store_bench: %s\n", err);
+  if (bench_server_open(&srv, "store_bench", o.server, extra,
+                        bench_now_ns() + (int64_t)(o.timeout_s * 1e9)) != 0)
     return 1;
-  }
 
   start_gate_t gate;
   memset(&gate, 0, sizeof(gate));
