@@ -51,14 +51,14 @@ static void on_kill_timer(uv_timer_t *t) {
   if (ag->stop.killed) {
     /* SIGKILL could not end them (a process stuck in the kernel): go on
      * rather than hang; the watchdog keeps trying at exit. */
-    fprintf(stderr, "ddprun: worker processes survive SIGKILL; going on\n");
+    DR_SAY(DR_LOG_WARN, "worker processes survive SIGKILL; going on");
     stop_done(ag);
     return;
   }
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
     if (ag->w[i].pid > 0 && !ag->w[i].group_gone)
-      fprintf(stderr, "ddprun: rank %u (process group %d) did not stop within "
-              "%.1f s; sending SIGKILL\n", ag->w[i].rank, (int)ag->w[i].pid,
+      DR_SAY(DR_LOG_WARN, "rank %u (process group %d) did not stop within "
+              "%.1f s; sending SIGKILL", ag->w[i].rank, (int)ag->w[i].pid,
               ag->o->stop_grace_ms / 1000.0);
   ag->stop.killed = 1;
   dr__workers_signal(ag, SIGKILL);
@@ -161,8 +161,8 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
     if (w->exit_code != 0 || w->signal != 0) {
       record_failure(ag, w);
       char what[96];
-      fprintf(stderr, "ddprun: rank %u (local rank %u, pid %d) %s; stopping "
-              "the workers of this node\n", w->rank, w->local_rank,
+      DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) %s; stopping "
+              "the workers of this node", w->rank, w->local_rank,
               (int)w->pid, dr_failure_what(&ag->fails[ag->n_fails - 1], what,
                                             sizeof(what)));
       dr__agent_report_failure(ag, &ag->fails[ag->n_fails - 1]);
@@ -291,8 +291,8 @@ static void on_hang_timer(uv_timer_t *t) {
     if (w->progress_seq == 0 || now - w->progress_ms <= limit)
       continue;
     double idle = (now - w->progress_ms) / 1000.0;
-    fprintf(stderr, "ddprun: rank %u (local rank %u, pid %d) made no progress "
-            "for %.1f s after step %llu; treating it as hung\n", w->rank,
+    DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) made no progress "
+            "for %.1f s after step %llu; treating it as hung", w->rank,
             w->local_rank, (int)w->pid, idle,
             (unsigned long long)w->progress_step);
     dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
@@ -324,7 +324,7 @@ static void on_signal(uv_signal_t *h, int sig) {
     dr__workers_signal(ag, SIGKILL); /* asked twice: no more grace */
     return;
   }
-  fprintf(stderr, "ddprun: received SIG%s; forwarding it to the workers\n",
+  DR_SAY(DR_LOG_WARN, "received SIG%s; forwarding it to the workers",
           sigabbrev_np(sig));
   ag->stop.signal = sig;
   dr__agent_end(ag, DR_END_SIGNAL, 128 + sig);
@@ -425,8 +425,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   ag->bind = calloc(cfg->nproc, sizeof(*ag->bind));
   char err[256];
   if (ag->bind == NULL ||
-      dr_bind_plan(ag->o, cfg->nproc, ag->bind, err, sizeof(err)) != 0) {
-    fprintf(stderr, "ddprun: %s\n", ag->bind == NULL ? "out of memory" : err);
+      dr_bind_plan(&ag->o->bind, cfg->nproc, ag->bind, err, sizeof(err)) != 0) {
+    DR_SAY(DR_LOG_ERROR, "%s", ag->bind == NULL ? "out of memory" : err);
     free(ag->bind);
     free(ag);
     return 2;
@@ -437,8 +437,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   snprintf(ag->tmp_root, sizeof(ag->tmp_root), "%s/ddprun-XXXXXX",
            tmpdir != NULL && tmpdir[0] != '\0' ? tmpdir : "/tmp");
   if (mkdtemp(ag->tmp_root) == NULL) {
-    fprintf(stderr, "ddprun: cannot create a directory in %s (%s); set "
-            "TMPDIR or --log-dir\n", tmpdir != NULL ? tmpdir : "/tmp",
+    DR_SAY(DR_LOG_ERROR, "cannot create a directory in %s (%s); set "
+            "TMPDIR or --log-dir", tmpdir != NULL ? tmpdir : "/tmp",
             strerror(errno));
     free(ag->bind);
     free(ag);
@@ -448,7 +448,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   int erc = dr_events_open(ag->o->log_dir, ag->o->rdzv_id, "agent",
                            cfg->hostname, &ag->events);
   if (erc != 0)
-    fprintf(stderr, "ddprun: cannot write events under %s (%s)\n",
+    DR_SAY(DR_LOG_WARN, "cannot write events under %s (%s)",
             ag->o->log_dir, dr_strerror(erc));
   char progress_path[300];
   snprintf(progress_path, sizeof(progress_path), "%s/progress", ag->tmp_root);

@@ -11,10 +11,53 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "options.h"
+#include "bind.h"
+
+/* Per local rank stream choice, as torchrun's --redirects / --tee:
+ * bit 1 = stdout, bit 2 = stderr. */
+#define DR_STD_NONE 0u
+#define DR_STD_OUT 1u
+#define DR_STD_ERR 2u
+#define DR_STD_ALL 3u
 
 typedef struct {
-  const dr_options_t *opts;
+  /* Which streams; default_mask applies to local ranks not in per_rank.
+   * per_rank_set[i] says per_rank[i] was given. */
+  uint8_t default_mask;
+  uint8_t per_rank[DR_MAX_LOCAL];
+  uint8_t per_rank_set[DR_MAX_LOCAL];
+} dr_std_spec_t;
+
+/* The mask of streams for local rank lr in a redirects/tee spec: its own
+ * entry when one was given, else default_mask. */
+static inline uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr) {
+  if (lr < DR_MAX_LOCAL && s->per_rank_set[lr])
+    return s->per_rank[lr];
+  return s->default_mask;
+}
+
+/* What the agent takes of ddprun's settings (the launcher fills it from
+ * its command line). Strings are borrowed for the agent's run. */
+typedef struct {
+  const char *rdzv_id;            /* the job's run id */
+  uint32_t max_restarts;
+  int64_t node_rank;              /* requested node rank, -1 = any */
+  const char *local_addr;         /* address workers reach this node at */
+  uint32_t join_timeout_ms, heartbeat_timeout_ms;
+  uint32_t hang_timeout_ms;       /* 0 = off */
+  uint32_t stop_grace_ms, signal_hold_ms;
+  const char *role;               /* ROLE_NAME */
+  const char *log_dir;            /* --log-dir, or NULL */
+  dr_std_spec_t redirects, tee;   /* --redirects, --tee */
+  const char *local_ranks_filter; /* "0,2", or NULL for all */
+  const char *log_prefix_template;
+  const char *signals_to_handle;  /* "SIGTERM,SIGINT,...", NULL = default */
+  const char *secret_file;        /* handed to workers, or NULL */
+  dr_bind_opts_t bind;
+} dr_agent_opts_t;
+
+typedef struct {
+  const dr_agent_opts_t *opts;
   const char *server_host;   /* rendezvous endpoint to connect to */
   uint16_t server_port;
   uint32_t nproc;            /* workers on this node (resolved) */

@@ -102,7 +102,7 @@ int dr_spawn(const dr_spawn_req_t *r, pid_t *pid, int *out_fd, int *err_fd,
 /* ---- env.c ------------------------------------------------------------- */
 
 typedef struct {
-  const dr_options_t *o;
+  const dr_agent_opts_t *o;
   const char *run_id;
   uint32_t rank, local_rank, local_world, world, node_rank, nnodes;
   const char *master_addr;
@@ -211,7 +211,7 @@ typedef struct {
 struct dr_agent {
   uv_loop_t loop;
   const dr_agent_config_t *cfg;
-  const dr_options_t *o;
+  const dr_agent_opts_t *o;
   dr_arz_t *arz;
   dr_ag_state_t state;
   dr_ag_stop_t stop;

@@ -4,6 +4,8 @@
  * both directions. */
 #include "agent_internal.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -316,8 +318,8 @@ static void try_connect(dr_arz_t *a) {
       return;
     }
     if (!a->warned_resolve)
-      fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
-              "yet (%s); retrying until the join timeout\n", a->host,
+      DR_SAY(DR_LOG_WARN, "cannot resolve the rendezvous endpoint '%s' "
+              "yet (%s); retrying until the join timeout", a->host,
               dr_arz_resolve_error(a));
     a->warned_resolve = 1;
     schedule_retry(a);

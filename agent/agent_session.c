@@ -13,6 +13,8 @@
  * no workers run (joining, or waiting for the server's order). */
 #include "agent_internal.h"
 
+#include "log.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -91,25 +93,25 @@ static void on_join_timeout(uv_timer_t *t) {
     return;
   int err = ag->arz != NULL ? dr_arz_last_error(ag->arz) : 0;
   if (ag->arz != NULL && dr_arz_resolve_error(ag->arz) != NULL)
-    fprintf(stderr, "ddprun: cannot resolve the rendezvous endpoint '%s' "
+    DR_SAY(DR_LOG_ERROR, "cannot resolve the rendezvous endpoint '%s' "
             "(%s); gave up after join_timeout=%.3g s; check the host name of "
-            "--rdzv-endpoint\n", ag->cfg->server_host,
+            "--rdzv-endpoint", ag->cfg->server_host,
             dr_arz_resolve_error(ag->arz),
             ag->o->join_timeout_ms / 1000.0);
   else if (ag->reconnecting && ag->last_loss[0] != '\0')
-    fprintf(stderr, "ddprun: gave up joining %s:%u after join_timeout=%.3g "
-            "s; %u more attempts ended as the one said above\n",
+    DR_SAY(DR_LOG_ERROR, "gave up joining %s:%u after join_timeout=%.3g "
+            "s; %u more attempts ended as the one said above",
             ag->cfg->server_host, ag->cfg->server_port,
             ag->o->join_timeout_ms / 1000.0, ag->n_same_loss);
   else if (ag->arz != NULL && !dr_arz_connected(ag->arz))
-    fprintf(stderr, "ddprun: connect() to %s:%u failed while joining (%d: "
-            "%s); gave up after join_timeout=%.3g s\n", ag->cfg->server_host,
+    DR_SAY(DR_LOG_ERROR, "connect() to %s:%u failed while joining (%d: "
+            "%s); gave up after join_timeout=%.3g s", ag->cfg->server_host,
             ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "
             "answer", ag->o->join_timeout_ms / 1000.0);
   else
-    fprintf(stderr, "ddprun: the rendezvous at %s:%u did not complete within "
+    DR_SAY(DR_LOG_ERROR, "the rendezvous at %s:%u did not complete within "
             "join_timeout=%.3g s; are the other nodes started with the same "
-            "--rdzv-id and --nnodes?\n", ag->cfg->server_host,
+            "--rdzv-id and --nnodes?", ag->cfg->server_host,
             ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
   dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
   dr__agent_finish(ag);
@@ -136,8 +138,8 @@ static void send_resume(dr_agent_t *ag) {
 static void on_resumed(dr_agent_t *ag) {
   ag->resume_pending = 0;
   double away = (uv_now(&ag->loop) - ag->lost_ms) / 1000.0;
-  fprintf(stderr, "ddprun: back in generation %llu as node %u after %.1f s "
-          "without the rendezvous server; the workers kept running\n",
+  DR_SAY(DR_LOG_INFO, "back in generation %llu as node %u after %.1f s "
+          "without the rendezvous server; the workers kept running",
           (unsigned long long)ag->asg.gen, ag->asg.node_rank, away);
   dr_events_emit(ag->events, "resumed", ",\"gen\":%llu,\"away_ms\":%llu",
                  (unsigned long long)ag->asg.gen,
@@ -157,8 +159,8 @@ static void on_resumed(dr_agent_t *ag) {
 static void on_restart_order(dr_agent_t *ag, uint64_t gen,
                              unsigned long long count, dr_bytes_t reason) {
   ag->resume_pending = 0;
-  fprintf(stderr, "ddprun: restarting the workers (generation %llu, "
-          "restart %llu of %u): %.*s\n", (unsigned long long)gen, count,
+  DR_SAY(DR_LOG_WARN, "restarting the workers (generation %llu, "
+          "restart %llu of %u): %.*s", (unsigned long long)gen, count,
           ag->o->max_restarts, (int)reason.len, (const char *)reason.p);
   snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
            (int)reason.len, (const char *)reason.p);
@@ -179,7 +181,7 @@ static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
   }
   if (ag->state == DR_AG_JOINING || ag->resume_pending ||
       ev->code != DR_ESTOPPED)
-    fprintf(stderr, "ddprun: the rendezvous server refused this node: %.*s\n",
+    DR_SAY(DR_LOG_ERROR, "the rendezvous server refused this node: %.*s",
             (int)ev->text.len, (const char *)ev->text.p);
   dr__agent_end(ag, DR_END_LOCAL, ev->code == DR_ESTOPPED ? 1 : DR_EXIT_CONFIG);
   dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
@@ -188,7 +190,7 @@ static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
 static void on_event(void *arg, const dr_sess_event_t *ev) {
   dr_agent_t *ag = arg;
   if (ag->silent_warned) {
-    fprintf(stderr, "ddprun: the rendezvous server %s:%u answers again\n",
+    DR_SAY(DR_LOG_INFO, "the rendezvous server %s:%u answers again",
             ag->cfg->server_host, ag->cfg->server_port);
     ag->silent_warned = 0;
   }
@@ -265,7 +267,7 @@ static void on_lost(void *arg, int code, const char *why) {
   int config = is_config_refusal(code);
   if (config || (ag->cfg->server_in_process && ag->have_asg)) {
     /* A refusal is final; a server in this process does not come back. */
-    fprintf(stderr, "ddprun: %s\n", why);
+    DR_SAY(DR_LOG_ERROR, "%s", why);
     dr__agent_end(ag, DR_END_LOCAL, config ? DR_EXIT_CONFIG : DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     return;
@@ -276,25 +278,25 @@ static void on_lost(void *arg, int code, const char *why) {
     ag->n_same_loss = 0;
     snprintf(ag->last_loss, sizeof(ag->last_loss), "%s", why);
     if (ag->have_asg && ag->n_alive > 0)
-      fprintf(stderr, "ddprun: %s; the workers keep running; reconnecting to "
-              "%s:%u\n", why, ag->cfg->server_host, ag->cfg->server_port);
+      DR_SAY(DR_LOG_WARN, "%s; the workers keep running; reconnecting to "
+              "%s:%u", why, ag->cfg->server_host, ag->cfg->server_port);
     else
-      fprintf(stderr, "ddprun: %s; reconnecting to %s:%u for up to %.0f s "
-              "(join_timeout)\n", why, ag->cfg->server_host,
+      DR_SAY(DR_LOG_WARN, "%s; reconnecting to %s:%u for up to %.0f s "
+              "(join_timeout)", why, ag->cfg->server_host,
               ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
   } else if (strcmp(why, ag->last_loss) != 0) {
     if (ag->n_same_loss > 0)
-      fprintf(stderr, "ddprun: (%u more attempts ended the same way)\n",
+      DR_SAY(DR_LOG_WARN, "(%u more attempts ended the same way)",
               ag->n_same_loss);
     ag->n_same_loss = 0;
     snprintf(ag->last_loss, sizeof(ag->last_loss), "%s", why);
-    fprintf(stderr, "ddprun: %s\n", why);
+    DR_SAY(DR_LOG_WARN, "%s", why);
   } else {
     ag->n_same_loss++; /* said once: a flood of the same line helps nobody */
   }
   if (reconnect_expired(ag)) {
-    fprintf(stderr, "ddprun: gave up reconnecting to the rendezvous server "
-            "%s:%u after join_timeout=%.3g s\n", ag->cfg->server_host,
+    DR_SAY(DR_LOG_ERROR, "gave up reconnecting to the rendezvous server "
+            "%s:%u after join_timeout=%.3g s", ag->cfg->server_host,
             ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
@@ -308,7 +310,7 @@ static void on_ready(void *arg) {
   dr_agent_t *ag = arg;
   ag->arz_ready = 1;
   if (ag->reconnecting && ag->n_same_loss > 0)
-    fprintf(stderr, "ddprun: (%u more attempts ended the same way)\n",
+    DR_SAY(DR_LOG_WARN, "(%u more attempts ended the same way)",
             ag->n_same_loss);
   ag->reconnecting = 0;
   ag->n_same_loss = 0;
@@ -340,8 +342,8 @@ static int start_arz(dr_agent_t *ag) {
   ag->arz_ready = 0;
   int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
   if (rc != 0)
-    fprintf(stderr, "ddprun: cannot start the rendezvous client for '%s' "
-            "(%s)\n", ag->cfg->server_host, dr_strerror(rc));
+    DR_SAY(DR_LOG_ERROR, "cannot start the rendezvous client for '%s' "
+            "(%s)", ag->cfg->server_host, dr_strerror(rc));
   return rc;
 }
 
@@ -362,15 +364,15 @@ static void on_heartbeat(uv_timer_t *t) {
   /* The server pushes heartbeats to running nodes only. */
   if (ag->state == DR_AG_RUNNING && !ag->silent_warned &&
       idle > 2ull * ag->o->heartbeat_timeout_ms) {
-    fprintf(stderr, "ddprun: the rendezvous server %s:%u has been silent for "
-            "%.1f s (stopped or paused?); the workers keep running\n",
+    DR_SAY(DR_LOG_WARN, "the rendezvous server %s:%u has been silent for "
+            "%.1f s (stopped or paused?); the workers keep running",
             ag->cfg->server_host, ag->cfg->server_port, idle / 1000.0);
     ag->silent_warned = 1;
   }
   if (ag->state == DR_AG_WAITING && idle > ag->o->join_timeout_ms) {
     /* Workers done, their report sent, and no order for join_timeout. */
-    fprintf(stderr, "ddprun: the rendezvous server %s:%u has been silent "
-            "for %.0f s while this node waits for its order; giving up\n",
+    DR_SAY(DR_LOG_ERROR, "the rendezvous server %s:%u has been silent "
+            "for %.0f s while this node waits for its order; giving up",
             ag->cfg->server_host, ag->cfg->server_port, idle / 1000.0);
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_finish(ag);

@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli_util.h"
+#include "fs.h"
 #include "errors.h"
 #include "events.h"
 #include "exit_codes.h"
@@ -45,7 +45,7 @@ static const char *files_root(dr_agent_t *ag) {
       ag->kept_root[0] = '\0';
       return ag->tmp_root;
     }
-    fprintf(stderr, "ddprun: worker logs go to %s\n", ag->kept_root);
+    DR_SAY(DR_LOG_INFO, "worker logs go to %s", ag->kept_root);
   }
   return ag->kept_root;
 }
@@ -132,10 +132,9 @@ static void print_summary(dr_agent_t *ag, dr_worker_t *w) {
   char desc[600];
   const dr_assignment_t *a = &ag->asg;
   dr_bind_describe(&ag->bind[w->local_rank], desc, sizeof(desc));
-  fprintf(stderr,
-          "ddprun: [rank%u] local rank %u of %u, world size %u, node %u of %u "
+  DR_SAY(DR_LOG_INFO, "[rank%u] local rank %u of %u, world size %u, node %u of %u "
           "(%s), pid %d, %s, master %s:%u, generation %llu, restart %u of "
-          "%u, run id %s\n",
+          "%u, run id %s",
           w->rank, w->local_rank, ag->nproc, a->world_size, a->node_rank,
           a->nnodes, ag->cfg->hostname, (int)w->pid, desc, a->master_addr,
           a->master_port, (unsigned long long)a->gen, a->restart_count,
@@ -188,10 +187,10 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   free(env);
   if (rc != 0) {
     if (stage == DR_SPAWN_EXEC)
-      fprintf(stderr, "ddprun: cannot execute '%s': %s\n",
+      DR_SAY(DR_LOG_ERROR, "cannot execute '%s': %s",
               ag->cfg->prog_argv[0], dr_strerror(rc));
     else
-      fprintf(stderr, "ddprun: cannot start local rank %u: %s failed (%s)\n",
+      DR_SAY(DR_LOG_ERROR, "cannot start local rank %u: %s failed (%s)",
               w->local_rank, stage == DR_SPAWN_BIND   ? "sched_setaffinity()"
                              : stage == DR_SPAWN_FORK ? "fork()"
                                                       : "setting up the process",
@@ -258,7 +257,7 @@ int dr__workers_start(dr_agent_t *ag) {
     for (uint32_t i = 0; i < ag->nproc; i++) {
       char desc[600];
       dr_bind_describe(&ag->bind[i], desc, sizeof(desc));
-      fprintf(stderr, "ddprun: binding: local rank %u: %s\n", i, desc);
+      DR_SAY(DR_LOG_INFO, "binding: local rank %u: %s", i, desc);
     }
   }
   for (uint32_t i = 0; i < ag->nproc; i++) {

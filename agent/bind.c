@@ -228,7 +228,7 @@ int dr_bind_count_cpus(void) {
   return CPU_COUNT(&set);
 }
 
-int dr_bind_nproc(const dr_options_t *o, uint32_t *nproc, char *err,
+int dr_bind_nproc(const dr_bind_opts_t *o, uint32_t *nproc, char *err,
                   size_t err_len) {
   int n;
   switch (o->nproc_kind) {
@@ -528,7 +528,7 @@ static int plan_list(const char *list, uint32_t nproc,
   return 0;
 }
 
-int dr_bind_plan(const dr_options_t *o, uint32_t nproc, dr_binding_t *out,
+int dr_bind_plan(const dr_bind_opts_t *o, uint32_t nproc, dr_binding_t *out,
                  char *err, size_t err_len) {
   if (nproc == 0) return 0;
   memset(out, 0, nproc * sizeof(*out));

@@ -8,7 +8,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "options.h"
+/* The most workers one node runs. */
+#define DR_MAX_LOCAL 1024
+
+typedef enum {
+  DR_NPROC_NUMBER, /* nproc_per_node holds the count */
+  DR_NPROC_AUTO,   /* GPUs if any, else CPUs */
+  DR_NPROC_CPU,    /* CPUs this process may run on */
+  DR_NPROC_GPU     /* visible GPUs; an error when there are none */
+} dr_nproc_kind_t;
+
+typedef enum { DR_GPU_BIND_NONE, DR_GPU_BIND_ISOLATE } dr_gpu_bind_t;
+typedef enum { DR_CPU_BIND_NONE, DR_CPU_BIND_AUTO, DR_CPU_BIND_LIST } dr_cpu_bind_t;
+
+/* What placement follows (--nproc-per-node, --cpu-bind, --gpu-bind). */
+typedef struct {
+  dr_nproc_kind_t nproc_kind;
+  uint32_t nproc_per_node;  /* the count, for DR_NPROC_NUMBER */
+  dr_cpu_bind_t cpu_bind;
+  const char *cpu_list;     /* the LIST of --cpu-bind LIST, else NULL */
+  dr_gpu_bind_t gpu_bind;
+} dr_bind_opts_t;
 
 /* GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES when it
  * is set (an empty value means none; as for CUDA, the list ends at an
@@ -24,7 +44,7 @@ int dr_bind_count_cpus(void);
  * DR_MAX_LOCAL); auto = GPUs if any, else CPUs; cpu = CPUs; gpu = GPUs,
  * DR_EBADARG with a message when none. A count over DR_MAX_LOCAL is
  * capped to it. */
-int dr_bind_nproc(const dr_options_t *o, uint32_t *nproc, char *err,
+int dr_bind_nproc(const dr_bind_opts_t *o, uint32_t *nproc, char *err,
                   size_t err_len);
 
 typedef struct {
@@ -53,7 +73,7 @@ typedef struct {
  *  there are fewer GPUs than ranks.
  * Returns 0 or DR_EBADARG with a one-line reason in err (out is then all
  * zero). */
-int dr_bind_plan(const dr_options_t *o, uint32_t nproc, dr_binding_t *out,
+int dr_bind_plan(const dr_bind_opts_t *o, uint32_t nproc, dr_binding_t *out,
                  char *err, size_t err_len);
 
 /* "cpus 0-3, gpu 0" / "cpus all, gpu all" (truncated to n). Returns

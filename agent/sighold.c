@@ -11,6 +11,8 @@
  * ddprun). A signal that arrives while the agent has no running workers
  * (between generations) goes to the next generation the same way. */
 #include "agent_internal.h"
+
+#include "log.h"
 #include "sigstate.h"
 
 #include <signal.h>
@@ -46,8 +48,8 @@ static int deliver(dr_agent_t *ag, dr_worker_t *w, uint64_t now) {
     if (ready == 0 && !late)
       continue;
     if (ready == 0)
-      fprintf(stderr, "ddprun: local rank %u does not handle SIG%s %.1f s "
-              "after its start (--signal-hold): sent anyway\n", w->local_rank,
+      DR_SAY(DR_LOG_WARN, "local rank %u does not handle SIG%s %.1f s "
+              "after its start (--signal-hold): sent anyway", w->local_rank,
               sigabbrev_np(sig), (double)age / 1e9);
     kill(-w->pid, sig);
     w->held &= ~bit;
@@ -69,8 +71,8 @@ static void hold(dr_agent_t *ag, dr_worker_t *w, int sig) {
   w->held |= 1ull << (sig - 1);
   if (!deliver(ag, w, uv_hrtime()))
     return;
-  fprintf(stderr, "ddprun: SIG%s held for local rank %u until it handles "
-          "it (at most %.1f s after its start, --signal-hold)\n",
+  DR_SAY(DR_LOG_INFO, "SIG%s held for local rank %u until it handles "
+          "it (at most %.1f s after its start, --signal-hold)",
           sigabbrev_np(sig), w->local_rank,
           (double)ag->o->signal_hold_ms / 1000.0);
   if (!uv_is_active((uv_handle_t *)&ag->hold_timer))
@@ -89,8 +91,8 @@ void dr__sighold_forward(dr_agent_t *ag, int sig) {
   }
   if (ag->state != DR_AG_RUNNING || ag->w == NULL) {
     ag->held_next |= 1ull << (sig - 1);
-    fprintf(stderr, "ddprun: SIG%s arrived while no workers run: the next "
-            "ones get it once they handle it\n", sigabbrev_np(sig));
+    DR_SAY(DR_LOG_INFO, "SIG%s arrived while no workers run: the next "
+            "ones get it once they handle it", sigabbrev_np(sig));
     return;
   }
   for (uint32_t i = 0; i < ag->nproc; i++)

@@ -2,6 +2,8 @@
  * first, then the other failures, each with where, who and why. */
 #include "agent_internal.h"
 
+#include "log.h"
+
 #include "exit_codes.h"
 
 #include <errno.h>
@@ -80,7 +82,7 @@ static void print_indented(const char *text) {
   while (*p != '\0') {
     const char *nl = strchr(p, '\n');
     int len = nl != NULL ? (int)(nl - p) : (int)strlen(p);
-    fprintf(stderr, "ddprun:     | %.*s\n", len, p);
+    DR_SAY(DR_LOG_ERROR, "    | %.*s", len, p);
     p += len;
     if (*p == '\n')
       p++;
@@ -93,9 +95,8 @@ static void print_rec(const char *host, const dr_failure_rec_t *f) {
   struct tm tm;
   localtime_r(&t, &tm);
   strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-  fprintf(stderr,
-          "ddprun:   time %s.%03d  host %s  node %u  rank %u  local rank %u  "
-          "pid %d  %s\n",
+  DR_SAY(DR_LOG_ERROR, "  time %s.%03d  host %s  node %u  rank %u  local rank %u  "
+          "pid %d  %s",
           when, (int)((f->time - (double)t) * 1000), host, f->node_rank,
           f->rank, f->local_rank, (int)f->pid,
           dr_failure_what(f, what, sizeof(what)));
@@ -107,13 +108,13 @@ void dr_summary_print(int exit_code, const char *host, const char *server_reason
                       const dr_failure_rec_t *recs, size_t n_recs) {
   const dr_exit_info_t *e = dr_exit_info(exit_code);
   if (exit_code == DR_EXIT_PREEMPTED)
-    fprintf(stderr, "ddprun: job preempted (exit code %d): the workers "
-            "stopped on SIGUSR1; run it again to resume\n", exit_code);
+    DR_SAY(DR_LOG_ERROR, "job preempted (exit code %d): the workers "
+            "stopped on SIGUSR1; run it again to resume", exit_code);
   else if (e != NULL)
-    fprintf(stderr, "ddprun: job failed with exit code %d (%s)\n", exit_code,
+    DR_SAY(DR_LOG_ERROR, "job failed with exit code %d (%s)", exit_code,
             e->brief);
   else
-    fprintf(stderr, "ddprun: job failed with exit code %d\n", exit_code);
+    DR_SAY(DR_LOG_ERROR, "job failed with exit code %d", exit_code);
   int have_reason = server_reason != NULL && server_reason[0] != '\0';
   /* The server names the job's first failure; when that is not this
    * node's first one, the server's account is the root cause. */
@@ -126,15 +127,15 @@ void dr_summary_print(int exit_code, const char *host, const char *server_reason
   }
   size_t first_other = 0;
   if (local_root) {
-    fprintf(stderr, "ddprun: root cause (first failure):\n");
+    DR_SAY(DR_LOG_ERROR, "root cause (first failure):");
     print_rec(host, &recs[0]);
     first_other = 1;
   } else if (have_reason) {
-    fprintf(stderr, "ddprun: root cause (first failure, reported by the "
-                    "rendezvous server): %s\n", server_reason);
+    DR_SAY(DR_LOG_ERROR, "root cause (first failure, reported by the "
+                    "rendezvous server): %s", server_reason);
   }
   if (n_recs > first_other) {
-    fprintf(stderr, "ddprun: other failures on this node:\n");
+    DR_SAY(DR_LOG_ERROR, "other failures on this node:");
     for (size_t i = first_other; i < n_recs; i++)
       print_rec(host, &recs[i]);
   }

@@ -61,23 +61,6 @@ int dr_parse_seconds_ms(const char *s, uint32_t min_ms, uint32_t *out_ms) {
   return 0;
 }
 
-int dr_mkdirs(const char *path) {
-  char buf[4096];
-  if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-    return -ENAMETOOLONG;
-  for (char *p = buf + 1; *p != '\0'; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-      return -errno;
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
-
 int dr_write_port_file(const char *path, uint16_t port) {
   char tmp[4096];
   if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=

@@ -19,10 +19,6 @@ int dr_parse_seconds_ms(const char *s, uint32_t min_ms, uint32_t *out_ms);
  * reader never sees a partial port. */
 int dr_write_port_file(const char *path, uint16_t port);
 
-/* mkdir -p: creates path and its missing parents (mode 0755). 0 or
- * -errno. */
-int dr_mkdirs(const char *path);
-
 /* A usage error of the command prog: prints "PROG: MESSAGE; see PROG
  * --help" on stderr and returns 2, the exit status for bad input. */
 int dr_usage_error(const char *prog, const char *fmt, ...)

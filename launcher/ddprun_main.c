@@ -183,7 +183,8 @@ int main(int argc, char **argv) {
   hostname[sizeof(hostname) - 1] = '\0';
 
   uint32_t nproc;
-  if (dr_bind_nproc(&o, &nproc, err, sizeof(err)) != 0) {
+  dr_bind_opts_t bind = dr_options_bind(&o);
+  if (dr_bind_nproc(&bind, &nproc, err, sizeof(err)) != 0) {
     fprintf(stderr, "ddprun: %s\n", err);
     goto out;
   }
@@ -294,9 +295,11 @@ int main(int argc, char **argv) {
     }
   }
 
+  static dr_agent_opts_t ao; /* two stream tables: off the stack */
+  dr_options_agent(&o, &ao);
   dr_agent_config_t ac;
   memset(&ac, 0, sizeof(ac));
-  ac.opts = &o;
+  ac.opts = &ao;
   ac.server_host = rdzv_host;
   ac.server_port = rdzv_port;
   ac.nproc = nproc;

@@ -441,3 +441,31 @@ void dr_options_free(dr_options_t *o) {
   o->prog_argv = NULL;
   o->prog_argc = 0;
 }
+
+dr_bind_opts_t dr_options_bind(const dr_options_t *o) {
+  dr_bind_opts_t b = {o->nproc_kind, o->nproc_per_node, o->cpu_bind,
+                      o->cpu_list, o->gpu_bind};
+  return b;
+}
+
+void dr_options_agent(const dr_options_t *o, dr_agent_opts_t *a) {
+  memset(a, 0, sizeof(*a));
+  a->rdzv_id = o->rdzv_id;
+  a->max_restarts = o->max_restarts;
+  a->node_rank = o->node_rank;
+  a->local_addr = o->local_addr;
+  a->join_timeout_ms = o->join_timeout_ms;
+  a->heartbeat_timeout_ms = o->heartbeat_timeout_ms;
+  a->hang_timeout_ms = o->hang_timeout_ms;
+  a->stop_grace_ms = o->stop_grace_ms;
+  a->signal_hold_ms = o->signal_hold_ms;
+  a->role = o->role;
+  a->log_dir = o->log_dir;
+  a->redirects = o->redirects;
+  a->tee = o->tee;
+  a->local_ranks_filter = o->local_ranks_filter;
+  a->log_prefix_template = o->log_prefix_template;
+  a->signals_to_handle = o->signals_to_handle;
+  a->secret_file = o->secret_file;
+  a->bind = dr_options_bind(o);
+}

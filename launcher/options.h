@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agent.h" /* what the agent takes: binding, streams */
+
 typedef enum {
   DR_RDZV_C10D,   /* dynamic rendezvous at --rdzv-endpoint */
   DR_RDZV_STATIC, /* --node-rank and --master-addr/--master-port */
@@ -45,32 +47,6 @@ typedef enum {
                      after a successful parse (see dr_options_parse) */
   DR_RDZV_K8S     /* c10d set up from an Indexed Job's; likewise */
 } dr_rdzv_backend_t;
-
-typedef enum {
-  DR_NPROC_NUMBER, /* nproc_per_node holds the count */
-  DR_NPROC_AUTO,   /* GPUs if any, else CPUs */
-  DR_NPROC_CPU,    /* CPUs this process may run on */
-  DR_NPROC_GPU     /* visible GPUs; an error when there are none */
-} dr_nproc_kind_t;
-
-typedef enum { DR_GPU_BIND_NONE, DR_GPU_BIND_ISOLATE } dr_gpu_bind_t;
-typedef enum { DR_CPU_BIND_NONE, DR_CPU_BIND_AUTO, DR_CPU_BIND_LIST } dr_cpu_bind_t;
-
-/* Per local rank stream choice, as torchrun's --redirects / --tee:
- * bit 1 = stdout, bit 2 = stderr. */
-#define DR_STD_NONE 0u
-#define DR_STD_OUT 1u
-#define DR_STD_ERR 2u
-#define DR_STD_ALL 3u
-#define DR_MAX_LOCAL 1024
-
-typedef struct {
-  /* Which streams; default_mask applies to local ranks not in per_rank.
-   * per_rank_set[i] says per_rank[i] was given. */
-  uint8_t default_mask;
-  uint8_t per_rank[DR_MAX_LOCAL];
-  uint8_t per_rank_set[DR_MAX_LOCAL];
-} dr_std_spec_t;
 
 typedef struct {
   /* topology */
@@ -146,14 +122,16 @@ typedef struct {
 int dr_options_parse(int argc, char **argv, char **envp, dr_options_t *o,
                      char *err, size_t err_len);
 
+/* What the agent takes of o (borrowing o's strings) and what placement
+ * takes of it. */
+void dr_options_agent(const dr_options_t *o, dr_agent_opts_t *out);
+dr_bind_opts_t dr_options_bind(const dr_options_t *o);
+
 /* Frees the strings *o owns and sets them to NULL; safe to call twice. */
 void dr_options_free(dr_options_t *o);
 
 /* Prints the --help text (every flag with its default) to stdout. */
 void dr_options_usage(void);
 
-/* The mask of streams for local rank lr in a redirects/tee spec: its own
- * entry when one was given, else default_mask. */
-uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr);
 
 #endif /* DR_OPTIONS_H */

@@ -51,12 +51,6 @@ int dr__set_std(dr_options_t *o, const dr__opt_t *row, const char *val,
   return 0;
 }
 
-uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr) {
-  if (lr < DR_MAX_LOCAL && s->per_rank_set[lr])
-    return s->per_rank[lr];
-  return s->default_mask;
-}
-
 int dr__set_ranks_filter(dr_options_t *o, const dr__opt_t *row, const char *val,
                          const char *what, char *err, size_t err_len) {
   const char *p = val;

@@ -98,12 +98,12 @@ static void set_cpus(const char *list) {
   dr__bind_set_cpus(&s);
 }
 
-static dr_options_t opts(dr_cpu_bind_t cpu, const char *list,
+static dr_bind_opts_t opts(dr_cpu_bind_t cpu, const char *list,
                          dr_gpu_bind_t gpu) {
-  dr_options_t o;
+  dr_bind_opts_t o;
   memset(&o, 0, sizeof(o));
   o.cpu_bind = cpu;
-  o.cpu_list = (char *)list;
+  o.cpu_list = list;
   o.gpu_bind = gpu;
   o.nproc_kind = DR_NPROC_NUMBER;
   o.nproc_per_node = 1;
@@ -184,7 +184,7 @@ static void test_cpulist_format_small(void **state) {
 static void test_auto_split(void **state) {
   set_cpus("0-15");
   assert_int_equal(dr_bind_count_cpus(), 16);
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[16];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 3, b, err, sizeof(err)), 0);
@@ -220,7 +220,7 @@ static void test_auto_split(void **state) {
 /* More ranks than CPUs: one CPU each, round-robin. */
 static void test_more_ranks_than_cpus(void **state) {
   set_cpus("2,5");
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[5];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 5, b, err, sizeof(err)), 0);
@@ -231,7 +231,7 @@ static void test_cpu_list(void **state) {
   set_cpus("0-7");
   dr_binding_t b[4];
   char err[256];
-  dr_options_t o = opts(DR_CPU_BIND_LIST, "0-3:4-7", DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_LIST, "0-3:4-7", DR_GPU_BIND_NONE);
   assert_int_equal(dr_bind_plan(&o, 2, b, err, sizeof(err)), 0);
   assert_cpus(b, 2, (const char *[]){"0-3", "4-7"});
   /* Overlapping shares are the user's choice. */
@@ -276,7 +276,7 @@ static void test_cpu_list(void **state) {
 static void test_gpu_isolate(void **state) {
   setenv("CUDA_VISIBLE_DEVICES", "3,5", 1);
   assert_int_equal(dr_bind_count_gpus(), 2);
-  dr_options_t o = opts(DR_CPU_BIND_NONE, NULL, DR_GPU_BIND_ISOLATE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_NONE, NULL, DR_GPU_BIND_ISOLATE);
   dr_binding_t b[3];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 2, b, err, sizeof(err)), 0);
@@ -332,7 +332,7 @@ static void test_numa_shares(void **state) {
   fake_gpus(fx, 2, k_bus, k_uuid, (const char *const[]){"8-15", "0-7"});
   set_cpus("0-15");
   assert_int_equal(dr_bind_count_gpus(), 2);
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[8];
   char err[256];
   /* Four ranks on two GPUs: 0,1 near GPU 0, 2,3 near GPU 1. */
@@ -401,7 +401,7 @@ static void test_numa_same_node(void **state) {
   /* Both GPUs near 0-3 (given in two spellings): they share it. */
   fake_gpus(fx, 2, k_bus, k_uuid, (const char *const[]){"0-1,2-3", "0-3"});
   set_cpus("0-15");
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[4];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 2, b, err, sizeof(err)), 0);
@@ -415,7 +415,7 @@ static void test_numa_overlap(void **state) {
   /* Odd hints that overlap: made disjoint in GPU order. */
   fake_gpus(fx, 2, k_bus, k_uuid, (const char *const[]){"4-11", "0-7"});
   set_cpus("0-15");
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[2];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 2, b, err, sizeof(err)), 0);
@@ -427,7 +427,7 @@ static void test_numa_unknown(void **state) {
   /* GPU 1 has no local_cpulist: plain equal shares for everyone. */
   fake_gpus(fx, 2, k_bus, k_uuid, (const char *const[]){NULL, "0-3"});
   set_cpus("0-15");
-  dr_options_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_AUTO, NULL, DR_GPU_BIND_NONE);
   dr_binding_t b[2];
   char err[256];
   assert_int_equal(dr_bind_plan(&o, 1, b, err, sizeof(err)), 0);
@@ -451,7 +451,7 @@ static void test_numa_unknown(void **state) {
 static void test_nproc(void **state) {
   fx_t *fx = *state;
   set_cpus("0-5");
-  dr_options_t o = opts(DR_CPU_BIND_NONE, NULL, DR_GPU_BIND_NONE);
+  dr_bind_opts_t o = opts(DR_CPU_BIND_NONE, NULL, DR_GPU_BIND_NONE);
   uint32_t n = 0;
   char err[256];
   o.nproc_kind = DR_NPROC_NUMBER;

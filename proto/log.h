@@ -1,7 +1,12 @@
-/* Logging for the launcher and the agent (proto/ never logs).
+/* The one logger of the server, the launcher and the agent (the wire
+ * protocol's own code never logs), under one --log-level.
  *
- * DR_LOG checks the level before any formatting. Lines go to stderr as
- *   ddprun-rdzv 09:51:58.123 INFO  round 1 complete: ...
+ * Two forms, both checked against the level before any formatting:
+ *   DR_INFO(...)            ddprun-rdzv 09:51:58.123 INFO  round 1 complete: ...
+ *   DR_SAY(DR_LOG_INFO, ..) ddprun: [rank0] local rank 0 of 2, ...
+ * The first is the server's log; the second is what the agent tells the
+ * user who launched the job (binding, failures, restarts, the summary),
+ * prefixed by the program's name alone. One write() per line.
  * dr_log_signal_safe() uses write() only, for signal context.
  */
 #ifndef DR_LOG_H
@@ -31,6 +36,15 @@ void dr_log_write(dr_log_level_t level, const char *fmt, ...)
   do {                                                                       \
     if ((int)(level) <= dr_log_level)                                        \
       dr_log_write((level), __VA_ARGS__);                                    \
+  } while (0)
+
+void dr_log_say(dr_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#define DR_SAY(level, ...)                                                   \
+  do {                                                                       \
+    if ((int)(level) <= dr_log_level)                                        \
+      dr_log_say((level), __VA_ARGS__);                                      \
   } while (0)
 
 #define DR_ERROR(...) DR_LOG(DR_LOG_ERROR, __VA_ARGS__)

@@ -22,6 +22,18 @@ int dr_log_parse_level(const char *s) {
   return -1;
 }
 
+/* Formats a line after head (n bytes already in line) and writes it whole:
+ * one write() keeps lines whole when several processes share a terminal. */
+static void emit(char *line, size_t cap, int n, const char *fmt, va_list ap) {
+  int m = vsnprintf(line + n, cap - (size_t)n - 1, fmt, ap);
+  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+  if (len > cap - 2)
+    len = cap - 2;
+  line[len++] = '\n';
+  ssize_t w = write(STDERR_FILENO, line, len);
+  (void)w;
+}
+
 void dr_log_write(dr_log_level_t level, const char *fmt, ...) {
   static const char *tags[] = {"ERROR", "WARN ", "INFO ", "DEBUG"};
   char line[2048];
@@ -34,16 +46,18 @@ void dr_log_write(dr_log_level_t level, const char *fmt, ...) {
                    ts.tv_nsec / 1000000, tags[level]);
   va_list ap;
   va_start(ap, fmt);
-  int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+  emit(line, sizeof(line), n, fmt, ap);
   va_end(ap);
-  size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-  if (len > sizeof(line) - 2)
-    len = sizeof(line) - 2;
-  line[len++] = '\n';
-  /* One write() per line keeps lines whole when several processes share
-   * the terminal. */
-  ssize_t w = write(STDERR_FILENO, line, len);
-  (void)w;
+}
+
+void dr_log_say(dr_log_level_t level, const char *fmt, ...) {
+  (void)level; /* checked by DR_SAY */
+  char line[4096];
+  int n = snprintf(line, sizeof(line), "%s: ", log_prog);
+  va_list ap;
+  va_start(ap, fmt);
+  emit(line, sizeof(line), n, fmt, ap);
+  va_end(ap);
 }
 
 void dr_log_signal_safe(const char *msg) {

@@ -1,6 +1,6 @@
 #include "events.h"
 
-#include "cli_util.h"
+#include "fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
