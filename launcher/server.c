@@ -143,6 +143,18 @@ static int check_config(const dr_server_config_t *c, char *err, size_t n) {
   return 0;
 }
 
+/* A start that fails calls none of the caller's callbacks (the promise
+ * of every call that takes one); what it opened closes on the loop. */
+static int start_failed(dr_server_t *s, int rc, int handles_open) {
+  s->cfg.on_closed = NULL;
+  s->cfg.on_done = NULL;
+  if (handles_open)
+    dr_server_close(&s);
+  else
+    free_server(s);
+  return rc;
+}
+
 int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
                     dr_server_t **out, char *err, size_t errlen) {
   int rc = check_config(cfg, err, errlen);
@@ -188,10 +200,8 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->cfg.secret = s->secret;
   if (s->run_id == NULL || (cfg->secret_len > 0 && s->secret == NULL) ||
       (cfg->state_file != NULL && s->state_file == NULL) ||
-      dr__store_new(&s->store) != 0) {
-    free_server(s);
-    return -ENOMEM;
-  }
+      dr__store_new(&s->store) != 0)
+    return start_failed(s, -ENOMEM, 0);
 
   static const char *const bad_kinds[DR_BAD_KIND_DROP(DR__DROP_N)] = {
       "run id", "no secret", "wrong secret", "protocol version",
@@ -202,10 +212,8 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
              DR_BAD_KIND_DROP(DR__DROP_N), 5, 10000);
   s->listen_fd = s->reserve_fd = -1;
   rc = dr__listen_start(s, cfg->host, cfg->port, err, errlen);
-  if (rc != 0) {
-    free_server(s);
-    return rc;
-  }
+  if (rc != 0)
+    return start_failed(s, rc, 0);
 
   /* The sweep checks every deadline at a fifth of the shortest. */
   uint32_t shortest = cfg->heartbeat_timeout_ms;
@@ -230,18 +238,13 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   rc = dr__rdzv_init(s);
   if (rc != 0) {
     snprintf(err, errlen, "out of memory");
-    dr_server_close(&s);
-    return rc;
+    return start_failed(s, rc, 1);
   }
-  if ((rc = dr__state_load(s, err, errlen)) != 0) {
-    dr_server_close(&s);
-    return rc;
-  }
+  if ((rc = dr__state_load(s, err, errlen)) != 0)
+    return start_failed(s, rc, 1);
   if (cfg->metrics_port >= 0 &&
-      (rc = dr__metrics_start(s, cfg, err, errlen)) != 0) {
-    dr_server_close(&s);
-    return rc;
-  }
+      (rc = dr__metrics_start(s, cfg, err, errlen)) != 0)
+    return start_failed(s, rc, 1);
   *out = s;
   return 0;
 }
@@ -250,14 +253,6 @@ uint16_t dr_server_port(const dr_server_t *s) { return s->port; }
 
 uint16_t dr_server_metrics_port(const dr_server_t *s) {
   return s->metrics != NULL ? dr__metrics_port(s->metrics) : 0;
-}
-
-int dr_server_done(const dr_server_t *s, int *exit_code) {
-  if (s->rdzv.state != DR_JOB_DONE)
-    return 0;
-  if (exit_code != NULL)
-    *exit_code = s->rdzv.exit_code;
-  return 1;
 }
 
 void dr__server_job_done(dr_server_t *s) {

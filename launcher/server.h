@@ -66,7 +66,8 @@ void dr_server_config_default(dr_server_config_t *cfg);
 /* Validates cfg, binds and listens. Returns 0 and *out, or a negative code
  * with a one-line reason in errbuf (e.g. "bind() to 0.0.0.0:29400 failed
  * (98: Address already in use)"). The server raises RLIMIT_NOFILE to its
- * hard limit. */
+ * hard limit. On an error neither on_done nor on_closed is ever called;
+ * handles it had opened close when the loop runs next. */
 int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
                     dr_server_t **out, char *errbuf, size_t errbuf_len);
 
@@ -75,10 +76,6 @@ uint16_t dr_server_port(const dr_server_t *s);
 
 /* The metrics endpoint's port, 0 when it is off. */
 uint16_t dr_server_metrics_port(const dr_server_t *s);
-
-/* 1 once the job has ended (every node succeeded, or a STOP was sent);
- * *exit_code is then the job's exit code. */
-int dr_server_done(const dr_server_t *s, int *exit_code);
 
 /* Closes every handle; the loop then runs out. Frees the server when the
  * loop has closed the handles: call uv_run() until it returns after this. */

@@ -13,6 +13,10 @@
 
 #include "harness.h"
 
+/* Upper bounds on elapsed time only catch a hang: a loaded machine (ctest
+ * -j2, sanitizers) may take seconds longer than the deadline under test. */
+#define HANG_SLACK_MS 10000
+
 #define SECRET "robust-secret-0b7e"
 /* The handshake timeout of tests that are not about it: a close within
  * CLOSE_WAIT_MS cannot be that timeout. */
@@ -174,8 +178,8 @@ DR_H_TEST(test_idle_connection_closed_after_handshake_timeout) {
           rc1 == 0 ? "closed" : "open", t1, rc2 == 0 ? "closed" : "open", t2);
   assert_int_equal(rc1, 0);
   assert_int_equal(rc2, 0);
-  assert_true(t1 >= 450 && t1 <= 1500);
-  assert_true(t2 >= 450 && t2 <= 1500);
+  assert_true(t1 >= 450 && t1 <= 500 + HANG_SLACK_MS);
+  assert_true(t2 >= 450 && t2 <= 500 + HANG_SLACK_MS);
   /* A client past its handshake may stay idle. */
   assert_serves(good, "idle-is-fine");
 }
@@ -195,7 +199,7 @@ DR_H_TEST(test_missing_auth_closed_after_handshake_timeout) {
   fprintf(stderr, "  HELLO without AUTH: %s at %.0f ms\n",
           rc == 0 ? "closed" : "open", took);
   assert_int_equal(rc, 0);
-  assert_true(took >= 450 && took <= 1500);
+  assert_true(took >= 450 && took <= 500 + HANG_SLACK_MS);
 }
 
 typedef struct {
