@@ -604,7 +604,9 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
 static void handle_success(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
-  if (r->state != DR_JOB_RUNNING || m->f[0].u != r->gen || c->node == NULL)
+  uint64_t gen;
+  if (dr_msg_success(m, &gen) != 0 || r->state != DR_JOB_RUNNING ||
+      gen != r->gen || c->node == NULL)
     return;
   c->node->succeeded = 1;
   for (size_t i = 0; i < r->n_round; i++)

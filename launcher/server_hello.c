@@ -31,8 +31,10 @@ void dr__conn_reject(dr_conn_t *c, int code, const char *what,
 
 static void handle_hello(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
-  dr_bytes_t run_id = m->f[0].b;
-  dr_bytes_t host = m->f[1].b;
+  dr_hello_t h;
+  dr_msg_hello(m, &h); /* the caller checked the type */
+  dr_bytes_t run_id = h.run_id;
+  dr_bytes_t host = h.host;
   /* Only for messages: printable, so that a name cannot forge log lines. */
   dr_log_sample(host.p, host.len, c->host, sizeof(c->host));
   if (run_id.len != strlen(s->run_id) ||
@@ -79,8 +81,10 @@ static void handle_auth(dr_conn_t *c, const dr_msg_t *m) {
     dr__conn_close(c, "no secret");
     return;
   }
+  dr_auth_t au;
+  dr_msg_auth(m, &au);
   if (dr_auth_verify(s->secret, s->cfg.secret_len, c->nonce,
-                     dr_str(s->run_id), m->f[0].b) != 0) {
+                     dr_str(s->run_id), au.mac) != 0) {
     dr__conn_warn(c, DR_REFUSE_BAD_SECRET,
                   "refused %s (%s): wrong shared secret", c->peer, c->host);
     dr__conn_count_refused(c, DR_REFUSE_BAD_SECRET);

@@ -352,14 +352,15 @@ static int kv_put(scope_t *sc, dr_bytes_t key, const void *val,
 }
 
 /* Collects the keys of a GET (one) or MULTI_GET (a list). */
-static uint32_t collect_keys(const dr_msg_t *m, dr_bytes_t *stack,
-                             uint32_t n_stack, dr_bytes_t **out) {
+static uint32_t collect_keys(const dr_msg_t *m, const dr_store_req_t *q,
+                             dr_bytes_t *stack, uint32_t n_stack,
+                             dr_bytes_t **out) {
   if (m->type == DR_MSG_GET) {
-    stack[0] = m->f[1].b;
+    stack[0] = q->key;
     *out = stack;
     return 1;
   }
-  const dr_list_t *l = &m->f[1].l;
+  const dr_list_t *l = &q->keys;
   dr_bytes_t *keys = l->count <= n_stack ? stack : malloc(l->count * sizeof(*keys));
   if (keys == NULL) {
     *out = NULL;
@@ -372,16 +373,17 @@ static uint32_t collect_keys(const dr_msg_t *m, dr_bytes_t *stack,
   return i;
 }
 
-static void handle_get(dr_conn_t *c, const dr_msg_t *m, int scope) {
+static void handle_get(dr_conn_t *c, const dr_msg_t *m,
+                       const dr_store_req_t *q, int scope) {
   dr_store_t *st = c->srv->store;
   scope_t *sc = &st->scope[scope];
   dr_bytes_t stack[16], *keys;
-  uint32_t n = collect_keys(m, stack, 16, &keys);
+  uint32_t n = collect_keys(m, q, stack, 16, &keys);
   if (keys == NULL) {
     dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
     return;
   }
-  uint64_t wait_ms = m->f[2].u;
+  uint64_t wait_ms = q->wait_ms;
   uint32_t miss = first_missing(sc, keys, n);
   if (miss == n) {
     reply_values(c, sc, m->type, m->req_id, keys, n);
@@ -402,11 +404,12 @@ static void handle_get(dr_conn_t *c, const dr_msg_t *m, int scope) {
     free(keys);
 }
 
-static void handle_barrier(dr_conn_t *c, const dr_msg_t *m, int scope) {
+static void handle_barrier(dr_conn_t *c, const dr_msg_t *m,
+                           const dr_store_req_t *q, int scope) {
   dr_store_t *st = c->srv->store;
   scope_t *sc = &st->scope[scope];
-  dr_bytes_t name = m->f[1].b;
-  uint64_t n = m->f[2].u;
+  dr_bytes_t name = q->key;
+  uint64_t n = q->n;
   char k[256];
   if (n == 0) {
     dr__conn_send_error(c, m->req_id, DR_EBADARG,
@@ -427,7 +430,7 @@ static void handle_barrier(dr_conn_t *c, const dr_msg_t *m, int scope) {
     return;
   }
   p->n = n;
-  dr_waiter_t *w = waiter_new(c, m, scope, NULL, 0, m->f[3].u);
+  dr_waiter_t *w = waiter_new(c, m, scope, NULL, 0, q->wait_ms);
   if (w == NULL) {
     if (p->head == NULL) {
       HASH_DEL(sc->barriers, p);
@@ -472,9 +475,10 @@ static int parse_i64(const kv_t *e, int64_t *out) {
   return 0;
 }
 
-static void handle_add(dr_conn_t *c, const dr_msg_t *m, int scope) {
+static void handle_add(dr_conn_t *c, const dr_msg_t *m,
+                       const dr_store_req_t *q, int scope) {
   scope_t *sc = &c->srv->store->scope[scope];
-  dr_bytes_t key = m->f[1].b;
+  dr_bytes_t key = q->key;
   int64_t cur = 0;
   kv_t *e = kv_find(sc, key);
   char k[256];
@@ -484,7 +488,7 @@ static void handle_add(dr_conn_t *c, const dr_msg_t *m, int scope) {
                         key_text(key, k, sizeof(k)));
     return;
   }
-  int64_t v = (int64_t)((uint64_t)cur + m->f[2].u);
+  int64_t v = (int64_t)((uint64_t)cur + (uint64_t)q->delta); /* wraps */
   char text[32];
   int len = snprintf(text, sizeof(text), "%" PRId64, v);
   if (kv_put(sc, key, text, (uint32_t)len) != 0) {
@@ -496,9 +500,10 @@ static void handle_add(dr_conn_t *c, const dr_msg_t *m, int scope) {
   wake_key(c->srv->store, scope, key);
 }
 
-static void handle_cas(dr_conn_t *c, const dr_msg_t *m, int scope) {
+static void handle_cas(dr_conn_t *c, const dr_msg_t *m,
+                       const dr_store_req_t *q, int scope) {
   scope_t *sc = &c->srv->store->scope[scope];
-  dr_bytes_t key = m->f[1].b, expected = m->f[2].b, desired = m->f[3].b;
+  dr_bytes_t key = q->key, expected = q->expected, desired = q->value;
   kv_t *e = kv_find(sc, key);
   int swap = e == NULL ? expected.len == 0
                        : e->val_len == expected.len &&
@@ -515,12 +520,13 @@ static void handle_cas(dr_conn_t *c, const dr_msg_t *m, int scope) {
     wake_key(c->srv->store, scope, key);
 }
 
-static void handle_check(dr_conn_t *c, const dr_msg_t *m, int scope) {
+static void handle_check(dr_conn_t *c, const dr_msg_t *m,
+                         const dr_store_req_t *q, int scope) {
   scope_t *sc = &c->srv->store->scope[scope];
   uint32_t pos = 0;
   dr_bytes_t k;
   int all = 1;
-  while (all && dr_list_next(&m->f[1].l, &pos, &k))
+  while (all && dr_list_next(&q->keys, &pos, &k))
     all = kv_find(sc, k) != NULL;
   if (dr_enc_int(&c->srv->out, m->req_id, all) == 0)
     dr__conn_send(c);
@@ -529,7 +535,10 @@ static void handle_check(dr_conn_t *c, const dr_msg_t *m, int scope) {
 void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_store_t *st = s->store;
-  uint64_t gen = m->f[0].u;
+  dr_store_req_t q;
+  if (dr_msg_store_req(m, &q) != 0)
+    return; /* the dispatcher sends store requests only */
+  uint64_t gen = q.gen;
   int scope;
   if (gen == 0) {
     scope = 0;
@@ -546,26 +555,26 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
   st->ops_by_type[m->type]++;
   switch (m->type) {
   case DR_MSG_SET:
-    if (kv_put(&st->scope[scope], m->f[1].b, m->f[2].b.p, m->f[2].b.len) != 0) {
+    if (kv_put(&st->scope[scope], q.key, q.value.p, q.value.len) != 0) {
       dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
       return;
     }
     if (dr_enc_ok(&s->out, m->req_id) == 0)
       dr__conn_send(c);
-    wake_key(st, scope, m->f[1].b);
+    wake_key(st, scope, q.key);
     break;
   case DR_MSG_GET:
   case DR_MSG_MULTI_GET:
-    handle_get(c, m, scope);
+    handle_get(c, m, &q, scope);
     break;
   case DR_MSG_ADD:
-    handle_add(c, m, scope);
+    handle_add(c, m, &q, scope);
     break;
   case DR_MSG_CAS:
-    handle_cas(c, m, scope);
+    handle_cas(c, m, &q, scope);
     break;
   case DR_MSG_DELETE: {
-    kv_t *e = kv_find(&st->scope[scope], m->f[1].b);
+    kv_t *e = kv_find(&st->scope[scope], q.key);
     if (e != NULL) {
       HASH_DEL(st->scope[scope].kv, e);
       free(e->val);
@@ -576,10 +585,10 @@ void dr__store_handle(dr_conn_t *c, const dr_msg_t *m) {
     break;
   }
   case DR_MSG_CHECK:
-    handle_check(c, m, scope);
+    handle_check(c, m, &q, scope);
     break;
   case DR_MSG_BARRIER:
-    handle_barrier(c, m, scope);
+    handle_barrier(c, m, &q, scope);
     break;
   default:
     break;
