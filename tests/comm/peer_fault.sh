@@ -2,7 +2,7 @@
 # A 3-rank job where rank 1 dies (kill: SIGKILL) or hangs (hang: SIGSTOP)
 # inside a 64 MiB all-reduce. Ranks 0 and 2 must fail that all-reduce
 # themselves, naming rank 1, and exit 4: at once when rank 1 died, at the
-# collective timeout (3 s here) when it hangs. ddprun must exit non-zero.
+# collective timeout (5 s here) when it hangs. ddprun must exit non-zero.
 #
 # Usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK
 # Each worker runs under a small wrapper that records its real exit
@@ -15,7 +15,13 @@ set -u
 mode=${1:?usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK}
 ddprun=${2:?}
 worker=${3:?}
-timeout_ms=3000
+# A death is seen at once, whatever the timeout: there it only bounds a
+# peer that is slow (a sanitized build moving 64 MiB on a loaded machine),
+# so it is long enough never to fire first.
+case ${1:-} in
+  kill) timeout_ms=20000 ;;
+  *) timeout_ms=5000 ;;
+esac
 
 fail() {
   echo "FAIL: $*" >&2
