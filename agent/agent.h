@@ -1,8 +1,8 @@
 /* The per-node agent: joins the rendezvous, spawns one worker per local
- * rank with torchrun's environment contract (README.md, "The worker's
- * environment"; env.c), forwards their output, watches them, and follows
- * the server's orders (restart into the next generation, or stop). Runs on
- * its own libuv loop in the calling thread.
+ * rank with torchrun's environment contract (docs/ddprun.md, "The
+ * worker's environment"; env.c), forwards their output, watches them, and
+ * follows the server's orders (restart into the next generation, or
+ * stop). Runs on its own libuv loop in the calling thread.
  */
 #ifndef DR_AGENT_H
 #define DR_AGENT_H

@@ -72,7 +72,7 @@ pair_args() {
 . "$(dirname "${BASH_SOURCE[0]}")/../lib/netns.sh"
 
 # Before the link goes up: GSO segments no larger than the tbf burst, when
-# asked (see README.md).
+# asked (see tests/bench/README.md).
 cap_gso() {
   [ -n "$gso" ] || return 0
   ip -n "$1" link set veth0 gso_max_size "$gso" 2>"$tmp/err" ||

@@ -57,7 +57,7 @@ health() {
   [ "$(head -n 1 "$tmp/health")" = "$1" ] ||
     fail "/healthz answered $(tr '\n' ' ' <"$tmp/health"), not $1"
 }
-# Every family the README documents, in each scrape.
+# Every family docs/ddprun-rdzv.md documents, in each scrape.
 families=(job_info start_time_seconds job_state job_exit_code generation
   rounds_completed_total restarts_total max_restarts worker_failures_total
   nodes_lost_total nodes_alive nodes_waiting nodes_min nodes_max world_size

@@ -261,7 +261,8 @@ static void assert_f64(const uint8_t *b, double v) {
   assert_le(b, u, 8);
 }
 
-/* The layout documented in ckpt.h and README, byte for byte. */
+/* The layout documented in ckpt.h and docs/checkpoint-format.md, byte for
+ * byte. */
 static void test_layout(void **state) {
   fx_t *f = *state;
   f->h.context = 32;   /* not a meaningful model: every field distinct */
