@@ -22,7 +22,7 @@ int dr_gpu_train_resolve(dr_run_t *r) {
   if (strcmp(c->device, "cuda") == 0) {
     fprintf(stderr, "train: --device cuda: this train was built without GPU "
             "support (no CUDA toolkit or NCCL when it was configured; see "
-            "README, GPU); use --device cpu\n");
+            "docs/gpu.md); use --device cpu\n");
     return DR_TRAIN_ECONFIG;
   }
   if (strcmp(c->precision, "bf16") == 0) {
