@@ -17,13 +17,15 @@
  * at most this many steps ahead of the device. */
 #define DR_GPU_RING 16
 
-/* One step's events. Bucket events (c0/c1: each all-reduce's start and
- * end on the communication stream) grow with the bucket count. */
+/* One step's events. Bucket events (rd: the bucket's gradients written
+ * on the compute stream, which its all-reduce waits for; c0/c1: each
+ * all-reduce's start and end on the communication stream) grow with the
+ * bucket count. */
 typedef struct {
   uint64_t step;
   int used;               /* enqueued, times not read yet */
   cudaEvent_t start, bwd_end, opt_start, end;
-  cudaEvent_t *c0, *c1;   /* [cap] */
+  cudaEvent_t *rd, *c0, *c1; /* [cap] */
   size_t nb;              /* buckets launched in this step */
 } dr_gpu_slot_t;
 
@@ -44,7 +46,6 @@ struct dr_gpu {
   cudaEvent_t readback_done;
 
   cudaEvent_t comm_done;   /* the last all-reduce of a step */
-  cudaEvent_t *ready;      /* [cap]: a bucket's gradients are written */
   size_t cap;              /* bucket events allocated per slot */
   dr_gpu_slot_t ring[DR_GPU_RING];
   dr_gpu_slot_t *cur;      /* the step being enqueued */
