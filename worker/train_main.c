@@ -270,6 +270,7 @@ int main(int argc, char **argv) {
     dr_report_summary(r);
     if (r->gpu != NULL)
       dr_gpu_train_summary(r);
+    dr_fault_mem_touch(r->rank);
     code = dr_train_resume(r, &start);
   }
   if (code == 0)

@@ -157,6 +157,11 @@ static int harvest(dr_run_t *r, dr_gpu_slot_t *sl) {
     st->step_ms = ms_between(sl->start, sl->end);
   g->last_end_ms = end_ms;
   g->have_last_end = 1;
+  /* At a step's end the step's memory is still held: train allocates its
+   * device memory up front and cuBLAS and NCCL keep what they take, so
+   * after the first steps a sample now and then suffices. */
+  if (sl->step < r->start_step + 8 || sl->step % 100 == 0)
+    dr__gpu_sample_mem(g);
   trace_slot(r, sl);
   sl->used = 0;
   return 0;

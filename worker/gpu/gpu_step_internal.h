@@ -54,7 +54,13 @@ struct dr_gpu {
   uint64_t ref_us;         /* ... on the host's monotonic clock */
   double last_end_ms;      /* device time of the last harvested step end */
   int have_last_end;
+  uint64_t mem_peak;       /* bytes: the most device memory seen in use
+                              (dr__gpu_sample_mem) */
 };
+
+/* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:
+ * total - free, every process's on this device). */
+void dr__gpu_sample_mem(dr_gpu_t *g);
 
 /* The reducer's launch hook (arg: dr_run_t): orders the bucket after the
  * compute stream's work so far, all-reduces it on the communication
