@@ -3,6 +3,7 @@
 #include "fault_inject.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static const dr_fault_var_t vars[] = {
@@ -19,6 +20,10 @@ static const dr_fault_var_t vars[] = {
      "with --bucket-cap-mb auto, rank 0's prediction of the step time of "
      "its choice is multiplied by X (X > 0), so that the run drifts from it "
      "and re-plans"},
+    {"DDPRUN_MEM_TEST_RANK0_MIB", "N",
+     "rank 0 allocates N MiB, writes every page and frees it before the "
+     "first step (announced on stderr), so that its peak resident memory "
+     "lies N MiB above the other ranks' and the final report names it"},
 };
 
 static struct {
@@ -29,6 +34,7 @@ static struct {
   int kill_one;         /* ... only on kill_rank */
   unsigned long kill_rank;
   double plan_scale;    /* PLAN_TEST_SCALE: 0 = off */
+  unsigned long mem_mib; /* MEM_TEST_RANK0_MIB: 0 = off */
 } g;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -58,6 +64,13 @@ static void load(void) {
   s = getenv("DDPRUN_PLAN_TEST_SCALE");
   if (s != NULL && atof(s) > 0)
     g.plan_scale = atof(s);
+
+  s = getenv("DDPRUN_MEM_TEST_RANK0_MIB");
+  if (s != NULL && s[0] >= '0' && s[0] <= '9') {
+    unsigned long mib = strtoul(s, &end, 10);
+    if (*end == '\0' && mib <= (1ul << 20)) /* up to 1 TiB */
+      g.mem_mib = mib;
+  }
 }
 
 void dr_fault_init(void) { pthread_once(&g_once, load); }
@@ -75,6 +88,27 @@ int dr_fault_kill_due(uint32_t rank, uint64_t done) {
 double dr_fault_plan_scale(void) {
   dr_fault_init();
   return g.plan_scale;
+}
+
+void dr_fault_mem_touch(uint32_t rank) {
+  dr_fault_init();
+  if (g.mem_mib == 0 || rank != 0)
+    return;
+  size_t n_bytes = (size_t)g.mem_mib << 20;
+  char *p = malloc(n_bytes);
+  if (p == NULL) {
+    fprintf(stderr, "train: rank 0: test hook: cannot allocate "
+            "DDPRUN_MEM_TEST_RANK0_MIB=%lu MiB\n", g.mem_mib);
+    return;
+  }
+  /* Volatile stores: the pages must really be touched, not optimised out
+   * with an allocation that is never read. */
+  volatile char *v = p;
+  for (size_t i = 0; i < n_bytes; i += 4096)
+    v[i] = 1;
+  free(p);
+  fprintf(stderr, "train: rank 0: test hook: touched %lu MiB "
+          "(DDPRUN_MEM_TEST_RANK0_MIB)\n", g.mem_mib);
 }
 
 const dr_fault_var_t *dr_fault_vars(int *n) {

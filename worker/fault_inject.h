@@ -8,6 +8,8 @@
  *   DDPRUN_CKPT_TEST_KILL_AT=STEP[:RANK] SIGKILL after a step's checkpoint
  *   DDPRUN_PLAN_TEST_SCALE=X             scale the bucket planner's
  *                                        prediction
+ *   DDPRUN_MEM_TEST_RANK0_MIB=N          rank 0 touches N MiB more (its
+ *                                        peak memory above the others')
  *
  * They are read once per process, at the first call of any function here
  * (train's main calls dr_fault_init first). Unset or empty, each is off
@@ -34,6 +36,11 @@ int dr_fault_kill_due(uint32_t rank, uint64_t done);
 /* DDPRUN_PLAN_TEST_SCALE: the factor for the planner's prediction; 0 for
  * none. */
 double dr_fault_plan_scale(void);
+
+/* DDPRUN_MEM_TEST_RANK0_MIB: on rank 0, allocates N MiB, writes every
+ * page of it and frees it, so that rank 0's peak resident memory is that
+ * much above the other ranks'. Nothing on other ranks or without it. */
+void dr_fault_mem_touch(uint32_t rank);
 
 /* The variables for train --help: *n entries, static. */
 typedef struct {

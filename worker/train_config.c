@@ -94,7 +94,8 @@ static const row_t rows[] = {
      "steps between rank 0's progress lines"},
     {"trace", K_STR, OFF(trace), NULL, 0, 0,
      "write a Chrome trace-event JSON per rank ({rank} in the path is "
-     "replaced; else .rankN is added when there are several)"},
+     "replaced; else .rankN is added when there are several): wall-clock "
+     "microseconds, with DDPRUN_CLOCK_OFFSET_US (if set) in its otherData"},
     {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
      "use TCP even between ranks on one host"},
     {"device", K_STR, OFF(device), "auto", 0, 0,

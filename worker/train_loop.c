@@ -42,21 +42,23 @@ static int nonfinite(dr_run_t *r, double loss, const char *when,
 }
 
 /* The step's times from the host clock and the reducer, and its trace, for
- * a device whose work is done when its calls return. */
-static void host_times(dr_run_t *r, const dr_step_marks_t *m,
+ * a device whose work is done when its calls return: the step's span
+ * around everything it did on the compute thread (its data, forward and
+ * backward passes, the optimizer), each bucket's all-reduce with the time
+ * its last gradient became ready. */
+static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
                        uint64_t data_us, dr_step_time_t *st) {
   if (r->trace != NULL) {
+    char name[48];
+    snprintf(name, sizeof(name), "step %llu", (unsigned long long)step);
+    dr_trace_span(r->trace, DR_TRACE_COMPUTE, name, m->start_us, m->end_us);
     dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", m->comm_end_us,
                   m->end_us);
     const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
-    for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++) {
-      char name[64];
-      snprintf(name, sizeof(name), "allreduce bucket %zu (%.2f MiB)", i,
-               t[i].n_elems * 4.0 / 1048576.0);
+    for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++)
       if (t[i].end_us > 0)
-        dr_trace_span(r->trace, DR_TRACE_COMM, name, t[i].start_us,
-                      t[i].end_us);
-    }
+        dr_trace_allreduce(r->trace, i, t[i].n_elems * sizeof(float),
+                           t[i].ready_us, t[i].start_us, t[i].end_us);
   }
   dr_reducer_stats_t rs;
   dr_reducer_stats(r->red, &rs);
@@ -84,7 +86,12 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
         r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
     uint64_t d0 = dr_now_us();
     dev->fill(r, idx, c->batch);
-    data_us += dr_now_us() - d0;
+    uint64_t d1 = dr_now_us();
+    data_us += d1 - d0;
+    /* A device that runs the step on its own clock has its spans there;
+     * the host's time on the batch goes on a track of its own. */
+    dr_trace_span(r->trace, dev->async ? DR_TRACE_HOST : DR_TRACE_COMPUTE,
+                  "data", d0, d1);
     int sync = micro + 1 == c->grad_accum;
     rc = dr_reducer_begin(r->red, sync, err, sizeof(err));
     if (rc != 0)
@@ -119,7 +126,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
   if (!dev->async)
-    host_times(r, &m, data_us, st);
+    host_times(r, step, &m, data_us, st);
   *loss_out = loss;
   return dr_train_plan_step(r, step, &m);
 }
@@ -143,6 +150,9 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     int rc = one_step(r, step, &loss, &r->times[step]);
     if (rc != 0)
       return rc;
+    /* The step's events reach the file now: a rank killed later (its
+     * peer failed, a test's kill) leaves a trace that parses. */
+    dr_trace_flush(r->trace);
     dr_progress_report(r->progress, step + 1);
     window_loss += loss;
     window_n++;

@@ -21,6 +21,27 @@ static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
   dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
 }
 
+/* DDPRUN_CLOCK_OFFSET_US, the agent's measure of this host's clock against
+ * the rendezvous server's (server = host + offset), for the trace. A value
+ * that is not an integer is left out, with one line. */
+static void trace_clock_offset(const dr_run_t *r, dr_trace_meta_t *meta) {
+  const char *v = getenv("DDPRUN_CLOCK_OFFSET_US");
+  if (v == NULL)
+    return;
+  if (dr_trace_parse_offset(v, &meta->clock_offset_us) == 0) {
+    meta->has_clock_offset = 1;
+    return;
+  }
+  char shown[40];
+  size_t k = 0;
+  for (; v[k] != '\0' && k + 1 < sizeof(shown); k++)
+    shown[k] = (unsigned char)v[k] >= 0x20 && v[k] != 0x7f ? v[k] : '?';
+  shown[k] = '\0';
+  fprintf(stderr, "train: rank %u: ignoring DDPRUN_CLOCK_OFFSET_US='%s%s': "
+          "not an integer number of microseconds; the trace has no clock "
+          "offset\n", r->rank, shown, v[k] != '\0' ? "..." : "");
+}
+
 static int setup_data(dr_run_t *r, char *err, size_t n) {
   const dr_train_config_t *c = &r->c;
   int rc;
@@ -154,8 +175,10 @@ static int setup(dr_run_t *r) {
 
   if (c->trace != NULL) {
     char used[4096];
-    int t = dr_trace_open(c->trace, r->rank, r->world, &r->trace, used,
-                          sizeof(used));
+    dr_trace_meta_t meta = {"train", r->rank, r->world,
+                            r->gpu != NULL ? "nccl" : "cpu", 0, 0};
+    trace_clock_offset(r, &meta);
+    int t = dr_trace_open(c->trace, &meta, &r->trace, used, sizeof(used));
     if (t != 0) {
       fprintf(stderr, "train: cannot write the trace %s (%s)\n", used,
               dr_strerror(t));
@@ -169,7 +192,12 @@ static int setup(dr_run_t *r) {
 static void teardown(dr_run_t *r) {
   dr_train_plan_free(r);
   dr_progress_close(&r->progress);
-  dr_trace_close(&r->trace);
+  /* On every exit path that returns: the file is valid JSON up to its
+   * last complete write in any case (trace.h). */
+  int t = dr_trace_close(&r->trace);
+  if (t != 0)
+    fprintf(stderr, "train: rank %u: the trace (--trace %s) is incomplete: a "
+            "write failed (%s)\n", r->rank, r->c.trace, dr_strerror(t));
   dr_reducer_free(&r->red);
   dr_gpu_train_close(r);
   dr_optim_free(&r->opt);
@@ -242,6 +270,7 @@ int main(int argc, char **argv) {
     dr_report_summary(r);
     if (r->gpu != NULL)
       dr_gpu_train_summary(r);
+    dr_fault_mem_touch(r->rank);
     code = dr_train_resume(r, &start);
   }
   if (code == 0)

@@ -1,7 +1,10 @@
 /* What train prints: the per-rank environment summary, rank 0's progress
- * lines, straggler reports and the final line. */
+ * lines, straggler reports and, at the end, the ranks' peak memory and the
+ * final line. */
 #include "train.h"
 
+#include "gpu_train.h"
+#include "peak_mem.h"
 #include "stats.h"
 #include "train_device.h"
 
@@ -112,28 +115,95 @@ int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to) {
   return 0;
 }
 
+/* What every rank gives the final report, in one all-gather: the weights'
+ * checksum and its peak memory (bytes; GPU 0 on the CPU). */
+typedef struct {
+  uint32_t crc;
+  uint32_t pad;
+  uint64_t rss_bytes;
+  uint64_t gpu_bytes;
+} rank_end_t;
+
+/* Rank 0's peak, and the ranks' maximum and median, in MiB. */
+typedef struct {
+  double mine, max, median;
+} peak_t;
+
+static int peak_of(const rank_end_t *all, uint32_t world, int gpu,
+                   peak_t *p) {
+  double *v = malloc(world * sizeof(double));
+  if (v == NULL)
+    return -1;
+  p->max = 0;
+  for (uint32_t k = 0; k < world; k++) {
+    v[k] = (double)(gpu ? all[k].gpu_bytes : all[k].rss_bytes) / 1048576.0;
+    if (v[k] > p->max)
+      p->max = v[k];
+  }
+  p->mine = v[0];
+  p->median = dr_median(v, world);
+  free(v);
+  return 0;
+}
+
+/* Rank 0 more than 10% above the median of the ranks: the job must be
+ * sized by rank 0's peak, not the typical rank's. */
+static void peak_note(const char *what, const peak_t *p) {
+  if (p->median <= 0 || p->mine <= 1.1 * p->median)
+    return;
+  fprintf(stderr, "train: rank 0 %s at %.1f MiB, %.0f%% above the median "
+          "%.1f MiB of the ranks: rank 0 holds extra state (checkpoint "
+          "writing, evaluation, logging); size the job by rank 0's peak\n",
+          what, p->mine, (p->mine / p->median - 1) * 100, p->median);
+}
+
 int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
-  uint32_t crc = dr_model_crc32(r->model);
-  uint32_t *crcs = calloc(r->world, sizeof(uint32_t));
-  if (crcs == NULL)
+  rank_end_t mine = {dr_model_crc32(r->model), 0, dr_peak_rss_bytes(),
+                     dr_gpu_train_peak_bytes(r)};
+  uint32_t crc = mine.crc;
+  rank_end_t *all = calloc(r->world, sizeof(*all));
+  if (all == NULL)
     return dr_train_nomem(r, "the ranks' weight checksums");
   char err[256] = "";
-  int rc = dr_pg_allgather_sync(r->pg, &crc, sizeof(crc), crcs, err, sizeof(err));
+  int rc = dr_pg_allgather_sync(r->pg, &mine, sizeof(mine), all, err,
+                                sizeof(err));
   if (rc != 0) {
-    free(crcs);
+    free(all);
     return dr_train_comm_failed(r, "checksum all-gather", rc, err);
   }
   int same = 1;
   for (uint32_t k = 0; k < r->world; k++)
-    same &= crcs[k] == crc;
-  free(crcs);
+    same &= all[k].crc == crc;
   if (!same) {
+    free(all);
     fprintf(stderr, "train: rank %u: the final weights differ between ranks "
             "(this rank: 0x%08x)\n", r->rank, crc);
     return DR_TRAIN_EFAIL;
   }
-  if (r->rank != 0)
+  if (r->rank != 0) {
+    free(all);
     return 0;
+  }
+  peak_t rss, gpu = {0, 0, 0};
+  int on_gpu = r->gpu != NULL;
+  if (peak_of(all, r->world, 0, &rss) != 0 ||
+      (on_gpu && peak_of(all, r->world, 1, &gpu) != 0)) {
+    free(all);
+    return dr_train_nomem(r, "the ranks' peak memory");
+  }
+  if (r->world > 1) {
+    fprintf(stdout, "ranks, peak MiB %s:", on_gpu ? "RSS/GPU" : "RSS");
+    for (uint32_t k = 0; k < r->world; k++) {
+      fprintf(stdout, " %u:%.1f", k, all[k].rss_bytes / 1048576.0);
+      if (on_gpu)
+        fprintf(stdout, "/%.1f", all[k].gpu_bytes / 1048576.0);
+    }
+    fprintf(stdout, "\n");
+  }
+  free(all);
+  peak_note("peaks", &rss);
+  if (on_gpu)
+    peak_note("peaks in GPU memory", &gpu);
   if (r->c.dump_weights != NULL) {
     FILE *f = fopen(r->c.dump_weights, "wb");
     int ok = f != NULL;
@@ -158,20 +228,32 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
     exposed += r->times[i].exposed_ms;
   }
   double med = dr_report_median_step_ms(r, r->start_step, r->total_steps);
+  char gpu_done[160] = "", gpu_final[160] = "";
+  if (on_gpu) {
+    snprintf(gpu_done, sizeof(gpu_done), ", peak GPU memory %.1f MiB "
+             "(ranks: max %.1f, median %.1f)", gpu.mine, gpu.max, gpu.median);
+    snprintf(gpu_final, sizeof(gpu_final), " peak_gpu_mib=%.1f "
+             "peak_gpu_max_mib=%.1f peak_gpu_median_mib=%.1f", gpu.mine,
+             gpu.max, gpu.median);
+  }
   fprintf(stdout,
           "done: %llu steps in %.2f s, final loss %.4f, eval loss %.4f, eval "
-          "accuracy %.4f\n",
+          "accuracy %.4f, peak RSS %.1f MiB (ranks: max %.1f, median %.1f)"
+          "%s\n",
           (unsigned long long)r->total_steps, total_s, r->last_loss, eval_loss,
-          accuracy);
+          accuracy, rss.mine, rss.max, rss.median, gpu_done);
+  /* New fields go at the end: scripts read these by name and position. */
   fprintf(stdout,
           "final loss=%.6f accuracy=%.6f eval_loss=%.6f steps=%llu "
           "median_step_ms=%.3f samples_per_s=%.1f comm_ms=%.3f "
-          "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x\n",
+          "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x "
+          "peak_rss_mib=%.1f peak_rss_max_mib=%.1f peak_rss_median_mib=%.1f"
+          "%s\n",
           r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
           med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
           comm / (double)(ran ? ran : 1), exposed / (double)(ran ? ran : 1),
           r->world > 1 && comm > 0 && exposed < comm ? 1.0 - exposed / comm
                                                       : 0.0,
-          r->world, crc);
+          r->world, crc, rss.mine, rss.max, rss.median, gpu_final);
   return 0;
 }

@@ -8,7 +8,12 @@
 #    span of the step ends;
 #  - with --no-overlap, in no step does an all-reduce start before then.
 # Both traces of each run must parse as JSON and hold the forward, backward,
-# loss, optimizer and all-reduce spans of every step (train_check.py).
+# loss, optimizer and all-reduce spans of every step (train_check.py
+# trace), and what `ddprun diagnose` reads (train_check.py ddp): the
+# rank's otherData, one "step N" span per step holding its data, backward
+# and optimizer spans, and on each all-reduce the bucket's index, its
+# exact byte size (as the reducer plans this model's buckets) and when its
+# last gradient was ready, before the all-reduce starts.
 #
 # The backward pass after the first bucket is ready takes about 55 ms
 # here. A woken communication thread waits for a core while both ranks
@@ -30,6 +35,8 @@ steps=12
 model="--layers 8 --width 1024 --input-dim 256 --classes 256 --batch 64
        --samples 4096 --eval-samples 128 --steps $steps --log-every 4
        --bucket-cap-mb 0.5 --first-bucket-mb 1 --optimizer sgd --lr 0.05"
+buckets=$(python3 "$check" buckets 8 1024 256 256 0.5 1) ||
+  fail "cannot plan the buckets"
 
 for mode in overlap no-overlap; do
   flag=
@@ -45,6 +52,8 @@ for mode in overlap no-overlap; do
   for rank in 0 1; do
     python3 "$check" trace "$tmp/$mode.$rank.json" "$steps" "$mode" ||
       fail "$mode: the trace of rank $rank"
+    python3 "$check" ddp "$tmp/$mode.$rank.json" "$steps" "$rank" 2 cpu \
+      "$buckets" any || fail "$mode: what diagnose reads in rank $rank's trace"
   done
 done
 

@@ -15,6 +15,28 @@
       step; then, for overlap: in every step after the first, some bucket's
       all-reduce starts before the step's last backward span ends; for
       no-overlap: in every step, no all-reduce starts before it ends.
+  train_check.py buckets LAYERS WIDTH INPUT_DIM CLASSES CAP_MB FIRST_MB
+      prints the byte sizes of the gradient buckets of train's synthetic
+      MLP with those settings, comma-separated in bucket order, planned
+      here as reducer.h says (reverse registration order; a bucket closes
+      before a parameter that would overflow it): what every step of such a
+      run all-reduces (its backward pass makes gradients ready in exactly
+      that order, so the rebuild after step one keeps the plan)
+  train_check.py ddp FILE STEPS RANK WORLD BACKEND BUCKETS OFFSET
+      what `ddprun diagnose` reads in one rank's --trace of a run of STEPS
+      steps: otherData.ddprun is {source "train", rank RANK, world WORLD,
+      backend BACKEND} plus clock_offset_us = OFFSET, or without it when
+      OFFSET is "-", with or without it (an integer) when OFFSET is "any"
+      (under ddprun, whose agent may set one); the times are wall-clock microseconds (within an hour
+      of the file's modification time); one "step N" span per step on the
+      compute thread, N = 0 .. STEPS-1 in time order, without overlap, each
+      holding one optimizer span and, per micro-batch, every layer's
+      backward span and one "data" span, and every "data" span inside a
+      step; each all-reduce
+      span carries args bucket (its name's), bytes = BUCKETS[bucket] (the
+      name's MiB agreeing) and ready_us, ready before the all-reduce starts
+      (ready_us <= ts + 1 us) and inside its step; every step all-reduces
+      each bucket once.
 
 Exit status 0 when the check holds, 1 when it fails (with the reason on
 stderr), 2 on bad usage.
@@ -22,6 +44,7 @@ stderr), 2 on bad usage.
 import array
 import json
 import math
+import os
 import sys
 import zlib
 
@@ -153,6 +176,143 @@ def cmd_trace(path, steps, mode):
           (path, steps, layers, len(ar), overlapped))
 
 
+def plan_buckets(layers, width, input_dim, classes, cap_mb, first_mb):
+    # Registration order: fc0.weight, fc0.bias, ..., head.weight, head.bias.
+    sizes = []
+    for k in range(layers + 1):
+        head = k == layers
+        n_in = input_dim if k == 0 else width
+        n_out = classes if head else width
+        sizes += [n_out * n_in, n_out]
+    cap, first = int(cap_mb * 1048576.0), int(first_mb * 1048576.0)
+    buckets, used, count = [0], 0, 0
+    for n in reversed(sizes):
+        b = 4 * n
+        limit = first if len(buckets) == 1 else cap
+        if count > 0 and used + b > limit:
+            buckets.append(0)
+            used, count = 0, 0
+        buckets[-1] += b
+        used += b
+        count += 1
+    return buckets
+
+
+def cmd_buckets(args):
+    layers, width, input_dim, classes = (int(a) for a in args[:4])
+    cap_mb, first_mb = float(args[4]), float(args[5])
+    print(",".join(str(b) for b in
+                   plan_buckets(layers, width, input_dim, classes, cap_mb,
+                                first_mb)))
+
+
+def end(e):
+    return e["ts"] + e["dur"]
+
+
+def cmd_ddp(path, steps, rank, world, backend, buckets, offset):
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError) as e:
+        fail("%s does not parse as JSON: %s" % (path, e))
+    meta = doc.get("otherData", {}).get("ddprun") \
+        if isinstance(doc.get("otherData"), dict) else None
+    want = {"source": "train", "rank": rank, "world": world,
+            "backend": backend}
+    if offset == "any" and isinstance(meta, dict) and \
+            isinstance(meta.get("clock_offset_us"), int):
+        want["clock_offset_us"] = meta["clock_offset_us"]
+    elif offset not in ("-", "any"):
+        want["clock_offset_us"] = int(offset)
+    if meta != want:
+        fail("%s: otherData.ddprun is %r, expected %r" % (path, meta, want))
+    events = doc.get("traceEvents")
+    if not isinstance(events, list):
+        fail("%s has no traceEvents list" % path)
+    xs = [e for e in events if e.get("ph") == "X"]
+    if not xs:
+        fail("%s: no spans" % path)
+    for e in xs:
+        if not isinstance(e.get("ts"), int) or not isinstance(e.get("dur"), int):
+            fail("%s: bad ts/dur in %r" % (path, e))
+    first = min(e["ts"] for e in xs)
+    if abs(first / 1e6 - os.path.getmtime(path)) > 3600:
+        fail("%s: the first span at %d us is not wall-clock time (the file "
+             "was written at %.0f s since the epoch)" %
+             (path, first, os.path.getmtime(path)))
+
+    def on(tid, pred):
+        return sorted((e for e in xs if e.get("tid") == tid and
+                       pred(e["name"])), key=lambda e: e["ts"])
+    step_spans = on(COMPUTE_TID, lambda n: n.startswith("step "))
+    names = [e["name"] for e in step_spans]
+    if names != ["step %d" % k for k in range(steps)]:
+        fail("%s: step spans %s, expected step 0 .. step %d in order" %
+             (path, names, steps - 1))
+    for a, b in zip(step_spans, step_spans[1:]):
+        if end(a) > b["ts"]:
+            fail("%s: %s overlaps %s" % (path, a["name"], b["name"]))
+    opt = on(COMPUTE_TID, lambda n: n == "optimizer")
+    bwd = on(COMPUTE_TID, lambda n: n.endswith(".bwd"))
+    data = on(COMPUTE_TID, lambda n: n == "data")
+    ar = on(COMM_TID, lambda n: n.startswith("allreduce bucket "))
+    layers = len(set(e["name"] for e in bwd))
+
+    def inside(e, s):
+        return s["ts"] <= e["ts"] and end(e) <= end(s)
+    for s in step_spans:
+        k = sum(1 for e in opt if inside(e, s))
+        if k != 1:
+            fail("%s: %s holds %d optimizer spans" % (path, s["name"], k))
+        # One backward pass and one batch per micro-batch.
+        k = sum(1 for e in bwd if inside(e, s))
+        if k == 0 or k % layers != 0:
+            fail("%s: %s holds %d backward spans of %d layers" %
+                 (path, s["name"], k, layers))
+        n = sum(1 for e in data if inside(e, s))
+        if n != k // layers:
+            fail("%s: %s holds %d data spans for %d micro-batches" %
+                 (path, s["name"], n, k // layers))
+    for e in data:
+        if not any(inside(e, s) for s in step_spans):
+            fail("%s: a data span at %d us (%d us) lies in no step" %
+                 (path, e["ts"], e["dur"]))
+    seen = [[] for _ in step_spans]
+    for e in ar:
+        args = e.get("args")
+        if not isinstance(args, dict) or \
+                not all(isinstance(args.get(k), int)
+                        for k in ("bucket", "bytes", "ready_us")):
+            fail("%s: all-reduce without int args bucket, bytes, ready_us: "
+                 "%r" % (path, e))
+        b = args["bucket"]
+        if e["name"] != "allreduce bucket %d (%.2f MiB)" % \
+                (b, args["bytes"] / 1048576.0):
+            fail("%s: %r does not match its args %r" % (path, e["name"], args))
+        if b >= len(buckets) or args["bytes"] != buckets[b]:
+            fail("%s: bucket %d has %d bytes; the reducer's buckets: %s" %
+                 (path, b, args["bytes"], buckets))
+        if args["ready_us"] > e["ts"] + 1:
+            fail("%s: bucket %d ready at %d us, %d us after its all-reduce "
+                 "started (%d)" % (path, b, args["ready_us"],
+                                   args["ready_us"] - e["ts"], e["ts"]))
+        k = [i for i, s in enumerate(step_spans)
+             if s["ts"] <= args["ready_us"] <= end(s)]
+        if not k:
+            fail("%s: bucket %d ready at %d us, in no step" %
+                 (path, b, args["ready_us"]))
+        seen[k[0]].append(b)
+    for s, got in zip(step_spans, seen):
+        if sorted(got) != list(range(len(buckets))):
+            fail("%s: %s all-reduces buckets %s, expected each of %d once" %
+                 (path, s["name"], sorted(got), len(buckets)))
+    print("%s: %s; %d steps, %d data spans, %d all-reduces of %d buckets "
+          "(%s bytes), ready before their start" %
+          (path, meta, steps, len(data), len(ar), len(buckets),
+           ",".join(str(b) for b in buckets)))
+
+
 def main(argv):
     if len(argv) == 3 and argv[1] == "crc":
         cmd_crc(argv[2])
@@ -161,6 +321,11 @@ def main(argv):
     elif len(argv) == 5 and argv[1] == "trace" and \
             argv[4] in ("overlap", "no-overlap"):
         cmd_trace(argv[2], int(argv[3]), argv[4])
+    elif len(argv) == 8 and argv[1] == "buckets":
+        cmd_buckets(argv[2:])
+    elif len(argv) == 9 and argv[1] == "ddp":
+        cmd_ddp(argv[2], int(argv[3]), int(argv[4]), int(argv[5]), argv[6],
+                [int(b) for b in argv[7].split(",")], argv[8])
     else:
         print(__doc__, file=sys.stderr)
         sys.exit(2)

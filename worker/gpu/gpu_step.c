@@ -21,31 +21,33 @@ static int failed(dr_run_t *r, const char *what) {
   return DR_TRAIN_ETIMEOUT;
 }
 
-/* Bucket events for buckets [0, n) in every slot. */
+/* One of a slot's bucket event arrays grown from old to cap events: the
+ * new ones created (timing on). 0 or -1; on failure the array keeps old
+ * valid events and the rest is unset. */
+static int grow_events(cudaEvent_t **events, size_t old, size_t cap) {
+  cudaEvent_t *e = realloc(*events, cap * sizeof(cudaEvent_t));
+  if (e == NULL)
+    return -1;
+  *events = e;
+  for (size_t b = old; b < cap; b++)
+    CUDA_CHECK(cudaEventCreate(&e[b]));
+  return 0;
+}
+
+/* Bucket events for buckets [0, n) in every slot. g->cap grows only
+ * once every slot has all three arrays at the new size, so that
+ * dr__gpu_ring_free destroys exactly the events created (one created in
+ * a failed growth is left to the process exit). */
 static int grow(dr_gpu_t *g, size_t n) {
   if (n <= g->cap)
     return 0;
   size_t cap = n < 2 * g->cap ? 2 * g->cap : n;
-  cudaEvent_t *ready = realloc(g->ready, cap * sizeof(cudaEvent_t));
-  if (ready == NULL)
-    return -1;
-  g->ready = ready;
-  for (size_t b = g->cap; b < cap; b++)
-    CUDA_CHECK(cudaEventCreateWithFlags(&g->ready[b], cudaEventDisableTiming));
   for (int s = 0; s < DR_GPU_RING; s++) {
     dr_gpu_slot_t *sl = &g->ring[s];
-    cudaEvent_t *c0 = realloc(sl->c0, cap * sizeof(cudaEvent_t));
-    if (c0 == NULL)
+    if (grow_events(&sl->rd, g->cap, cap) != 0 ||
+        grow_events(&sl->c0, g->cap, cap) != 0 ||
+        grow_events(&sl->c1, g->cap, cap) != 0)
       return -1;
-    sl->c0 = c0;
-    cudaEvent_t *c1 = realloc(sl->c1, cap * sizeof(cudaEvent_t));
-    if (c1 == NULL)
-      return -1;
-    sl->c1 = c1;
-    for (size_t b = g->cap; b < cap; b++) {
-      CUDA_CHECK(cudaEventCreate(&sl->c0[b]));
-      CUDA_CHECK(cudaEventCreate(&sl->c1[b]));
-    }
   }
   g->cap = cap;
   return 0;
@@ -61,15 +63,14 @@ void dr__gpu_ring_free(dr_gpu_t *g) {
       cudaEventDestroy(sl->end);
     }
     for (size_t b = 0; b < g->cap; b++) {
+      cudaEventDestroy(sl->rd[b]);
       cudaEventDestroy(sl->c0[b]);
       cudaEventDestroy(sl->c1[b]);
     }
+    free(sl->rd);
     free(sl->c0);
     free(sl->c1);
   }
-  for (size_t b = 0; b < g->cap; b++)
-    cudaEventDestroy(g->ready[b]);
-  free(g->ready);
   g->cap = 0;
 }
 
@@ -81,8 +82,11 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
   if (grow(g, bucket + 1) != 0)
     return DR_GPU_ECUDA;
   dr_gpu_slot_t *sl = g->cur;
-  CUDA_CHECK(cudaEventRecord(g->ready[bucket], g->compute));
-  CUDA_CHECK(cudaStreamWaitEvent(g->comm, g->ready[bucket], 0));
+  /* The bucket's gradients are written when the compute stream reaches
+   * this event: its ready time in the trace, and what the all-reduce
+   * waits for. */
+  CUDA_CHECK(cudaEventRecord(sl->rd[bucket], g->compute));
+  CUDA_CHECK(cudaStreamWaitEvent(g->comm, sl->rd[bucket], 0));
   CUDA_CHECK(cudaEventRecord(sl->c0[bucket], g->comm));
   int rc = dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
   if (rc != 0)
@@ -103,21 +107,28 @@ static uint64_t host_us(const dr_gpu_t *g, cudaEvent_t e) {
   return g->ref_us + (uint64_t)(ms > 0 ? ms * 1000.0 : 0);
 }
 
+/* The step's spans on the device's clock (mapped onto the host's): the
+ * step from its start mark to the optimizer's end, its compute and
+ * optimizer, and each bucket's all-reduce on the communication stream
+ * with the time the compute stream had written its gradients. The host's
+ * time on the batches is traced as it happens (train_loop.c). */
 static void trace_slot(dr_run_t *r, const dr_gpu_slot_t *sl) {
   dr_gpu_t *g = r->gpu;
   if (r->trace == NULL)
     return;
+  char name[48];
+  snprintf(name, sizeof(name), "step %llu", (unsigned long long)sl->step);
+  dr_trace_span(r->trace, DR_TRACE_COMPUTE, name, host_us(g, sl->start),
+                host_us(g, sl->end));
   dr_trace_span(r->trace, DR_TRACE_COMPUTE, "forward+backward",
                 host_us(g, sl->start), host_us(g, sl->bwd_end));
   dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer",
                 host_us(g, sl->opt_start), host_us(g, sl->end));
-  for (size_t b = 0; b < sl->nb; b++) {
-    char name[64];
-    snprintf(name, sizeof(name), "allreduce bucket %zu (%.2f MiB)", b,
-             dr_reducer_bucket_elems(r->red, b) * 4.0 / 1048576.0);
-    dr_trace_span(r->trace, DR_TRACE_COMM, name, host_us(g, sl->c0[b]),
-                  host_us(g, sl->c1[b]));
-  }
+  for (size_t b = 0; b < sl->nb; b++)
+    dr_trace_allreduce(r->trace, b,
+                       dr_reducer_bucket_elems(r->red, b) * sizeof(float),
+                       host_us(g, sl->rd[b]), host_us(g, sl->c0[b]),
+                       host_us(g, sl->c1[b]));
 }
 
 /* Waits for the slot's step and reads its times into r->times. */
@@ -146,6 +157,11 @@ static int harvest(dr_run_t *r, dr_gpu_slot_t *sl) {
     st->step_ms = ms_between(sl->start, sl->end);
   g->last_end_ms = end_ms;
   g->have_last_end = 1;
+  /* At a step's end the step's memory is still held: train allocates its
+   * device memory up front and cuBLAS and NCCL keep what they take, so
+   * after the first steps a sample now and then suffices. */
+  if (sl->step < r->start_step + 8 || sl->step % 100 == 0)
+    dr__gpu_sample_mem(g);
   trace_slot(r, sl);
   sl->used = 0;
   return 0;

@@ -17,13 +17,15 @@
  * at most this many steps ahead of the device. */
 #define DR_GPU_RING 16
 
-/* One step's events. Bucket events (c0/c1: each all-reduce's start and
- * end on the communication stream) grow with the bucket count. */
+/* One step's events. Bucket events (rd: the bucket's gradients written
+ * on the compute stream, which its all-reduce waits for; c0/c1: each
+ * all-reduce's start and end on the communication stream) grow with the
+ * bucket count. */
 typedef struct {
   uint64_t step;
   int used;               /* enqueued, times not read yet */
   cudaEvent_t start, bwd_end, opt_start, end;
-  cudaEvent_t *c0, *c1;   /* [cap] */
+  cudaEvent_t *rd, *c0, *c1; /* [cap] */
   size_t nb;              /* buckets launched in this step */
 } dr_gpu_slot_t;
 
@@ -44,7 +46,6 @@ struct dr_gpu {
   cudaEvent_t readback_done;
 
   cudaEvent_t comm_done;   /* the last all-reduce of a step */
-  cudaEvent_t *ready;      /* [cap]: a bucket's gradients are written */
   size_t cap;              /* bucket events allocated per slot */
   dr_gpu_slot_t ring[DR_GPU_RING];
   dr_gpu_slot_t *cur;      /* the step being enqueued */
@@ -53,7 +54,13 @@ struct dr_gpu {
   uint64_t ref_us;         /* ... on the host's monotonic clock */
   double last_end_ms;      /* device time of the last harvested step end */
   int have_last_end;
+  uint64_t mem_peak;       /* bytes: the most device memory seen in use
+                              (dr__gpu_sample_mem) */
 };
+
+/* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:
+ * total - free, every process's on this device). */
+void dr__gpu_sample_mem(dr_gpu_t *g);
 
 /* The reducer's launch hook (arg: dr_run_t): orders the bucket after the
  * compute stream's work so far, all-reduces it on the communication

@@ -143,6 +143,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
     return DR_TRAIN_EDEVICE;
   g->ref_us = dr_now_us();
+  dr__gpu_sample_mem(g);
   rc->launch = dr__gpu_launch_bucket;
   rc->launch_arg = r;
   rc->mem_alloc = bucket_alloc;
@@ -197,6 +198,27 @@ void dr_gpu_train_close(dr_run_t *r) {
     cudaStreamDestroy(g->comm);
   free(g);
   r->gpu = NULL;
+}
+
+void dr__gpu_sample_mem(dr_gpu_t *g) {
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+    /* Not worth a failure: no sample, and no stale error left behind for
+     * the next message that reads cudaGetLastError. */
+    (void)cudaGetLastError();
+    return;
+  }
+  uint64_t used = total_b > free_b ? (uint64_t)(total_b - free_b) : 0;
+  if (used > g->mem_peak)
+    g->mem_peak = used;
+}
+
+uint64_t dr_gpu_train_peak_bytes(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (g == NULL)
+    return 0;
+  dr__gpu_sample_mem(g);
+  return g->mem_peak;
 }
 
 void dr_gpu_train_summary(dr_run_t *r) {

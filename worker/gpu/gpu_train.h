@@ -53,6 +53,15 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc);
  * after dr_reducer_free (whose buckets are device memory). */
 void dr_gpu_train_close(dr_run_t *r);
 
+/* The most device memory seen in use on this rank's GPU, in bytes: total
+ * minus free (cudaMemGetInfo), sampled after set-up, at the ends of the
+ * first 8 steps and of every 100th as their times are read, and now (a
+ * peak inside a step that is gone by its end is not seen). It is what nvidia-smi shows for the
+ * device: the CUDA context, cuBLAS's and NCCL's buffers and every
+ * allocation, and any other process's on the same GPU. 0 without a GPU
+ * (r->gpu NULL). */
+uint64_t dr_gpu_train_peak_bytes(dr_run_t *r);
+
 /* Line(s) of the environment summary for the GPU. */
 void dr_gpu_train_summary(dr_run_t *r);
 
