@@ -1,0 +1,53 @@
+/* Internals of `ddprun diagnose`'s analysis, shared by diag_analyze.c (the
+ * per-step metrics and their medians), diag_patterns.c and
+ * diag_recommend.c. Definitions of the metrics: diag_analyze.h. */
+#ifndef DR_DIAG_INTERNAL_H
+#define DR_DIAG_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "diag_analyze.h"
+
+#define DR__DG_MIB 1048576.0
+
+/* One rank in one analysed step (ms; -1: unknown). */
+typedef struct {
+  const dr_dg_step_t *st;
+  double step, data, fwd, bwd, opt;
+  double comm, hidden, exposed, arrival, wait, own;
+  const dr_dg_coll_t **grad; /* its gradient all-reduces, in start order */
+  size_t n_grad;
+  double last_end_us;        /* the last gradient all-reduce's end, or -1 */
+  double backlog;            /* the longest back-to-back run, ms */
+  size_t backlog_n;          /* all-reduces in it */
+} dr__dg_sample_t;
+
+/* The analysed ranks (by rank) and their samples, rank-major. */
+typedef struct {
+  size_t n_ranks, n_steps;
+  const dr_dg_rank_t **rank;  /* [n_ranks] */
+  dr__dg_sample_t *s;         /* [n_ranks * n_steps] */
+} dr__dg_ctx_t;
+
+static inline dr__dg_sample_t *dr__dg_at(const dr__dg_ctx_t *c, size_t r,
+                                         size_t k) {
+  return &c->s[r * c->n_steps + k];
+}
+
+/* The median of v[0..n) (reordered), ignoring negative (unknown) values;
+ * -1 when none is known. */
+double dr__dg_median(double *v, size_t n);
+
+/* Adds a note (printf-style); past DR_DG_MAX_NOTES the last says more
+ * were left out. */
+void dr__dg_note(dr_dg_analysis_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The patterns, from the filled stats and recommendation (diag_patterns.c).
+ * 0 or -ENOMEM. */
+int dr__dg_patterns(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
+
+/* The recommendation (diag_recommend.c): fills a->rec. 0 or -ENOMEM. */
+int dr__dg_recommend(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
+
+#endif /* DR_DIAG_INTERNAL_H */
