@@ -55,7 +55,8 @@
  * fraction of the backward pass after its start. */
 #define DR_DG_LATE_FRAC 0.50
 /* Backlog: gradient all-reduces run back to back, each ready before the
- * previous one ended, for more than this fraction of the backward pass. */
+ * previous one ended, for more than this fraction of the backward pass,
+ * and the communication is not all hidden (DR_DG_HIDDEN_FRAC). */
 #define DR_DG_BACKLOG_FRAC 0.20
 /* Back to back: an all-reduce starting within this of the previous one's
  * end (or before it), and at least this after its own ready time. */
@@ -72,6 +73,11 @@
 /* A rank makes the others wait when it arrives (see arrival) later than
  * the median rank by more than this fraction of the step. */
 #define DR_DG_SLOW_FRAC 0.05
+
+/* The bucket size: a candidate is worth the change only when the model
+ * predicts its step at least this fraction shorter than the cap in use's
+ * (the model is fitted to medians; closer than this is noise). */
+#define DR_DG_GAIN_FRAC 0.02
 
 /* ---- what the analysis returns ---------------------------------------- */
 
@@ -150,6 +156,7 @@ typedef struct {
   double caps_mib[DR_DG_MAX_CAPS];
   dr_plan_result_t cand[DR_DG_MAX_CAPS];
   size_t n_caps, best;
+  int change;              /* best beats the cap in use by DR_DG_GAIN_FRAC */
   dr_plan_result_t in_use; /* the model on the trace's own buckets */
   double in_use_mib;       /* the largest of them */
   double measured_step_ms;

@@ -34,7 +34,7 @@ static dr_dg_pattern_t *add(dr_dg_analysis_t *a, dr_dg_pattern_kind_t kind,
 
 /* The bucket size advice, when there is one. */
 static void advise(const dr_dg_analysis_t *a, char *out, size_t len) {
-  if (a->rec.ok)
+  if (a->rec.ok && a->rec.change)
     snprintf(out, len, " (the model's pick: %g MiB)",
              a->rec.caps_mib[a->rec.best]);
   else
@@ -65,7 +65,17 @@ static void late_start(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) 
            "sooner%s", first, 100 * p->frac, size, pick);
 }
 
+/* Communication all but hidden behind the backward pass. */
+static int mostly_hidden(const dr_dg_stats_t *j) {
+  return j->comm_ms > 0 && j->exposed_ms >= 0 &&
+         j->exposed_ms <= DR_DG_HIDDEN_FRAC * j->comm_ms;
+}
+
+/* A backlog that the backward pass hides costs nothing: only one that
+ * leaves communication exposed is named. */
 static void backlog(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
+  if (mostly_hidden(&a->job))
+    return;
   size_t ns = c->n_ranks * c->n_steps, n = 0;
   for (size_t i = 0; i < ns; i++)
     if (c->s[i].n_grad > 0)
@@ -139,8 +149,7 @@ static int tail(dr_dg_analysis_t *a) {
 
 static void all_hidden(dr_dg_analysis_t *a) {
   const dr_dg_stats_t *j = &a->job;
-  if (!(j->comm_ms > 0) || j->exposed_ms < 0 ||
-      j->exposed_ms > DR_DG_HIDDEN_FRAC * j->comm_ms)
+  if (!mostly_hidden(j))
     return;
   const char *names[] = {"forward", "backward", "optimizer", "data"};
   double v[] = {j->forward_ms, j->backward_ms, j->optimizer_ms, j->data_ms};

@@ -257,6 +257,8 @@ static int predict(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, size_t *pick,
     if (own[j].bytes / DR__DG_MIB > rec->in_use_mib)
       rec->in_use_mib = own[j].bytes / DR__DG_MIB;
   rec->measured_step_ms = a->job.step_ms;
+  rec->change = rec->cand[rec->best].step_ms <
+                (1 - DR_DG_GAIN_FRAC) * rec->in_use.step_ms;
   how(a->source, rec->caps_mib[rec->best], rec->how, sizeof(rec->how));
   rec->ok = 1;
 out:
