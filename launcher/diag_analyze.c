@@ -4,6 +4,7 @@
 #include "diag_analyze.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ double dr__dg_median(double *v, size_t n) {
   return m % 2 ? v[m / 2] : (v[m / 2 - 1] + v[m / 2]) / 2;
 }
 
-void dr__dg_note(dr_dg_analysis_t *a, const char *fmt, ...) {
+void dr_dg_analysis_note(dr_dg_analysis_t *a, const char *fmt, ...) {
   if (a->n_notes >= DR_DG_MAX_NOTES)
     return;
   char *dst = a->notes[a->n_notes++];
@@ -250,7 +251,7 @@ static int pick_ranks(const dr_dg_rank_t *ranks, size_t n, dr__dg_ctx_t *c,
     if (ranks[i].world > a->world)
       a->world = ranks[i].world;
     if (ranks[i].n_steps == 0)
-      dr__dg_note(a, "rank %d (%s): no steps in the trace; left out",
+      dr_dg_analysis_note(a, "rank %d (%s): no steps in the trace; left out",
                   ranks[i].rank, ranks[i].path);
     else
       c->rank[c->n_ranks++] = &ranks[i];
@@ -258,7 +259,7 @@ static int pick_ranks(const dr_dg_rank_t *ranks, size_t n, dr__dg_ctx_t *c,
   qsort(c->rank, c->n_ranks, sizeof(*c->rank), cmp_rank_ptr);
   for (size_t i = 1; i < c->n_ranks; i++)
     if (c->rank[i]->rank >= 0 && c->rank[i]->rank == c->rank[i - 1]->rank)
-      dr__dg_note(a, "two traces say rank %d: %s and %s", c->rank[i]->rank,
+      dr_dg_analysis_note(a, "two traces say rank %d: %s and %s", c->rank[i]->rank,
                   c->rank[i - 1]->path, c->rank[i]->path);
   if (n > 0) {
     snprintf(a->source, sizeof(a->source), "%s", ranks[0].source);
@@ -290,7 +291,7 @@ static int pick_ranks(const dr_dg_rank_t *ranks, size_t n, dr__dg_ctx_t *c,
     a->missing[a->n_missing++] = r;
   }
   if (a->n_missing > 0)
-    dr__dg_note(a, "the world is %d ranks but %zu traces were given (missing: "
+    dr_dg_analysis_note(a, "the world is %d ranks but %zu traces were given (missing: "
                 "%s); the slowest rank may be among the missing", a->world,
                 n, list);
   return 0;
@@ -331,13 +332,13 @@ static int align_steps(const dr_dg_options_t *o, dr__dg_ctx_t *c,
   }
   if (rc == 0 && c->n_ranks > 0 && (lo != hi || nc != hi)) {
     if (nc > 0)
-      dr__dg_note(a, "the ranks have different steps (%zu to %zu each); the "
+      dr_dg_analysis_note(a, "the ranks have different steps (%zu to %zu each); the "
                   "%zu steps every rank has (%llu to %llu) are used", lo, hi,
                   nc, (unsigned long long)common[0],
                   (unsigned long long)common[nc - 1]);
   }
   if (rc == 0 && c->n_ranks > 0 && nc == 0)
-    dr__dg_note(a, "no step number is in every rank's trace%s; nothing to "
+    dr_dg_analysis_note(a, "no step number is in every rank's trace%s; nothing to "
                 "align", o->step_from > 0 || o->step_to < UINT64_MAX
                                 ? " within --steps" : "");
   if (rc == 0 && nc > 0) {
@@ -473,17 +474,17 @@ static int fill_all(dr__dg_ctx_t *c, dr_dg_analysis_t *a) {
   a->have_grad_colls = n_grad_total > 0;
   a->have_sizes = n_grad_total > 0 && n_sized == n_grad_total;
   if (ns > 0 && !a->have_colls)
-    dr__dg_note(a, "no collectives in the traces: nothing to say about "
+    dr_dg_analysis_note(a, "no collectives in the traces: nothing to say about "
                 "communication or buckets");
   else if (ns > 0 && !a->have_grad_colls)
-    dr__dg_note(a, "no gradient all-reduces (all-reduces from the backward "
+    dr_dg_analysis_note(a, "no gradient all-reduces (all-reduces from the backward "
                 "pass to the optimizer) in the traces");
   if (ns > 0 && n_bwd == 0)
-    dr__dg_note(a, "no backward pass in the traces: hidden and exposed "
+    dr_dg_analysis_note(a, "no backward pass in the traces: hidden and exposed "
                 "communication, waits, ready times and the bucket size need "
                 "it");
   else if (n_bwd < ns)
-    dr__dg_note(a, "%zu of %zu rank-steps have no backward pass; their "
+    dr_dg_analysis_note(a, "%zu of %zu rank-steps have no backward pass; their "
                 "hidden, exposed and wait are unknown", ns - n_bwd, ns);
   double *buf = malloc((ns > 0 ? ns : 1) * sizeof(double));
   a->ranks = calloc(c->n_ranks ? c->n_ranks : 1, sizeof(*a->ranks));
@@ -508,7 +509,7 @@ int dr_dg_analyze(const dr_dg_rank_t *ranks, size_t n,
   dr__dg_ctx_t c = {0};
   out->n_ranks = n;
   if (n == 0)
-    dr__dg_note(out, "no traces");
+    dr_dg_analysis_note(out, "no traces");
   int rc = pick_ranks(ranks, n, &c, out);
   if (rc == 0)
     rc = align_steps(opt != NULL ? opt : &all, &c, out);

@@ -206,6 +206,12 @@ int dr_dg_analyze(const dr_dg_rank_t *ranks, size_t n,
 
 void dr_dg_analysis_free(dr_dg_analysis_t *a);
 
+/* Adds a note (printf-style), as the analysis does for what is missing;
+ * the command adds the files it could not read. Past DR_DG_MAX_NOTES the
+ * last says more were left out. */
+void dr_dg_analysis_note(dr_dg_analysis_t *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The default candidates, MiB: those of `ddprun plan`. */
 extern const double dr_dg_caps_mib[];
 extern const size_t dr_dg_n_caps;

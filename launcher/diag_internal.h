@@ -4,8 +4,6 @@
 #ifndef DR_DIAG_INTERNAL_H
 #define DR_DIAG_INTERNAL_H
 
-#include <stdarg.h>
-
 #include "diag_analyze.h"
 
 #define DR__DG_MIB 1048576.0
@@ -37,11 +35,6 @@ static inline dr__dg_sample_t *dr__dg_at(const dr__dg_ctx_t *c, size_t r,
 /* The median of v[0..n) (reordered), ignoring negative (unknown) values;
  * -1 when none is known. */
 double dr__dg_median(double *v, size_t n);
-
-/* Adds a note (printf-style); past DR_DG_MAX_NOTES the last says more
- * were left out. */
-void dr__dg_note(dr_dg_analysis_t *a, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
 
 /* The patterns, from the filled stats and recommendation (diag_patterns.c).
  * 0 or -ENOMEM. */
