@@ -159,7 +159,8 @@ static int fill_sample(dr__dg_sample_t *m, const dr_dg_step_t *st) {
   for (size_t i = 0; i < st->n_colls; i++)
     if (is_grad(st, &st->colls[i], bwd))
       m->grad[m->n_grad++] = &st->colls[i];
-  qsort(m->grad, m->n_grad, sizeof(*m->grad), cmp_coll_start);
+  if (m->n_grad > 1)
+    qsort(m->grad, m->n_grad, sizeof(*m->grad), cmp_coll_start);
   for (size_t k = 0; k < m->n_grad; k++)
     if (m->grad[k]->end_us > m->last_end_us)
       m->last_end_us = m->grad[k]->end_us;

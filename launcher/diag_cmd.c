@@ -204,12 +204,12 @@ static int list_dir(const char *dir, const struct stat *skip, files_t *fl) {
   closedir(d);
   if (rc != 0)
     return rc;
-  qsort(fl->v + first, fl->n - first, sizeof(*fl->v), cmp_name);
   if (fl->n == first) {
     fprintf(stderr, "ddprun diagnose: %s: no .json or .json.gz trace in the "
             "directory\n", dir);
     return 2;
   }
+  qsort(fl->v + first, fl->n - first, sizeof(*fl->v), cmp_name);
   return 0;
 }
 

@@ -212,7 +212,15 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
   }
   if (!(worst_ex > DR_DG_SLOW_FRAC * a->job.step_ms))
     goto out;
+  /* Only a rank the others wait for (their median wait above 0): without
+   * a collective that ties them, a slower rank slows no one. */
   size_t n = 0;
+  for (size_t r = 0; r < nr; r++)
+    if (r != worst)
+      buf[n++] = a->ranks[r].wait_ms;
+  if (!(dr__dg_median(buf, n) > 0))
+    goto out;
+  n = 0;
   for (size_t k = 0; k < nk; k++) {
     const dr__dg_sample_t *j = dr__dg_at(c, worst, k);
     if (j->own < 0 || j->arrival < 0)
@@ -226,7 +234,7 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
   }
   double whatif = median_signed(buf, n);
   if (n == 0 || !(whatif < a->job.step_ms))
-    goto out; /* nobody waits for it: no collective ties them */
+    goto out;
   double excess[2];
   for (int f = 1; f < 3; f++) {
     n = 0;

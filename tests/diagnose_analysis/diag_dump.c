@@ -15,7 +15,7 @@
  * others' last all-reduce ends 20 ms later. */
 static void full(size_t r, size_t k, syn_step_t *s, void *arg) {
   static const double grad[] = {10, 20, 30, 40, 50, 60};
-  static syn_coll_t c[4][3];
+  static syn_coll_t c[8][3];
   int sized = *(const int *)arg;
   double late = r == 3 ? 0 : 20;
   c[r][0] = (syn_coll_t){sized * 2, 20, 20, 23};

@@ -322,6 +322,26 @@ static void test_no_slow_rank(void **state) {
   dr_dg_analysis_free(&a);
 }
 
+/* The same slow rank in traces without collectives: a longer step, but no
+ * one waits for it, so it is no slow rank. */
+static void test_slow_rank_without_collectives(void **state) {
+  (void)state;
+  double slow[3] = {20, 0, 5};
+  dr_dg_rank_t *r = syn_ranks(4, 4, 3, 1, slow_shape, slow);
+  for (size_t i = 0; i < 4; i++)
+    for (size_t k = 0; k < 3; k++)
+      r[i].steps[k].n_colls = 0;
+  dr_dg_analysis_t a;
+  assert_int_equal(dr_dg_analyze(r, 4, NULL, &a), 0);
+  near(a.ranks[0].wait_ms, 0);
+  assert_null(find(&a, DR_DG_PAT_SLOW_RANK));
+  dr_dg_analysis_free(&a);
+  for (size_t i = 0; i < 4; i++)
+    for (size_t k = 0; k < 3; k++)
+      r[i].steps[k].n_colls = 1;
+  syn_free(r, 4);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hidden_exposed_overlap),
@@ -334,6 +354,7 @@ int main(void) {
       cmocka_unit_test(test_slow_rank_data),
       cmocka_unit_test(test_slow_rank_compute),
       cmocka_unit_test(test_no_slow_rank),
+      cmocka_unit_test(test_slow_rank_without_collectives),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
