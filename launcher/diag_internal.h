@@ -36,6 +36,18 @@ static inline dr__dg_sample_t *dr__dg_at(const dr__dg_ctx_t *c, size_t r,
  * -1 when none is known. */
 double dr__dg_median(double *v, size_t n);
 
+/* The ranks with steps, sorted by rank, into c->rank; a->world, missing
+ * ranks, source and backend, with their notes (diag_align.c). 0 or
+ * -ENOMEM. */
+int dr__dg_pick_ranks(const dr_dg_rank_t *ranks, size_t n, dr__dg_ctx_t *c,
+                      dr_dg_analysis_t *a);
+
+/* The steps every picked rank has within o: c->n_steps and c->s with each
+ * sample's step set; a->first_step, last_step, n_steps, and a note when
+ * the ranks' steps differ. 0 or -ENOMEM. */
+int dr__dg_align_steps(const dr_dg_options_t *o, dr__dg_ctx_t *c,
+                       dr_dg_analysis_t *a);
+
 /* The patterns, from the filled stats and recommendation (diag_patterns.c).
  * 0 or -ENOMEM. */
 int dr__dg_patterns(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
