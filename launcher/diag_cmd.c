@@ -111,6 +111,8 @@ static int parse(int argc, char **argv, args_t *a) {
   static const dr_dg_options_t all = DR_DG_OPTIONS_ALL;
   memset(a, 0, sizeof(*a));
   a->opt = all;
+  /* Operands are gathered in place at the front of argv: the k-th operand
+   * is at argv[i] with i > k, so no unread argument is overwritten. */
   a->paths = argv + 1;
   int operands_only = 0;
   for (int i = 1; i < argc; i++) {
