@@ -22,6 +22,8 @@ static int encode(dr_buf_t *b, uint8_t type) {
   const dr_assign_t a = {3, 1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1, 3};
   const dr_failure_t f = {3, 9, 1, 4242, -1, 11, DR_FAIL_SIGNAL,
                           dr_str("segfault")};
+  const dr_resume_t q = {dr_str("job7"), dr_str("node-a"), 3, 1, 2, 16, 8, 1};
+  const dr_leave_t l = {3, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
   switch (type) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, 1, dr_str("job7"), dr_str("node-a"));
@@ -69,6 +71,10 @@ static int encode(dr_buf_t *b, uint8_t type) {
     return dr_enc_restart(b, 0, 4, 1, dr_str("rank 9 crashed"));
   case DR_MSG_STOP:
     return dr_enc_stop(b, 0, 3, dr_str("restart budget spent"));
+  case DR_MSG_RESUME:
+    return dr_enc_resume(b, 15, &q);
+  case DR_MSG_LEAVE:
+    return dr_enc_leave(b, 0, &l);
   default:
     return DR_ETYPE;
   }
