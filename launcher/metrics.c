@@ -192,7 +192,8 @@ static void render_clocks(dr_server_t *s, dr_buf_t *b) {
   family(b, "node_clock_offset_seconds", "gauge",
          "How far each node's clock is from the server's: the node's "
          "CLOCK_REALTIME minus the server's (negative: behind), from the "
-         "heartbeat round trip with the smallest delay of the last few.");
+         "sample of its last 8 (its join, its heartbeats) with the smallest "
+         "round trip.");
   render_clock_series(s, b, 0);
   family(b, "node_clock_uncertainty_seconds", "gauge",
          "The bound on node_clock_offset_seconds' error: half the round "

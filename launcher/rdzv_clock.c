@@ -81,8 +81,8 @@ void dr__clock_check(dr_conn_t *c) {
   }
   if (c->clock_warned && off < BACK_US) {
     c->clock_warned = 0;
-    DR_INFO("node %u ('%s') clock is back within %s ms of the server's "
-            "(%s ms %s)", n->node_rank, n->host, ms(BACK_US, b, sizeof(b)),
+    DR_INFO("node %u ('%s') clock is back within %d ms of the server's "
+            "(%s ms %s)", n->node_rank, n->host, BACK_US / 1000,
             ms(off, a, sizeof(a)), x.offset_us > 0 ? "behind" : "ahead");
   }
 }
