@@ -44,6 +44,8 @@ typedef struct {
                                   this long ends the connection; 0 = the
                                   kernel's default */
   dr_limits_t limits;
+  int64_t clock_skew_us;       /* added to this side's clock stamps: fault
+                                  injection (DDPRUN_TEST_CLOCK_SKEW_MS) */
 } dr_arz_opts_t;
 
 /* Starts connecting. Returns 0 (callbacks follow) or a negative code (no
@@ -57,6 +59,8 @@ void dr_arz_send(dr_arz_t *a, const dr_buf_t *b);
  * a code when the connection is not ready. */
 int dr_arz_join(dr_arz_t *a, const dr_join_t *j);
 int dr_arz_resume(dr_arz_t *a, const dr_resume_t *q);
+/* A HEARTBEAT, with the clock stamp the server measures this host by. */
+int dr_arz_heartbeat(dr_arz_t *a, uint64_t gen);
 
 /* 1 once a TCP connection has been made; the last connect() error. */
 int dr_arz_connected(const dr_arz_t *a);
@@ -116,6 +120,8 @@ typedef struct {
   const char *error_file;
   const char *progress_file;
   const dr_binding_t *bind;
+  int64_t clock_offset_us;       /* the assignment's; see dr_assign_t */
+  uint64_t clock_uncertainty_us; /* DR_NONE: not measured */
 } dr_env_t;
 
 /* Builds a worker's environment: this process's environment, minus the
@@ -249,6 +255,7 @@ struct dr_agent {
   unsigned n_same_loss;      /* attempts since that ended the same way */
   uv_timer_t retry_timer;
   struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
+  int64_t clock_skew_us;     /* DDPRUN_TEST_CLOCK_SKEW_MS, see there */
   uv_timer_t hold_timer;     /* polls workers holding signals */
   uint64_t held_next;        /* signals for the next generation's workers */
 };

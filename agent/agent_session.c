@@ -202,6 +202,11 @@ static void on_event(void *arg, const dr_sess_event_t *ev) {
       break;
     }
     uv_timer_stop(&ag->join_timer);
+    if (a.clock_uncertainty_us != DR_NONE)
+      DR_SAY(DR_LOG_DEBUG, "generation %llu: the rendezvous server's clock "
+              "minus this host's is %+.3f ms (\u00b1%.3f ms)",
+              (unsigned long long)a.gen, a.clock_offset_us / 1000.0,
+              a.clock_uncertainty_us / 1000.0);
     dr__agent_on_assign(ag, &a);
     break;
   }
@@ -338,6 +343,7 @@ static int start_arz(dr_agent_t *ag) {
                            ? 10000
                            : 4 * ag->o->heartbeat_timeout_ms;
   ao.limits = dr_limits_default();
+  ao.clock_skew_us = ag->clock_skew_us;
   dr_arz_cb_t cb = {on_ready, on_event, on_lost, ag};
   ag->arz_ready = 0;
   int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
@@ -378,13 +384,38 @@ static void on_heartbeat(uv_timer_t *t) {
     dr__agent_finish(ag);
     return;
   }
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_enc_heartbeat(&b, 0, ag->asg.gen);
-  dr__agent_send(ag, &b);
+  dr_arz_heartbeat(ag->arz, ag->asg.gen);
+}
+
+/* Fault injection for tests: DDPRUN_TEST_CLOCK_SKEW_MS=N (signed
+ * milliseconds, at most a day either way) adds N ms to every clock reading
+ * this agent stamps the rendezvous protocol with (JOIN, RESUME, HEARTBEAT),
+ * so that the server measures this host's clock N ms ahead of its own
+ * (negative: behind) while the host's clock stays as it is. Only the agent
+ * reads it: the server's clock is the real one, also when it runs in this
+ * process; nothing else of the agent's (logs, events) is skewed. */
+static int64_t test_clock_skew_us(void) {
+  const char *v = getenv("DDPRUN_TEST_CLOCK_SKEW_MS");
+  if (v == NULL || v[0] == '\0')
+    return 0;
+  char *end = NULL;
+  errno = 0;
+  long long ms = strtoll(v, &end, 10);
+  if (errno != 0 || end == v || *end != '\0' || ms < -86400000LL ||
+      ms > 86400000LL) {
+    DR_SAY(DR_LOG_WARN, "ignoring DDPRUN_TEST_CLOCK_SKEW_MS='%s': not a "
+            "number of milliseconds within a day", v);
+    return 0;
+  }
+  if (ms != 0)
+    DR_SAY(DR_LOG_WARN, "DDPRUN_TEST_CLOCK_SKEW_MS=%lld: this node's clock "
+            "stamps to the rendezvous server are skewed by %lld ms (fault "
+            "injection for tests)", ms, ms);
+  return (int64_t)ms * 1000;
 }
 
 int dr__agent_session_start(dr_agent_t *ag) {
+  ag->clock_skew_us = test_clock_skew_us();
   if (start_arz(ag) != 0)
     return -1;
   uv_timer_start(&ag->join_timer, on_join_timeout, ag->o->join_timeout_ms, 0);

@@ -176,6 +176,8 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   e.progress_file = ag->progress_path;
   dr_progress_reset(ag->progress, w->local_rank);
   e.bind = &ag->bind[w->local_rank];
+  e.clock_offset_us = a->clock_offset_us;
+  e.clock_uncertainty_us = a->clock_uncertainty_us;
   char **env = dr_env_build(&e);
   if (env == NULL)
     return -ENOMEM;

@@ -19,7 +19,8 @@ static const char *const owned[] = {
     "DDPRUN_RDZV_ENDPOINT", "DDPRUN_RUN_ID", "DDPRUN_GENERATION",
     "DDPRUN_NODE_RANK", "DDPRUN_NNODES", "DDPRUN_ERROR_FILE",
     "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
-    "DDPRUN_PROGRESS_FILE", NULL};
+    "DDPRUN_PROGRESS_FILE", "DDPRUN_CLOCK_OFFSET_US",
+    "DDPRUN_CLOCK_UNCERTAINTY_US", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -95,6 +96,13 @@ char **dr_env_build(const dr_env_t *e) {
   put(x, "DDPRUN_GENERATION", "%llu", (unsigned long long)e->gen);
   put(x, "DDPRUN_NODE_RANK", "%u", e->node_rank);
   put(x, "DDPRUN_NNODES", "%u", e->nnodes);
+  /* Added to this host's CLOCK_REALTIME, a timestamp reads on the
+   * rendezvous server's clock: traces of every node merge on it. */
+  if (e->clock_uncertainty_us != DR_NONE) {
+    put(x, "DDPRUN_CLOCK_OFFSET_US", "%lld", (long long)e->clock_offset_us);
+    put(x, "DDPRUN_CLOCK_UNCERTAINTY_US", "%llu",
+        (unsigned long long)e->clock_uncertainty_us);
+  }
   if (e->progress_file != NULL && e->progress_file[0] != '\0')
     put(x, "DDPRUN_PROGRESS_FILE", "%s", e->progress_file);
   if (e->o->secret_file != NULL)

@@ -165,6 +165,42 @@ static void render_nodes(dr_server_t *s, dr_buf_t *b) {
         s->cfg.heartbeat_timeout_ms / 1000.0);
 }
 
+/* Per node of the running round, labelled by node rank and host: the
+ * series exist while their nodes do (the families always). uncertainty 0:
+ * the offsets, 1: their bounds. */
+static void render_clock_series(dr_server_t *s, dr_buf_t *b, int uncertainty) {
+  const dr_rdzv_t *r = &s->rdzv;
+  char esc[600];
+  for (size_t i = 0; r->state == DR_JOB_RUNNING && i < r->n_round; i++) {
+    const dr_node_t *x = r->round[i];
+    dr_clock_sample_t est;
+    if (x->conn == NULL || x->detached ||
+        dr__clock_estimate(x->conn, &est) != 0)
+      continue;
+    /* The estimate is the server's minus the node's; shown the other way
+     * round, as the node's clock reads. */
+    double v = uncertainty ? (double)dr_clock_uncertainty_us(&est) / 1e6
+                           : (double)-est.offset_us / 1e6;
+    put(b, "ddprun_rdzv_node_clock_%s_seconds{node=\"%u\",host=\"%s\"} "
+           "%.6f\n",
+        uncertainty ? "uncertainty" : "offset", x->node_rank,
+        label_escape(x->host, esc, sizeof(esc)), v);
+  }
+}
+
+static void render_clocks(dr_server_t *s, dr_buf_t *b) {
+  family(b, "node_clock_offset_seconds", "gauge",
+         "How far each node's clock is from the server's: the node's "
+         "CLOCK_REALTIME minus the server's (negative: behind), from the "
+         "sample of its last 8 (its join, its heartbeats) with the smallest "
+         "round trip.");
+  render_clock_series(s, b, 0);
+  family(b, "node_clock_uncertainty_seconds", "gauge",
+         "The bound on node_clock_offset_seconds' error: half the round "
+         "trip it was measured over.");
+  render_clock_series(s, b, 1);
+}
+
 static void render_store(dr_server_t *s, dr_buf_t *b) {
   dr_store_stats_t st;
   dr__store_stats(s->store, &st);
@@ -238,6 +274,7 @@ int dr__metrics_render(dr_server_t *s, dr_buf_t *out,
                        const uint64_t *http_counts) {
   render_job(s, out);
   render_nodes(s, out);
+  render_clocks(s, out);
   render_store(s, out);
   render_conns(s, out, http_counts);
   gauge(out, "uptime_seconds", "Seconds since this server started.",

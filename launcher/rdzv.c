@@ -221,8 +221,10 @@ static void try_complete(dr_server_t *s) {
     if (x->conn == NULL)
       continue;
     x->conn->last_seen_ms = now; /* the heartbeat clock starts now */
+    dr__clock_assign(x->conn, &a);
     if (dr_enc_assign(&s->out, req, &a) == 0)
       dr__conn_send(x->conn);
+    dr__clock_check(x->conn);
   }
   dr_events_emit(s->events, "round_complete",
                  ",\"gen\":%" PRIu64 ",\"nnodes\":%zu,\"world_size\":%u", r->gen,
@@ -369,7 +371,10 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
   dr_join_t j;
-  if (dr_msg_join(m, &j) != 0 || j.nproc == 0 || j.master_port_offer > 65535) {
+  int bad = dr_msg_join(m, &j);
+  if (bad == 0) /* before the round can complete on it, refused or not */
+    dr__clock_on_stamp(c, &j.clock);
+  if (bad != 0 || j.nproc == 0 || j.master_port_offer > 65535) {
     dr__conn_send_error(c, m->req_id, DR_EBADARG,
                         "JOIN needs nproc >= 1 and a port offer <= 65535");
     return;
@@ -654,8 +659,12 @@ void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
   case DR_MSG_SUCCESS:
     handle_success(c, m);
     break;
-  default: /* HEARTBEAT: receiving it already reset the clock */
+  default: { /* HEARTBEAT: receiving it already reset the silence clock */
+    dr_heartbeat_t h;
+    if (dr_msg_heartbeat(m, &h) == 0)
+      dr__clock_on_stamp(c, &h.clock);
     break;
+  }
   }
 }
 
@@ -739,7 +748,11 @@ void dr__rdzv_sweep(dr_server_t *s, uint64_t now) {
   s->last_hb_push_ms = now;
   for (size_t i = 0; i < r->n_round; i++) {
     dr_conn_t *c = r->round[i]->conn;
-    if (c != NULL && dr_enc_heartbeat(&s->out, 0, r->gen) == 0)
+    if (c == NULL)
+      continue;
+    /* Stamped for each node as it goes out: the agent echoes it. */
+    dr_clock_stamp_t st = {0, 0, dr_clock_now_us()};
+    if (dr_enc_heartbeat(&s->out, 0, r->gen, &st) == 0)
       dr__conn_send(c);
   }
 }

@@ -95,6 +95,7 @@ static void claim(dr_conn_t *c, dr_node_t *n, const dr_resume_t *q,
     r->job_nproc = q->nproc;
   if (dr_enc_ok(&s->out, req) == 0)
     dr__conn_send(c);
+  dr__clock_check(c); /* its rank is known now */
   char ehost[300];
   dr_events_emit(s->events, "resume",
                  ",\"gen\":%" PRIu64 ",\"node_rank\":%u,\"node_host\":\"%s\"",
@@ -125,7 +126,10 @@ void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
   dr_resume_t q;
-  if (dr_msg_resume(m, &q) != 0 || q.nproc == 0 || q.nnodes == 0 ||
+  int bad = dr_msg_resume(m, &q);
+  if (bad == 0)
+    dr__clock_on_stamp(c, &q.clock);
+  if (bad != 0 || q.nproc == 0 || q.nnodes == 0 ||
       q.node_rank >= q.nnodes || q.gen == 0) {
     dr__conn_send_error(c, m->req_id, DR_EBADARG,
                         "RESUME needs gen >= 1, nproc >= 1 and node_rank < "

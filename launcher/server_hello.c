@@ -56,13 +56,13 @@ static void handle_hello(dr_conn_t *c, const dr_msg_t *m) {
   if (s->secret != NULL) {
     dr_auth_nonce(c->nonce);
     dr_bytes_t nonce = {c->nonce, DR_NONCE_LEN};
-    if (dr_enc_welcome(&s->out, m->req_id, 1, nonce) == 0)
+    if (dr_enc_welcome(&s->out, m->req_id, 1, nonce, dr_clock_now_us()) == 0)
       dr__conn_send(c);
     c->state = DR_CONN_AUTH;
     return;
   }
   dr_bytes_t none = {NULL, 0};
-  if (dr_enc_welcome(&s->out, m->req_id, 0, none) == 0)
+  if (dr_enc_welcome(&s->out, m->req_id, 0, none, dr_clock_now_us()) == 0)
     dr__conn_send(c);
   c->state = DR_CONN_READY;
   c->dec.authed = 1;

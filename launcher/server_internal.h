@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "clock_offset.h"
 #include "ratelimit.h"
 #include "server.h"
 #include "wire.h"
@@ -82,6 +83,8 @@ struct dr_conn {
   size_t out_pending;   /* bytes handed to uv_write and not yet written */
   uint64_t accepted_ms; /* for the handshake deadline */
   uint64_t last_seen_ms; /* last frame received: the heartbeat clock */
+  uint64_t rx_us;       /* CLOCK_REALTIME as the frames being handled were
+                           read: t4 of their clock stamps */
   /* Deadlines past the handshake (server_conn.c, dr__conn_sweep): */
   uint64_t active_ms;   /* last bytes received or reply sent: idleness */
   uint64_t frame_ms;    /* when the frame in in[0..in_len) began */
@@ -93,6 +96,11 @@ struct dr_conn {
   char host[256];       /* from HELLO */
   dr_node_t *node;      /* set while this connection is a node of the job */
   int64_t prev_rank;    /* node rank in the last generation, or -1 */
+  /* The peer's clock, measured over its stamps (rdzv_clock.c): kept with
+   * the connection, which outlives the node records of its generations. */
+  dr_clock_filter_t clock;
+  int clock_warned;        /* said that its offset was clock_warned_us */
+  int64_t clock_warned_us;
   int refused;          /* counted in stats.refused already */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
@@ -316,6 +324,19 @@ void dr__rdzv_restart_all(dr_server_t *s, const char *reason);
 void dr__rdzv_node_free(dr_node_t *n);
 /* Nodes of the round whose agents are connected, plus those waiting. */
 size_t dr__rdzv_alive(const dr_server_t *s);
+
+/* ---- rdzv_clock.c: the nodes' clock offsets ----------------------------- */
+/* A clock stamp from c's peer (JOIN, RESUME, HEARTBEAT), received at
+ * c->rx_us: one more sample when it echoes a stamp of the server's. */
+void dr__clock_on_stamp(dr_conn_t *c, const dr_clock_stamp_t *st);
+/* The best estimate of c's peer: 0 and *out, or DR_ENOTFOUND. */
+int dr__clock_estimate(const dr_conn_t *c, dr_clock_sample_t *out);
+/* The clock fields of an ASSIGN to c's node. */
+void dr__clock_assign(const dr_conn_t *c, dr_assign_t *a);
+/* Warns when c's node, assigned its rank, has a clock more than 100 ms off
+ * the server's: once, then again when the offset has moved by another
+ * 100 ms; says so when it is back within 50 ms. */
+void dr__clock_check(dr_conn_t *c);
 
 /* ---- metrics_http.c: the HTTP endpoint ---------------------------------- */
 /* Binds cfg->metrics_host (or cfg->host) on cfg->metrics_port and serves

@@ -157,6 +157,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
   }
   uint64_t now = dr__now_ms(s);
   c->last_seen_ms = c->active_ms = now;
+  c->rx_us = dr_clock_now_us(); /* before any frame of this read is handled */
 
   size_t off = 0;
   while (c->state != DR_CONN_CLOSING && c->doomed == NULL) {

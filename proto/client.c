@@ -415,7 +415,7 @@ int dr_client_heartbeat(dr_client_t *c, uint64_t gen) {
   uint32_t id;
   int rc = dr__client_begin(c, &id);
   if (rc == 0)
-    rc = dr_enc_heartbeat(&c->wbuf, id, gen);
+    rc = dr_sess_heartbeat(&c->sess, id, gen, &c->wbuf);
   return rc != 0 ? rc : send_only(c);
 }
 

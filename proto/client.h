@@ -108,6 +108,8 @@ typedef struct {
   uint8_t *bootstrap;
   size_t bootstrap_len;
   uint32_t restart_count, max_restarts;
+  int64_t clock_offset_us;       /* server's clock minus this node's */
+  uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
 } dr_assignment_t;
 
 void dr_assignment_free(dr_assignment_t *a);
@@ -124,7 +126,11 @@ int dr_client_join(dr_client_t *c, const dr_join_t *j, int wait_ms,
  * the next round, or another refusal. */
 int dr_client_resume(dr_client_t *c, const dr_resume_t *q);
 
-/* Sends without waiting for an answer (the server does not answer). */
+/* Sends without waiting for an answer (the server does not answer).
+ * Clock stamps: the first JOIN, RESUME or HEARTBEAT echoes the WELCOME's
+ * (the server measures this host's clock offset from it); pushed
+ * HEARTBEATs are queued here, not stamped as they arrive, so they are not
+ * echoed. */
 int dr_client_heartbeat(dr_client_t *c, uint64_t gen);
 int dr_client_report_failure(dr_client_t *c, const dr_failure_t *f);
 int dr_client_report_success(dr_client_t *c, uint64_t gen);

@@ -42,6 +42,34 @@ void dr_sess_free(dr_sess_t *s) {
 
 int dr_sess_ready(const dr_sess_t *s) { return s->state == S_READY; }
 
+void dr_sess_set_clock(dr_sess_t *s, dr_clock_fn fn, void *ctx) {
+  s->clock = fn;
+  s->clock_ctx = ctx;
+}
+
+static uint64_t sess_now(const dr_sess_t *s) {
+  return s->clock != NULL ? s->clock(s->clock_ctx) : dr_clock_now_us();
+}
+
+/* A server stamp, as it arrives. */
+static void heard(dr_sess_t *s, uint64_t tx_us) {
+  if (tx_us == 0)
+    return;
+  s->srv_tx_us = tx_us;
+  s->srv_rx_us = sess_now(s);
+}
+
+/* The stamp of a frame about to be sent: the server's last stamp echoed
+ * once (the server measures over each of its stamps once), and now. */
+static dr_clock_stamp_t stamp(dr_sess_t *s) {
+  dr_clock_stamp_t c;
+  c.echo_us = s->srv_tx_us;
+  c.echo_rx_us = s->srv_tx_us != 0 ? s->srv_rx_us : 0;
+  s->srv_tx_us = s->srv_rx_us = 0;
+  c.tx_us = sess_now(s);
+  return c;
+}
+
 int dr_sess_hello(dr_sess_t *s, uint32_t req, const char *host,
                   dr_buf_t *out) {
   s->state = S_HELLO;
@@ -54,7 +82,9 @@ int dr_sess_join(dr_sess_t *s, uint32_t req, const dr_join_t *j,
   if (s->state != S_READY)
     return DR_ESEQUENCE;
   s->join_req = req;
-  return dr_enc_join(out, req, j);
+  dr_join_t x = *j;
+  x.clock = stamp(s);
+  return dr_enc_join(out, req, &x);
 }
 
 int dr_sess_resume(dr_sess_t *s, uint32_t req, const dr_resume_t *q,
@@ -62,7 +92,15 @@ int dr_sess_resume(dr_sess_t *s, uint32_t req, const dr_resume_t *q,
   if (s->state != S_READY)
     return DR_ESEQUENCE;
   s->resume_req = req;
-  return dr_enc_resume(out, req, q);
+  dr_resume_t x = *q;
+  x.clock = stamp(s);
+  return dr_enc_resume(out, req, &x);
+}
+
+int dr_sess_heartbeat(dr_sess_t *s, uint32_t req, uint64_t gen,
+                      dr_buf_t *out) {
+  dr_clock_stamp_t c = stamp(s);
+  return dr_enc_heartbeat(out, req, gen, &c);
 }
 
 int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
@@ -87,6 +125,8 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   out->master_port = a->master_port;
   out->restart_count = a->restart_count;
   out->max_restarts = a->max_restarts;
+  out->clock_offset_us = a->clock_offset_us;
+  out->clock_uncertainty_us = a->clock_uncertainty_us;
   return 0;
 }
 
@@ -103,6 +143,7 @@ static int on_welcome(dr_sess_t *s, const dr_msg_t *m, uint32_t reply_req,
   dr_welcome_t w;
   if (dr_msg_welcome(m, &w) != 0)
     return broke(s, DR_EFIELD, "a malformed WELCOME", NULL);
+  heard(s, w.tx_us);
   if (!w.auth_required) {
     s->state = S_READY;
     forget_secret(s);
@@ -206,10 +247,14 @@ int dr_sess_on_frame(dr_sess_t *s, const dr_msg_t *m, uint32_t reply_req,
     ev->text = t.reason;
     return 0;
   }
-  case DR_MSG_HEARTBEAT:
-    dr_msg_heartbeat(m, &ev->gen);
+  case DR_MSG_HEARTBEAT: {
+    dr_heartbeat_t h;
+    dr_msg_heartbeat(m, &h);
+    heard(s, h.clock.tx_us);
+    ev->gen = h.gen;
     ev->type = DR_SESS_HEARTBEAT;
     return 0;
+  }
   default:
     ev->type = DR_SESS_OTHER;
     return 0;

@@ -1,8 +1,9 @@
 /* The client side of the rendezvous protocol, without I/O: the handshake
- * (HELLO, WELCOME, AUTH, OK), JOIN and its assignment, RESUME, and the
- * server's orders, as typed events. Both clients drive it: the blocking
- * client (client.c) and the agent's libuv connection (agent/agent_rdzv.c),
- * so the tests of the one exercise the code the other runs.
+ * (HELLO, WELCOME, AUTH, OK), JOIN and its assignment, RESUME, heartbeats
+ * with their clock stamps, and the server's orders, as typed events. Both
+ * clients drive it: the blocking client (client.c) and the agent's libuv
+ * connection (agent/agent_rdzv.c), so the tests of the one exercise the
+ * code the other runs.
  *
  * The caller owns the I/O: it sends the frames the session encodes into
  * the buffer it passes, and feeds every frame the server sends to
@@ -18,6 +19,7 @@
 #include <stdint.h>
 
 #include "client.h"
+#include "clock_offset.h"
 #include "wire.h"
 
 typedef enum {
@@ -46,6 +48,13 @@ typedef struct {
 
 typedef struct {
   int state;             /* see session.c */
+  /* The clock of this side's stamps (wire.h, "Clocks"): the server's
+   * last stamp (WELCOME, HEARTBEAT) and when it arrived, on this clock,
+   * are echoed once by the next JOIN, RESUME or HEARTBEAT; 0 once
+   * echoed. */
+  dr_clock_fn clock;
+  void *clock_ctx;
+  uint64_t srv_tx_us, srv_rx_us;
   char *run_id;
   uint8_t *secret;       /* copied; wiped once the handshake is done */
   size_t secret_len;
@@ -59,16 +68,23 @@ int dr_sess_init(dr_sess_t *s, const char *run_id, const uint8_t *secret,
 /* Wipes the secret and frees the copies. */
 void dr_sess_free(dr_sess_t *s);
 int dr_sess_ready(const dr_sess_t *s);
+/* The clock this side stamps with: fn(ctx); NULL = dr_clock_now_us. */
+void dr_sess_set_clock(dr_sess_t *s, dr_clock_fn fn, void *ctx);
 
-/* Each appends one frame to out: 0 or a negative code. */
+/* Each appends one frame to out: 0 or a negative code. JOIN, RESUME and
+ * HEARTBEAT carry this side's clock stamp (j->clock and q->clock are
+ * ignored): the frame should be sent at once. */
 int dr_sess_hello(dr_sess_t *s, uint32_t req, const char *host,
                   dr_buf_t *out);
 int dr_sess_join(dr_sess_t *s, uint32_t req, const dr_join_t *j,
                  dr_buf_t *out);
 int dr_sess_resume(dr_sess_t *s, uint32_t req, const dr_resume_t *q,
                    dr_buf_t *out);
+int dr_sess_heartbeat(dr_sess_t *s, uint32_t req, uint64_t gen,
+                      dr_buf_t *out);
 
-/* A frame from the server. 0 and *ev filled (a frame to send back, using
+/* A frame from the server, handed over as soon as it is read (its arrival
+ * is stamped here). 0 and *ev filled (a frame to send back, using
  * request id reply_req, is appended to out), or a negative code with
  * s->errmsg when the server broke the protocol or the handshake cannot
  * go on (DR_ENOAUTH: a secret is required and none was given); the

@@ -21,6 +21,13 @@
  * exactly. Integers are unsigned on the wire; signed values travel in two's
  * complement and "none" is UINT64_MAX.
  *
+ * Clocks. Timestamps (fields named *_us) are microseconds since the Unix
+ * epoch on the sender's CLOCK_REALTIME, 0 for none. The server measures
+ * each node's clock offset from them as NTP does, without a round trip of
+ * its own: each side stamps what it sends (tx_us), and the agent echoes
+ * the server's last stamp with the time it received it, so that four
+ * timestamps cover one round trip (see clock_offset.h).
+ *
  * This module never logs, never exits, and allocates only through the
  * dr_buf_t it is given.
  */
@@ -46,8 +53,9 @@
 #define DR_MSG_TYPES(X)                                                      \
   /* client -> server, first frame: run id, the client's host name */        \
   X(HELLO, 1, "ss", "run_id, host")                                          \
-  /* server -> client: auth_required (0/1), nonce (DR_NONCE_LEN or empty) */ \
-  X(WELCOME, 2, "ub", "auth_required, nonce")                                \
+  /* server -> client: auth_required (0/1), nonce (DR_NONCE_LEN or empty), \
+   * the server's clock */                                                   \
+  X(WELCOME, 2, "ubu", "auth_required, nonce, tx_us")                        \
   /* client -> server: HMAC-SHA256 over the nonce, see auth.h */             \
   X(AUTH, 3, "b", "mac")                                                     \
   X(OK, 4, "", "")                                                           \
@@ -65,14 +73,19 @@
   X(VALUES, 14, "V", "values")                                               \
   X(CHECK, 15, "uK", "gen, keys")                                            \
   X(BARRIER, 16, "ukuu", "gen, name, n, wait_ms")                            \
-  /* rendezvous */                                                           \
-  X(JOIN, 17, "sssuuub",                                                     \
+  /* rendezvous; echo_us, echo_rx_us, tx_us: a dr_clock_stamp_t */          \
+  X(JOIN, 17, "sssuuubuuu",                                                  \
     "run_id, host, addr, nproc, node_rank (DR_NONE = any), "                 \
-    "master_port_offer, bootstrap_offer")                                    \
-  X(ASSIGN, 18, "uuuuusubuu",                                                \
+    "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us")        \
+  /* clock_offset_us: server minus node (two's complement), the estimate   \
+   * the workers of this generation get; clock_uncertainty_us: its bound   \
+   * (half a round trip), DR_NONE when the server has no estimate */         \
+  X(ASSIGN, 18, "uuuuusubuuuu",                                              \
     "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
-    "master_port, bootstrap, restart_count, max_restarts")                   \
-  X(HEARTBEAT, 19, "u", "gen")                                               \
+    "master_port, bootstrap, restart_count, max_restarts, "                  \
+    "clock_offset_us, clock_uncertainty_us")                                 \
+  /* both ways; the server's carries only its tx_us */                       \
+  X(HEARTBEAT, 19, "uuuu", "gen, echo_us, echo_rx_us, tx_us")                \
   X(FAILURE, 20, "uuuuuuub",                                                 \
     "gen, rank, local_rank, pid, exit_code, signal, kind, message")          \
   X(SUCCESS, 21, "u", "gen")                                                 \
@@ -82,9 +95,9 @@
   /* agent -> server, after a reconnection while its workers still run the \
    * generation it was assigned: claims its place again (OK, or ERROR      \
    * DR_ESTALE when the server cannot take it back) */                      \
-  X(RESUME, 24, "ssuuuuuu",                                                  \
+  X(RESUME, 24, "ssuuuuuuuuu",                                               \
     "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
-    "restart_count")                                                         \
+    "restart_count, echo_us, echo_rx_us, tx_us")                             \
   /* agent -> server: this node leaves on purpose (a signal to ddprun) */   \
   X(LEAVE, 25, "uub", "gen, signal, reason")
 
@@ -215,7 +228,7 @@ dr_bytes_t dr_str(const char *s);
  * passed as an array of dr_bytes_t. */
 int dr_enc_hello(dr_buf_t *b, uint32_t req, dr_bytes_t run_id, dr_bytes_t host);
 int dr_enc_welcome(dr_buf_t *b, uint32_t req, int auth_required,
-                   dr_bytes_t nonce);
+                   dr_bytes_t nonce, uint64_t tx_us);
 int dr_enc_auth(dr_buf_t *b, uint32_t req, dr_bytes_t mac);
 int dr_enc_ok(dr_buf_t *b, uint32_t req);
 int dr_enc_error(dr_buf_t *b, uint32_t req, int code, dr_bytes_t message);
@@ -239,6 +252,16 @@ int dr_enc_check(dr_buf_t *b, uint32_t req, uint64_t gen,
 int dr_enc_barrier(dr_buf_t *b, uint32_t req, uint64_t gen, dr_bytes_t name,
                    uint64_t n, uint64_t wait_ms);
 
+/* The clock readings an agent's JOIN, RESUME and HEARTBEAT carry (the
+ * server's HEARTBEAT: tx_us only). All in microseconds since the epoch on
+ * the clock of whoever stamped them; 0 = none, so that a zeroed stamp
+ * carries no measurement. */
+typedef struct {
+  uint64_t echo_us;    /* the peer's last tx_us received, echoed once */
+  uint64_t echo_rx_us; /* when it was received, on the sender's clock */
+  uint64_t tx_us;      /* the sender's clock as it sends this message */
+} dr_clock_stamp_t;
+
 typedef struct {
   dr_bytes_t run_id;
   dr_bytes_t host;      /* the node's host name, for messages and ordering */
@@ -247,6 +270,7 @@ typedef struct {
   uint64_t node_rank;   /* requested node rank, DR_NONE for any */
   uint32_t master_port_offer; /* a port free on this node, 0 = none */
   dr_bytes_t bootstrap_offer; /* used as the bootstrap if this is node 0 */
+  dr_clock_stamp_t clock;
 } dr_join_t;
 
 typedef struct {
@@ -260,6 +284,8 @@ typedef struct {
   dr_bytes_t bootstrap; /* per generation: NCCL unique id or CPU data */
   uint32_t restart_count;
   uint32_t max_restarts;
+  int64_t clock_offset_us;       /* server's clock minus this node's */
+  uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
 } dr_assign_t;
 
 /* How a worker failed, as its agent saw it. X(NAME, value, doc). */
@@ -299,6 +325,7 @@ typedef struct {
   uint32_t world_size;
   uint32_t nproc;
   uint32_t restart_count;
+  dr_clock_stamp_t clock;
 } dr_resume_t;
 
 typedef struct {
@@ -311,7 +338,9 @@ int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j);
 int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r);
 int dr_enc_leave(dr_buf_t *b, uint32_t req, const dr_leave_t *l);
 int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a);
-int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen);
+/* clock NULL: none (all zero). */
+int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen,
+                     const dr_clock_stamp_t *clock);
 int dr_enc_failure(dr_buf_t *b, uint32_t req, const dr_failure_t *f);
 int dr_enc_success(dr_buf_t *b, uint32_t req, uint64_t gen);
 int dr_enc_restart(dr_buf_t *b, uint32_t req, uint64_t gen,
@@ -326,7 +355,13 @@ typedef struct {
 typedef struct {
   int auth_required;
   dr_bytes_t nonce; /* DR_NONCE_LEN bytes when auth_required */
+  uint64_t tx_us;   /* the server's clock as it sent the WELCOME */
 } dr_welcome_t;
+
+typedef struct {
+  uint64_t gen;
+  dr_clock_stamp_t clock;
+} dr_heartbeat_t;
 
 typedef struct {
   dr_bytes_t mac;
@@ -373,7 +408,7 @@ int dr_msg_store_req(const dr_msg_t *msg, dr_store_req_t *out);
 int dr_msg_value(const dr_msg_t *msg, dr_bytes_t *value);
 int dr_msg_int(const dr_msg_t *msg, int64_t *value);
 int dr_msg_values(const dr_msg_t *msg, dr_list_t *values);
-int dr_msg_heartbeat(const dr_msg_t *msg, uint64_t *gen);
+int dr_msg_heartbeat(const dr_msg_t *msg, dr_heartbeat_t *out);
 int dr_msg_success(const dr_msg_t *msg, uint64_t *gen);
 int dr_msg_restart(const dr_msg_t *msg, dr_restart_t *out);
 int dr_msg_stop(const dr_msg_t *msg, dr_stop_t *out);

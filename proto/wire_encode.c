@@ -94,6 +94,12 @@ static void put_len(frame_t *f, uint8_t kind, size_t n) {
   dr_buf_append(f->b, x, sizeof(x));
 }
 
+static void put_clock(frame_t *f, const dr_clock_stamp_t *c) {
+  put_u64(f, c != NULL ? c->echo_us : 0);
+  put_u64(f, c != NULL ? c->echo_rx_us : 0);
+  put_u64(f, c != NULL ? c->tx_us : 0);
+}
+
 static void put_bytes(frame_t *f, dr_bytes_t v) {
   put_len(f, DR_FIELD_BYTES, v.len);
   dr_buf_append(f->b, v.p, v.len);
@@ -137,10 +143,11 @@ int dr_enc_hello(dr_buf_t *b, uint32_t req, dr_bytes_t run_id,
 }
 
 int dr_enc_welcome(dr_buf_t *b, uint32_t req, int auth_required,
-                   dr_bytes_t nonce) {
+                   dr_bytes_t nonce, uint64_t tx_us) {
   frame_t f = frame_begin(b, DR_MSG_WELCOME, req);
   put_u64(&f, auth_required ? 1 : 0);
   put_bytes(&f, nonce);
+  put_u64(&f, tx_us);
   return frame_end(&f);
 }
 
@@ -261,6 +268,7 @@ int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j) {
   put_u64(&f, j->node_rank);
   put_u64(&f, j->master_port_offer);
   put_bytes(&f, j->bootstrap_offer);
+  put_clock(&f, &j->clock);
   return frame_end(&f);
 }
 
@@ -276,12 +284,16 @@ int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a) {
   put_bytes(&f, a->bootstrap);
   put_u64(&f, a->restart_count);
   put_u64(&f, a->max_restarts);
+  put_u64(&f, (uint64_t)a->clock_offset_us);
+  put_u64(&f, a->clock_uncertainty_us);
   return frame_end(&f);
 }
 
-int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen) {
+int dr_enc_heartbeat(dr_buf_t *b, uint32_t req, uint64_t gen,
+                     const dr_clock_stamp_t *clock) {
   frame_t f = frame_begin(b, DR_MSG_HEARTBEAT, req);
   put_u64(&f, gen);
+  put_clock(&f, clock);
   return frame_end(&f);
 }
 
@@ -330,6 +342,7 @@ int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r) {
   put_u64(&f, r->world_size);
   put_u64(&f, r->nproc);
   put_u64(&f, r->restart_count);
+  put_clock(&f, &r->clock);
   return frame_end(&f);
 }
 

@@ -9,6 +9,12 @@
 
 static int fits_u32(uint64_t v) { return v <= UINT32_MAX; }
 
+/* Three u64 fields from index i: any values (0 = none) are valid. */
+static dr_clock_stamp_t clock_at(const dr_msg_t *m, int i) {
+  dr_clock_stamp_t c = {m->f[i].u, m->f[i + 1].u, m->f[i + 2].u};
+  return c;
+}
+
 #define EXPECT(m, t)                                                         \
   do {                                                                       \
     if ((m)->type != DR_MSG_##t)                                             \
@@ -28,6 +34,7 @@ int dr_msg_welcome(const dr_msg_t *m, dr_welcome_t *o) {
     return DR_EBADARG;
   o->auth_required = (int)m->f[0].u;
   o->nonce = m->f[1].b;
+  o->tx_us = m->f[2].u;
   return 0;
 }
 
@@ -117,6 +124,7 @@ int dr_msg_join(const dr_msg_t *m, dr_join_t *o) {
   o->node_rank = m->f[4].u;
   o->master_port_offer = (uint32_t)m->f[5].u;
   o->bootstrap_offer = m->f[6].b;
+  o->clock = clock_at(m, 7);
   return 0;
 }
 
@@ -136,12 +144,15 @@ int dr_msg_assign(const dr_msg_t *m, dr_assign_t *o) {
   o->bootstrap = m->f[7].b;
   o->restart_count = (uint32_t)m->f[8].u;
   o->max_restarts = (uint32_t)m->f[9].u;
+  o->clock_offset_us = (int64_t)m->f[10].u;
+  o->clock_uncertainty_us = m->f[11].u;
   return 0;
 }
 
-int dr_msg_heartbeat(const dr_msg_t *m, uint64_t *gen) {
+int dr_msg_heartbeat(const dr_msg_t *m, dr_heartbeat_t *o) {
   EXPECT(m, HEARTBEAT);
-  *gen = m->f[0].u;
+  o->gen = m->f[0].u;
+  o->clock = clock_at(m, 1);
   return 0;
 }
 
@@ -201,6 +212,7 @@ int dr_msg_resume(const dr_msg_t *m, dr_resume_t *o) {
   o->world_size = (uint32_t)m->f[5].u;
   o->nproc = (uint32_t)m->f[6].u;
   o->restart_count = (uint32_t)m->f[7].u;
+  o->clock = clock_at(m, 8);
   return 0;
 }
 

@@ -135,6 +135,13 @@ static void check_msg(const dr_decoder_t *d, const dr_msg_t *m,
                                  : ra == DR_EUNEXPECTED);
   CHECK(m->type == DR_MSG_FAILURE ? rf == 0 || rf == DR_EBADARG
                                   : rf == DR_EUNEXPECTED);
+  /* The views that carry clock stamps: any u64 is a valid stamp. */
+  dr_heartbeat_t h;
+  dr_resume_t q;
+  int rh = dr_msg_heartbeat(m, &h), rq = dr_msg_resume(m, &q);
+  CHECK(m->type == DR_MSG_HEARTBEAT ? rh == 0 : rh == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_RESUME ? rq == 0 || rq == DR_EBADARG
+                                 : rq == DR_EUNEXPECTED);
   if (rj == 0)
     check_inside(j.bootstrap_offer, body, end);
   if (ra == 0)

@@ -16,17 +16,23 @@ static int encode(dr_buf_t *b, uint8_t type) {
   static const uint8_t nonce[DR_NONCE_LEN] = {1, 2, 3, 4, 5, 6, 7, 8};
   const dr_bytes_t keys[] = {dr_str("rank/0"), dr_str(""), dr_str("addr/1")};
   const dr_bytes_t id = {nonce, sizeof(nonce)};
+  const dr_clock_stamp_t ck = {1700000000000000ull, 1699999999750100ull,
+                               1699999999750400ull};
   const dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"),
                        8,              DR_NONE,          29500,
-                       id};
-  const dr_assign_t a = {3, 1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1, 3};
+                       id,             ck};
+  const dr_assign_t a = {3,  1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1,
+                         3, 250000, 150};
+  const dr_resume_t q = {dr_str("job7"), dr_str("node-a"), 3, 1, 2, 16, 8, 1,
+                         ck};
+  const dr_leave_t l = {3, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
   const dr_failure_t f = {3, 9, 1, 4242, -1, 11, DR_FAIL_SIGNAL,
                           dr_str("segfault")};
   switch (type) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, 1, dr_str("job7"), dr_str("node-a"));
   case DR_MSG_WELCOME:
-    return dr_enc_welcome(b, 1, 1, id);
+    return dr_enc_welcome(b, 1, 1, id, ck.echo_us);
   case DR_MSG_AUTH:
     return dr_enc_auth(b, 2, id);
   case DR_MSG_OK:
@@ -60,7 +66,7 @@ static int encode(dr_buf_t *b, uint8_t type) {
   case DR_MSG_ASSIGN:
     return dr_enc_assign(b, 11, &a);
   case DR_MSG_HEARTBEAT:
-    return dr_enc_heartbeat(b, 12, 3);
+    return dr_enc_heartbeat(b, 12, 3, &ck);
   case DR_MSG_FAILURE:
     return dr_enc_failure(b, 13, &f);
   case DR_MSG_SUCCESS:
@@ -69,6 +75,10 @@ static int encode(dr_buf_t *b, uint8_t type) {
     return dr_enc_restart(b, 0, 4, 1, dr_str("rank 9 crashed"));
   case DR_MSG_STOP:
     return dr_enc_stop(b, 0, 3, dr_str("restart budget spent"));
+  case DR_MSG_RESUME:
+    return dr_enc_resume(b, 15, &q);
+  case DR_MSG_LEAVE:
+    return dr_enc_leave(b, 0, &l);
   default:
     return DR_ETYPE;
   }

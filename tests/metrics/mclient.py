@@ -4,7 +4,9 @@ format, drives the rendezvous store and refused handshakes over ddprun's
 wire protocol, and sends bad HTTP requests. Every socket has a timeout; a
 failure exits 1 with one line on stderr.
 
-  mclient.py metrics PORT         check /metrics; print "name{labels} value"
+  mclient.py metrics PORT         check /metrics; print "# TYPE name type"
+                                  for each family, "name{labels} value"
+                                  for each series
   mclient.py get PORT PATH        print the status code, then the body
   mclient.py store PORT RUN_ID    a fixed sequence of store requests
   mclient.py refuse PORT RUN_ID   one handshake refused for each reason
@@ -65,8 +67,9 @@ SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
 
 
-def parse_exposition(text):
-    """Checks the text format 0.0.4; returns [(name, labels, value)]."""
+def parse_exposition(text, families=None):
+    """Checks the text format 0.0.4; returns [(name, labels, value)], and
+    appends (name, type) of each family to the list families if given."""
     if not text.endswith("\n"):
         die("exposition does not end with a newline")
     helps, types, seen, out = set(), {}, set(), []
@@ -84,6 +87,8 @@ def parse_exposition(text):
             if parts[2] not in helps:
                 die("TYPE before HELP for " + parts[2])
             types[parts[2]] = parts[3]
+            if families is not None:
+                families.append((parts[2], parts[3]))
             continue
         m = SAMPLE.match(line)
         if not m:
@@ -120,7 +125,11 @@ def cmd_metrics(port):
     if not headers.get("content-type", "").startswith(
             "text/plain; version=0.0.4"):
         die("Content-Type %r" % headers.get("content-type"))
-    for name, labels, value in parse_exposition(body.decode("utf-8")):
+    families = []
+    samples = parse_exposition(body.decode("utf-8"), families)
+    for name, mtype in families:
+        print("# TYPE %s %s" % (name, mtype))
+    for name, labels, value in samples:
         print("%s%s %s" % (name, labels, value))
 
 

@@ -11,6 +11,10 @@
 #           succeeds at once
 #   inproc  ddprun --standalone --rdzv-conf metrics_port=0
 #   errors  bad metrics flags and a taken metrics port: exit 2, one line
+#   clock   a 2-node job whose node 1 has its clock stamps skewed by
+#           -250 ms (DDPRUN_TEST_CLOCK_SKEW_MS): one warning naming it, its
+#           offset in /metrics and in its workers' DDPRUN_CLOCK_OFFSET_US,
+#           and node 0's near zero, in generations 1 and 2
 name=$1
 rdzv=$2
 ddprun=$3
@@ -66,12 +70,32 @@ families=(job_info start_time_seconds job_state job_exit_code generation
   connections connections_accepted_total handshakes_refused_total
   connections_dropped_total
   joins_refused_total http_responses_total uptime_seconds)
+# The families of one series per node of the running round: their HELP and
+# TYPE always, their series only while a round runs.
+node_families=(node_clock_offset_seconds node_clock_uncertainty_seconds)
 all_present() {
   local f
   for f in "${families[@]}"; do
     grep -q "^ddprun_rdzv_$f[{ ]" "$tmp/$1.prom" ||
       fail "scrape $1 lacks ddprun_rdzv_$f"
   done
+  for f in "${node_families[@]}"; do
+    grep -qx "# TYPE ddprun_rdzv_$f gauge" "$tmp/$1.prom" ||
+      fail "scrape $1 lacks the family ddprun_rdzv_$f"
+  done
+}
+# nodes_present TAG N: each per-node family has N series in the scrape TAG.
+nodes_present() {
+  local f n
+  for f in "${node_families[@]}"; do
+    n=$(grep -c "^ddprun_rdzv_$f{" "$tmp/$1.prom")
+    [ "$n" = "$2" ] || fail "scrape $1 has $n series of ddprun_rdzv_$f, not $2"
+  done
+}
+# near A B TOL: |A - B| <= TOL, as numbers.
+near() {
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d
+    exit !(d <= t) }'
 }
 # pid_of RANK RESTART: the worker's pid from its "up" line.
 pid_of() {
@@ -130,6 +154,7 @@ job)
 
   scrape running
   all_present running
+  nodes_present running 2
   expect running 'ddprun_rdzv_job_state{state="running"}' 1
   expect running ddprun_rdzv_generation 1
   expect running ddprun_rdzv_nodes_alive 2
@@ -174,6 +199,7 @@ job)
   wait_for 30 "$tmp/up" "^up rank=1 restart=1 " || fail "rank 1 did not restart"
   scrape restarted
   all_present restarted
+  nodes_present restarted 2
   expect restarted 'ddprun_rdzv_job_state{state="running"}' 1
   expect restarted ddprun_rdzv_generation 2
   expect restarted ddprun_rdzv_restarts_total 1
@@ -195,6 +221,7 @@ job)
   # Lingering, the server still answers with the outcome.
   scrape done
   all_present done
+  nodes_present done 0
   expect done 'ddprun_rdzv_job_state{state="done"}' 1
   expect done ddprun_rdzv_job_exit_code 0
   expect done ddprun_rdzv_nodes_alive 0
@@ -309,6 +336,95 @@ errors)
     "$ddprun" --standalone --rdzv-conf "metrics_port=$mport" /bin/true
   kill -TERM "$(child_of "$s")"
   finish "$s"
+  expect_no_leftovers
+  ;;
+
+clock)
+  id=mclock
+  host=$(hostname)
+  start_server srv 70 --port 0 --nnodes 2 --rdzv-id $id --max-restarts 1 \
+    --heartbeat-timeout 2 --last-call-timeout 1 --metrics-port 0 \
+    --metrics-port-file "$tmp/mport"
+  s=$srv_pid
+  mport=$(cat "$tmp/mport") || fail "no metrics port file"
+  : >"$tmp/up"
+  join=(--nnodes 2 --rdzv-endpoint "127.0.0.1:$port" --rdzv-id $id
+    --rdzv-conf is_host=0,heartbeat_timeout=2,last_call_timeout=1
+    --max-restarts 1)
+  node n0 "${join[@]}" --node-rank 0
+  a0=$agent_pid
+  # Node 1 stamps its messages 250 ms early: its clock seems behind.
+  agent_env=(DDPRUN_TEST_CLOCK_SKEW_MS=-250)
+  node n1 "${join[@]}" --node-rank 1
+  a1=$agent_pid
+  agent_env=()
+  # clock_of RANK RESTART FIELD: a worker's DDPRUN_CLOCK_* value.
+  clock_of() {
+    sed -n "s/^clock rank=$1 restart=$2 .*$3=\([^ ]*\).*$/\1/p" "$tmp/up" |
+      tail -n 1
+  }
+  # check GEN RESTART: the workers' environment and /metrics agree with a
+  # node 1 250 ms behind and a node 0 on the server's clock, within 20 ms.
+  check() {
+    local r off unc
+    for r in 0 1; do
+      wait_for 30 "$tmp/up" "^up rank=$r restart=$2 " ||
+        { show n$r; fail "rank $r did not start (restart $2)"; }
+    done
+    for r in 0 1; do
+      off=$(clock_of $r "$2" offset_us)
+      unc=$(clock_of $r "$2" uncertainty_us)
+      [ -n "$off" ] && [ "$off" != none ] && [ "$unc" != none ] ||
+        fail "rank $r of generation $1 has no DDPRUN_CLOCK_OFFSET_US"
+      near "$off" $((r * 250000)) 20000 ||
+        fail "rank $r of generation $1: DDPRUN_CLOCK_OFFSET_US=$off, not" \
+          "$((r * 250000)) +- 20000"
+      near "$unc" 0 20000 || fail "rank $r: DDPRUN_CLOCK_UNCERTAINTY_US=$unc"
+      echo "generation $1, node $r: DDPRUN_CLOCK_OFFSET_US=$off" \
+        "DDPRUN_CLOCK_UNCERTAINTY_US=$unc"
+    done
+    scrape gen$1
+    all_present gen$1
+    nodes_present gen$1 2
+    for r in 0 1; do
+      labels="{node=\"$r\",host=\"$host\"}"
+      off=$(val gen$1 "ddprun_rdzv_node_clock_offset_seconds$labels") || exit 1
+      unc=$(val gen$1 "ddprun_rdzv_node_clock_uncertainty_seconds$labels") ||
+        exit 1
+      near "$off" "-0.$((r * 25))" 0.02 ||
+        fail "generation $1: node $r's clock offset is $off s, not" \
+          "-0.$((r * 25)) +- 0.02"
+      near "$unc" 0 0.02 || fail "node $r's clock uncertainty is $unc s"
+      echo "generation $1, node $r: node_clock_offset_seconds $off" \
+        "(uncertainty $unc)"
+    done
+  }
+  # warnings: the server's lines about a node's clock.
+  warnings() { grep -c "clock is .* the server's" "$tmp/srv.err"; }
+  check 1 0
+  grep -q "DDPRUN_TEST_CLOCK_SKEW_MS=-250: .*fault injection" "$tmp/n1.err" ||
+    { show n1; fail "node 1 did not say that its clock stamps are skewed"; }
+  # Heartbeats every 0.67 s: two seconds of them, each one more sample
+  # that must not repeat the warning.
+  sleep 2
+  [ "$(warnings)" = 1 ] ||
+    { show srv; fail "$(warnings) clock warnings, not one"; }
+  pat="node 1 ('$host') clock is 2[3-6][0-9] ms behind the server's (.* ms);"
+  pat="$pat traces will be aligned by it; check NTP on that host$"
+  grep -q "$pat" "$tmp/srv.err" ||
+    { show srv; fail "no warning naming node 1 and about 250 ms"; }
+  # Generation 2 (rank 0 killed): the estimate refined by the heartbeats
+  # reaches the new workers; the offset has not moved, so no new warning.
+  kill -KILL "$(pid_of 0 0)"
+  check 2 1
+  [ "$(warnings)" = 1 ] ||
+    { show srv; fail "$(warnings) clock warnings after the restart, not one"; }
+  grep "clock is" "$tmp/srv.err" | sed 's/^/server: /'
+  kill -USR1 "$(pid_of 0 1)" "$(pid_of 1 1)"
+  finish "$a0"; [ "$rc" = 0 ] || { show n0; fail "node 0 exited $rc"; }
+  finish "$a1"; [ "$rc" = 0 ] || { show n1; fail "node 1 exited $rc"; }
+  finish "$s"
+  [ "$rc" = 0 ] || { show srv; fail "ddprun-rdzv exited $rc"; }
   expect_no_leftovers
   ;;
 

@@ -161,8 +161,12 @@ start_agent() {
   local tag=$1 secs
   secs=$(bounded "$2") || exit 1
   shift 2
+  # The files exist before this returns: a wait_for on them may come
+  # before the background job has opened them.
+  : >"$tmp/$tag.out"
+  : >"$tmp/$tag.err"
   timeout -k 2 "$secs" env "${agent_env[@]}" "$ddprun" "$@" \
-    >"$tmp/$tag.out" 2>"$tmp/$tag.err" &
+    >>"$tmp/$tag.out" 2>>"$tmp/$tag.err" &
   agent_pid=$!
   bg_pids="$bg_pids $agent_pid"
 }

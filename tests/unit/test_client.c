@@ -216,6 +216,9 @@ static int str_eq(dr_bytes_t b, const char *s) {
   return bytes_eq(b, s, strlen(s));
 }
 
+/* The fake server's clock stamp in its WELCOME. */
+#define FAKE_TX_US 1000000000000000ull
+
 /* HELLO from job7/node-a, then WELCOME without auth. */
 static int srv_hello(fake_t *s, int line) {
   dr_msg_t m;
@@ -226,7 +229,7 @@ static int srv_hello(fake_t *s, int line) {
     return -1;
   }
   dr_buf_reset(&s->out);
-  if (dr_enc_welcome(&s->out, m.req_id, 0, dr_str(NULL)) != 0 ||
+  if (dr_enc_welcome(&s->out, m.req_id, 0, dr_str(NULL), FAKE_TX_US) != 0 ||
       srv_send_raw(s, s->out.data, s->out.len) != 0) {
     srv_fail(s, line, "WELCOME not sent");
     return -1;
@@ -436,15 +439,23 @@ static void script_every_request(fake_t *s) {
   SRV_CHECK(s, dr_msg_join(&m, &j) == 0);
   SRV_CHECK(s, str_eq(j.run_id, "job7") && j.nproc == 8 &&
                    j.node_rank == DR_NONE && j.master_port_offer == 29500);
+  /* The JOIN echoes the WELCOME's stamp, with when it arrived and when
+   * the JOIN left on the client's clock. */
+  SRV_CHECK(s, j.clock.echo_us == FAKE_TX_US && j.clock.echo_rx_us != 0 &&
+                   j.clock.tx_us >= j.clock.echo_rx_us);
   uint8_t nccl_id[128];
   for (size_t i = 0; i < sizeof(nccl_id); i++)
     nccl_id[i] = (uint8_t)i;
   dr_assign_t a = {4,     1, 2, 16, 8, dr_str("10.0.0.1"), 29501,
-                   {nccl_id, sizeof(nccl_id)}, 1, 3};
+                   {nccl_id, sizeof(nccl_id)}, 1, 3, -1234, 56};
   SRV_SEND(s, dr_enc_assign(&s->out, m.req_id, &a));
 
   SRV_EXPECT(s, DR_MSG_HEARTBEAT, &m);
-  SRV_CHECK(s, m.f[0].u == 4);
+  dr_heartbeat_t h;
+  SRV_CHECK(s, dr_msg_heartbeat(&m, &h) == 0 && h.gen == 4);
+  /* The stamp was echoed once, by the JOIN. */
+  SRV_CHECK(s, h.clock.echo_us == 0 && h.clock.echo_rx_us == 0 &&
+                   h.clock.tx_us >= j.clock.tx_us);
   SRV_EXPECT(s, DR_MSG_FAILURE, &m);
   dr_failure_t f;
   SRV_CHECK(s, dr_msg_failure(&m, &f) == 0);
@@ -501,7 +512,7 @@ static void test_every_request(void **state) {
   assert_int_equal(dr_client_barrier(c, 1, "init", 4, 700), 0);
 
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, DR_NONE,
-                 29500,          dr_str("")};
+                 29500,          dr_str(""),        {0, 0, 0}};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 1000, &a), 0);
   assert_int_equal(a.gen, 4);
@@ -516,6 +527,8 @@ static void test_every_request(void **state) {
     assert_int_equal(a.bootstrap[i], (uint8_t)i);
   assert_int_equal(a.restart_count, 1);
   assert_int_equal(a.max_restarts, 3);
+  assert_int_equal(a.clock_offset_us, -1234);
+  assert_int_equal(a.clock_uncertainty_us, 56);
   dr_assignment_free(&a);
   assert_null(a.master_addr);
   assert_null(a.bootstrap);
@@ -640,10 +653,10 @@ static void script_pushes(fake_t *s) {
   dr_msg_t m;
   SRV_HELLO(s);
   SRV_EXPECT(s, DR_MSG_GET, &m);
-  SRV_SEND(s, dr_enc_heartbeat(&s->out, 0, 1));
+  SRV_SEND(s, dr_enc_heartbeat(&s->out, 0, 1, NULL));
   SRV_SEND(s, dr_enc_restart(&s->out, 0, 7, 2, dr_str("rank 3 died")));
   SRV_SEND(s, dr_enc_stop(&s->out, 0, 4, dr_str("stopping")));
-  SRV_SEND(s, dr_enc_heartbeat(&s->out, 0, 2));
+  SRV_SEND(s, dr_enc_heartbeat(&s->out, 0, 2, NULL));
   SRV_SEND(s, dr_enc_value(&s->out, m.req_id, dr_str("v")));
   srv_wait_eof(s);
 }
@@ -712,7 +725,7 @@ static void test_error_replies(void **state) {
   assert_int_equal(dr_client_get(c, 1, "k", 50, &v, &n), -ETIMEDOUT);
   assert_string_equal(dr_client_errmsg(c), "key 'k' not set within 50 ms");
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, 1, 0,
-                 dr_str("")};
+                 dr_str(""),     {0, 0, 0}};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 100, &a), DR_EDUPRANK);
   assert_string_equal(dr_client_errmsg(c), "node rank 1 is taken by node-b");
@@ -750,7 +763,7 @@ static void script_auth(fake_t *s) {
   SRV_EXPECT(s, DR_MSG_HELLO, &m);
   dr_auth_nonce(nonce);
   SRV_SEND(s, dr_enc_welcome(&s->out, m.req_id, 1,
-                             (dr_bytes_t){nonce, sizeof(nonce)}));
+                             (dr_bytes_t){nonce, sizeof(nonce)}, FAKE_TX_US));
   if (srv_read(s, &m) != 0)
     return; /* a client without a secret hangs up here */
   SRV_CHECK(s, m.type == DR_MSG_AUTH);

@@ -39,15 +39,28 @@ static void init_lists(void) {
   value_list[2] = dr_str("third");
 }
 
+/* Clock stamps: distinct, and wider than 32 bits as real ones are. */
+static const dr_clock_stamp_t sample_clock = {
+    1700000000123456ull, 1700000000223456ull, 1700000000323456ull};
+#define SAMPLE_TX_US 1700000000000001ull
+
+static void assert_clock(dr_clock_stamp_t got) {
+  assert_int_equal(got.echo_us, sample_clock.echo_us);
+  assert_int_equal(got.echo_rx_us, sample_clock.echo_rx_us);
+  assert_int_equal(got.tx_us, sample_clock.tx_us);
+}
+
 static dr_join_t sample_join(void) {
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"), 8,
-                 3,              29500,            mk(bin, sizeof(bin))};
+                 3,              29500,            mk(bin, sizeof(bin)),
+                 sample_clock};
   return j;
 }
 
 static dr_assign_t sample_assign(void) {
+  /* A negative offset travels in two's complement. */
   dr_assign_t a = {0x1122334455667788ull, 1, 2, 16, 8, dr_str("10.0.0.1"),
-                   29501, mk(nonce, sizeof(nonce)), 2, 3};
+                   29501, mk(nonce, sizeof(nonce)), 2, 3, -250123, 42};
   return a;
 }
 
@@ -65,7 +78,7 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, req, dr_str("job7"), dr_str("node-a.example"));
   case DR_MSG_WELCOME:
-    return dr_enc_welcome(b, req, 1, mk(nonce, sizeof(nonce)));
+    return dr_enc_welcome(b, req, 1, mk(nonce, sizeof(nonce)), SAMPLE_TX_US);
   case DR_MSG_AUTH:
     return dr_enc_auth(b, req, mk(nonce, DR_MAC_LEN));
   case DR_MSG_OK:
@@ -99,7 +112,7 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
   case DR_MSG_ASSIGN:
     return dr_enc_assign(b, req, &a);
   case DR_MSG_HEARTBEAT:
-    return dr_enc_heartbeat(b, req, 9);
+    return dr_enc_heartbeat(b, req, 9, &sample_clock);
   case DR_MSG_FAILURE:
     return dr_enc_failure(b, req, &f);
   case DR_MSG_SUCCESS:
@@ -110,7 +123,7 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     return dr_enc_stop(b, req, 3, dr_str("restart budget spent"));
   case DR_MSG_RESUME: {
     dr_resume_t q = {dr_str("job7"), dr_str("node-a.example"), 12, 1, 2, 16,
-                     8, 3};
+                     8, 3, sample_clock};
     return dr_enc_resume(b, req, &q);
   }
   case DR_MSG_LEAVE: {
@@ -152,6 +165,9 @@ static void check_sample(const dr_msg_t *m) {
   dr_join_t j, wj = sample_join();
   dr_assign_t a, wa = sample_assign();
   dr_failure_t x, wx = sample_failure();
+  dr_welcome_t w;
+  dr_heartbeat_t h;
+  dr_resume_t q;
   switch (m->type) {
   case DR_MSG_HELLO:
     assert_str(f[0].b, "job7");
@@ -160,6 +176,9 @@ static void check_sample(const dr_msg_t *m) {
   case DR_MSG_WELCOME:
     assert_int_equal(f[0].u, 1);
     assert_bytes(f[1].b, nonce, sizeof(nonce));
+    assert_int_equal(dr_msg_welcome(m, &w), 0);
+    assert_int_equal(w.auth_required, 1);
+    assert_int_equal(w.tx_us, SAMPLE_TX_US);
     break;
   case DR_MSG_AUTH:
     assert_bytes(f[0].b, nonce, DR_MAC_LEN);
@@ -230,6 +249,7 @@ static void check_sample(const dr_msg_t *m) {
     assert_int_equal(j.master_port_offer, wj.master_port_offer);
     assert_bytes(j.bootstrap_offer, wj.bootstrap_offer.p,
                  wj.bootstrap_offer.len);
+    assert_clock(j.clock);
     break;
   case DR_MSG_ASSIGN:
     assert_int_equal(dr_msg_assign(m, &a), 0);
@@ -243,9 +263,15 @@ static void check_sample(const dr_msg_t *m) {
     assert_bytes(a.bootstrap, wa.bootstrap.p, wa.bootstrap.len);
     assert_int_equal(a.restart_count, wa.restart_count);
     assert_int_equal(a.max_restarts, wa.max_restarts);
+    assert_int_equal(a.clock_offset_us, -250123);
+    assert_int_equal(f[10].u, (uint64_t)(int64_t)-250123);
+    assert_int_equal(a.clock_uncertainty_us, 42);
     break;
   case DR_MSG_HEARTBEAT:
     assert_int_equal(f[0].u, 9);
+    assert_int_equal(dr_msg_heartbeat(m, &h), 0);
+    assert_int_equal(h.gen, 9);
+    assert_clock(h.clock);
     break;
   case DR_MSG_FAILURE:
     assert_int_equal(dr_msg_failure(m, &x), 0);
@@ -276,6 +302,8 @@ static void check_sample(const dr_msg_t *m) {
     assert_str(f[1].b, "node-a.example");
     for (int i = 2; i < 8; i++)
       assert_int_equal(f[i].u, want[i - 2]);
+    assert_int_equal(dr_msg_resume(m, &q), 0);
+    assert_clock(q.clock);
     break;
   }
   case DR_MSG_LEAVE:
@@ -991,6 +1019,8 @@ static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
   raw_u64f(r, node_rank);
   raw_u64f(r, port);
   raw_bytesf(r, 0, 0);
+  for (int i = 0; i < 3; i++) /* the clock stamp: any values */
+    raw_u64f(r, UINT64_MAX - (uint64_t)i);
   raw_end(r);
 }
 
@@ -1016,13 +1046,14 @@ static void test_views_reject_wide_integers(void **state) {
   assert_int_equal(view_of(f, &r), DR_EBADARG);
   join_frame(&r, 1, 0, 1ull << 32);
   assert_int_equal(view_of(f, &r), DR_EBADARG);
-  /* ASSIGN: every u64 but gen (index 0) is 32-bit. */
+  /* ASSIGN: every u64 but gen (index 0) and the clock's (10, 11) is
+   * 32-bit. */
   const char *as = dr_msg_schema(DR_MSG_ASSIGN);
   for (int i = 0; as[i] != '\0'; i++) {
     if (as[i] != 'u')
       continue;
     u64_frame(&r, DR_MSG_ASSIGN, i);
-    assert_int_equal(view_of(f, &r), i == 0 ? 0 : DR_EBADARG);
+    assert_int_equal(view_of(f, &r), i == 0 || i >= 10 ? 0 : DR_EBADARG);
   }
   /* FAILURE: rank, local_rank, pid, exit_code, signal are 32-bit, and the
    * kind one of the kinds. */
@@ -1039,13 +1070,14 @@ static void test_views_reject_wide_integers(void **state) {
     raw_end(&r);
     assert_int_equal(view_of(f, &r), kind < DR__FAIL_KIND_N ? 0 : DR_EBADARG);
   }
-  /* RESUME: every u64 but gen (index 2) is 32-bit; LEAVE: all but gen. */
+  /* RESUME: every u64 but gen (index 2) and the clock stamp (8..10) is
+   * 32-bit; LEAVE: all but gen. */
   const char *rs = dr_msg_schema(DR_MSG_RESUME);
   for (int i = 0; rs[i] != '\0'; i++) {
     if (rs[i] != 'u')
       continue;
     u64_frame(&r, DR_MSG_RESUME, i);
-    assert_int_equal(view_of(f, &r), i == 2 ? 0 : DR_EBADARG);
+    assert_int_equal(view_of(f, &r), i == 2 || i >= 8 ? 0 : DR_EBADARG);
   }
   u64_frame(&r, DR_MSG_LEAVE, 0);
   assert_int_equal(view_of(f, &r), 0);
