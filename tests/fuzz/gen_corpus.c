@@ -69,6 +69,15 @@ static int encode(dr_buf_t *b, uint8_t type) {
     return dr_enc_restart(b, 0, 4, 1, dr_str("rank 9 crashed"));
   case DR_MSG_STOP:
     return dr_enc_stop(b, 0, 3, dr_str("restart budget spent"));
+  case DR_MSG_RESUME: {
+    const dr_resume_t r = {dr_str("job7"), dr_str("node-a"), 3, 1, 2, 16, 8,
+                           1};
+    return dr_enc_resume(b, 15, &r);
+  }
+  case DR_MSG_LEAVE: {
+    const dr_leave_t l = {3, 15, dr_str("SIGTERM")};
+    return dr_enc_leave(b, 16, &l);
+  }
   default:
     return DR_ETYPE;
   }
