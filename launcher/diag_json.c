@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 void dr__js_init(dr__js_t *js, const char *buf, size_t n, char *err,
@@ -39,6 +40,8 @@ int dr__js_fail(dr__js_t *js, const char *what) {
 
 void dr__js_ws(dr__js_t *js) {
   const char *p = js->p, *end = js->end;
+  if (p < end && (unsigned char)*p > ' ')
+    return; /* the common case: none */
   while (p < end) {
     char c = *p;
     if (c == '\n')
@@ -196,9 +199,11 @@ static int is_digit(const char *p, const char *end) {
   return p < end && *p >= '0' && *p <= '9';
 }
 
-int dr__js_number(dr__js_t *js, double *v) {
+/* Checks the number at js->p and steps over it; its bytes in *s, *n. */
+static int lex_number(dr__js_t *js, const char **s, size_t *n) {
   dr__js_ws(js);
-  const char *p = js->p, *end = js->end, *s = p;
+  const char *p = js->p, *end = js->end;
+  *s = p;
   if (p < end && *p == '-')
     p++;
   if (!is_digit(p, end)) {
@@ -230,7 +235,62 @@ int dr__js_number(dr__js_t *js, double *v) {
     while (is_digit(p, end))
       p++;
   }
-  size_t n = (size_t)(p - s);
+  *n = (size_t)(p - *s);
+  js->p = p;
+  return 0;
+}
+
+/* Exact when the digits make an integer below 2^53 and the point is at
+ * most 22 places in: m and 10^k are then doubles exactly, and IEEE
+ * division rounds m / 10^k correctly, as strtod does (Clinger's fast
+ * path). -1 for anything else. */
+static int fast_number(const char *s, size_t n, double *v) {
+  static const double pow10[23] = {
+      1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+      1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+  const char *p = s, *end = s + n;
+  int neg = p < end && *p == '-';
+  p += neg;
+  uint64_t m = 0;
+  int frac = -1, digits = 0;
+  for (; p < end; p++) {
+    if (*p == '.') {
+      frac = 0;
+      continue;
+    }
+    if (*p < '0' || *p > '9')
+      return -1; /* an exponent */
+    m = m * 10 + (uint64_t)(*p - '0');
+    if (++digits > 16 || m >= ((uint64_t)1 << 53))
+      return -1;
+    if (frac >= 0)
+      frac++;
+  }
+  if (frac > 22)
+    return -1;
+  double d = (double)m;
+  if (frac > 0)
+    d /= pow10[frac];
+  *v = neg ? -d : d;
+  return 0;
+}
+
+int dr__js_number(dr__js_t *js, double *v) {
+  const char *s;
+  size_t n;
+  int rc = lex_number(js, &s, &n);
+  if (rc != 0)
+    return rc;
+  return dr__js_number_text(s, n, v);
+}
+
+int dr__js_lex_number(dr__js_t *js, const char **s, size_t *n) {
+  return lex_number(js, s, n);
+}
+
+int dr__js_number_text(const char *s, size_t n, double *v) {
+  if (fast_number(s, n, v) == 0)
+    return 0;
   char small[64], *tok = small;
   if (n >= sizeof(small)) {
     tok = malloc(n + 1);
@@ -243,7 +303,6 @@ int dr__js_number(dr__js_t *js, double *v) {
   if (tok != small)
     free(tok);
   *v = isinf(d) ? NAN : d;
-  js->p = p;
   return 0;
 }
 
@@ -267,7 +326,6 @@ static int scalar(dr__js_t *js) {
   const char *raw;
   size_t len;
   int esc;
-  double v;
   switch (*js->p) {
   case '"':
     return dr__js_string(js, &raw, &len, &esc);
@@ -278,7 +336,7 @@ static int scalar(dr__js_t *js) {
   case 'n':
     return literal(js, "null");
   default:
-    return dr__js_number(js, &v);
+    return lex_number(js, &raw, &len);
   }
 }
 

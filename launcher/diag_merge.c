@@ -44,11 +44,8 @@ static void put_key(FILE *f, const dr__member_t *m) {
 }
 
 static void put_ts(FILE *f, const dr__member_t *m, double off) {
-  dr__js_t js;
   double v;
-  dr__js_init(&js, m->val, m->val_len, NULL, 0);
-  int c = dr__js_peek(&js);
-  if ((c != '-' && (c < '0' || c > '9')) || dr__js_number(&js, &v) != 0 ||
+  if (m->type != 'n' || dr__js_number_text(m->val, m->val_len, &v) != 0 ||
       isnan(v)) {
     fwrite(m->val, 1, m->val_len, f);
     return;
@@ -61,23 +58,28 @@ static void put_ts(FILE *f, const dr__member_t *m, double off) {
 }
 
 static void put_id(FILE *f, const dr__member_t *m, size_t index) {
-  dr__js_t js;
-  dr__js_init(&js, m->val, m->val_len, NULL, 0);
-  int c = dr__js_peek(&js);
   double v;
-  if (c >= '0' && c <= '9' && dr__js_number(&js, &v) == 0 && v >= 0 &&
-      v < 4294967296.0 && v == floor(v) && index < ((size_t)1 << 20)) {
+  if (m->type == 'n' && dr__js_number_text(m->val, m->val_len, &v) == 0 &&
+      v >= 0 && v < 4294967296.0 && v == floor(v) &&
+      index < ((size_t)1 << 20)) {
     fprintf(f, "%" PRIu64, ((uint64_t)index << 32) + (uint64_t)v);
     return;
   }
-  if (c == '"') {
-    /* "index:" and the string's bytes, still escaped. */
-    fprintf(f, "\"%zu:", index);
+  fprintf(f, "\"%zu:", index);
+  if (m->type == 's') { /* the string's bytes, still escaped */
     fwrite(m->val + 1, 1, m->val_len - 1, f);
     return;
   }
-  fprintf(f, "\"%zu:", index);
-  fwrite(m->val, 1, m->val_len, f); /* a number or literal: no quotes */
+  /* Any other value's text, escaped into the string. */
+  for (size_t i = 0; i < m->val_len; i++) {
+    unsigned char c = (unsigned char)m->val[i];
+    if (c == '"' || c == '\\')
+      fputc('\\', f);
+    if (c >= 0x20)
+      fputc(c, f);
+    else
+      fprintf(f, "\\u%04x", c);
+  }
   fputc('"', f);
 }
 
@@ -127,6 +129,15 @@ static int on_event(void *arg, const char *ev, size_t ev_len,
     fprintf(f, "%s\"pid\":%d", n > 0 ? "," : "", o->pid);
   fputc('}', f);
   return ferror(f) ? -EIO : 0;
+}
+
+int dr__merge_events(FILE *f, const char *buf, size_t n, int pid,
+                     size_t index, double offset_us, int *first, char *why,
+                     size_t whylen) {
+  out_t o = {f, pid, index, offset_us, *first};
+  int rc = dr__trace_walk(buf, n, on_event, &o, why, whylen);
+  *first = o.first;
+  return rc;
 }
 
 static void put_json_string(FILE *f, const char *s) {
@@ -252,7 +263,8 @@ int dr_dg_merge(const char *out_path, const char *const *paths, size_t n,
     if (rc != 0)
       break;
     char why[400] = "";
-    rc = dr__trace_walk(buf, len, on_event, &o, why, sizeof(why));
+    rc = dr__merge_events(f, buf, len, o.pid, i, o.offset_us, &o.first, why,
+                          sizeof(why));
     free(buf);
     if (rc != 0)
       snprintf(err, errlen, "%s: %s", paths[i],

@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -49,8 +50,13 @@ int dr__js_skip(dr__js_t *js);
  * *escaped whether it holds a backslash. */
 int dr__js_string(dr__js_t *js, const char **raw, size_t *raw_len,
                   int *escaped);
-/* A number, converted by strtod; *v is NAN when it overflows a double. */
+/* A number, converted as strtod does; *v is NAN when it overflows a
+ * double. */
 int dr__js_number(dr__js_t *js, double *v);
+/* A number checked and stepped over, its bytes in *s and *n; and the
+ * conversion of such bytes (0, or -ENOMEM). */
+int dr__js_lex_number(dr__js_t *js, const char **s, size_t *n);
+int dr__js_number_text(const char *s, size_t n, double *v);
 /* Decodes a checked string's bytes into out (NUL-terminated, cut at cap-1
  * bytes on a character boundary). Returns the length written. */
 size_t dr__js_unescape(const char *raw, size_t raw_len, char *out,
@@ -119,8 +125,11 @@ typedef struct {
   const char *key;
   size_t key_len;
   int key_escaped;
-  const char *val;
+  const char *val; /* the value's bytes as in the file */
   size_t val_len;
+  char type;       /* 's' string, 'n' number, 'o' anything else */
+  int str_escaped; /* 's': the string (val + 1 .. val_len - 2) has a
+                      backslash */
 } dr__member_t;
 
 typedef int (*dr__event_cb)(void *arg, const char *ev, size_t ev_len,
@@ -130,6 +139,15 @@ typedef int (*dr__event_cb)(void *arg, const char *ev, size_t ev_len,
  * returned. */
 int dr__trace_walk(const char *buf, size_t n, dr__event_cb cb, void *arg,
                    char *err, size_t errlen);
+
+/* One input's events into f as dr_dg_merge writes them (diag_merge.h):
+ * each "pid" made pid, "ts" moved by offset_us, "id" and "bind_id" made
+ * distinct by index, the input's process metadata left out, events
+ * separated by ",\n" (*first: nothing written yet; updated). 0, -EIO (a
+ * write failed), or the walk's code with why set. */
+int dr__merge_events(FILE *f, const char *buf, size_t n, int pid,
+                     size_t index, double offset_us, int *first, char *why,
+                     size_t whylen);
 
 /* ---- loading (diag_read.c) -------------------------------------------- */
 

@@ -52,7 +52,22 @@ static int walk_event(dr__js_t *js, members_t *mb, dr__event_cb cb,
       break;
     dr__js_ws(js);
     m.val = js->p;
-    if ((rc = dr__js_skip(js)) != 0)
+    m.str_escaped = 0;
+    /* Scalars lexed here once: the reader takes their bytes as they are. */
+    int v = js->p < js->end ? (unsigned char)*js->p : -1;
+    const char *raw;
+    size_t len;
+    if (v == '"') {
+      m.type = 's';
+      rc = dr__js_string(js, &raw, &len, &m.str_escaped);
+    } else if (v == '-' || (v >= '0' && v <= '9')) {
+      m.type = 'n';
+      rc = dr__js_lex_number(js, &raw, &len);
+    } else {
+      m.type = 'o';
+      rc = dr__js_skip(js);
+    }
+    if (rc != 0)
       return rc;
     m.val_len = (size_t)(js->p - m.val);
     if (n == mb->cap) {
@@ -331,31 +346,20 @@ static int cat_of(const char *s) {
   return DR__CAT_OTHER;
 }
 
-/* A value's bytes lexed again on their own (they were checked). */
-static void sub(dr__js_t *js, const dr__member_t *m) {
-  dr__js_init(js, m->val, m->val_len, NULL, 0);
-}
-
 static int num_member(const dr__member_t *m, double *v) {
-  dr__js_t js;
-  sub(&js, m);
-  int c = dr__js_peek(&js);
-  if (c != '-' && (c < '0' || c > '9'))
+  if (m->type != 'n')
     return -1;
-  return dr__js_number(&js, v) == 0 ? 0 : -1;
+  return dr__js_number_text(m->val, m->val_len, v) == 0 ? 0 : -1;
 }
 
 /* A string member decoded into out; -1 when it is not a string. */
 static int str_member(const dr__member_t *m, char *out, size_t cap,
                       size_t *len) {
-  dr__js_t js;
-  sub(&js, m);
-  const char *raw;
-  size_t n;
-  int esc;
-  if (dr__js_peek(&js) != '"' || dr__js_string(&js, &raw, &n, &esc) != 0)
+  if (m->type != 's')
     return -1;
-  if (!esc && n < cap) {
+  const char *raw = m->val + 1;
+  size_t n = m->val_len - 2;
+  if (!m->str_escaped && n < cap) {
     memcpy(out, raw, n);
     out[n] = '\0';
     *len = n;
