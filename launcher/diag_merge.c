@@ -164,8 +164,9 @@ static int survey(const char *const *paths, size_t n, input_t *in,
     if (rc != 0)
       return rc;
     dr_dg_rank_t r;
-    rc = dr__dg_read_json(buf, len, paths[i], &r, &in[i].base_ns, err,
-                          errlen);
+    dr__dg_meta_t meta;
+    rc = dr__dg_read_json(buf, len, paths[i], &r, &meta, err, errlen);
+    in[i].base_ns = meta.base_ns;
     free(buf);
     if (rc != 0)
       return rc;

@@ -21,19 +21,22 @@
 /* ---- small shared helpers --------------------------------------------- */
 
 void dr__dg_note(dr_dg_rank_t *r, const char *fmt, ...) {
-  size_t len = strlen(r->note);
-  if (len + 3 >= sizeof(r->note))
-    return;
-  if (len > 0) {
-    memcpy(r->note + len, "; ", 3);
-    len += 2;
-  }
+  char line[sizeof(r->note)];
   va_list ap;
   va_start(ap, fmt);
-  int k = vsnprintf(r->note + len, sizeof(r->note) - len, fmt, ap);
+  int k = vsnprintf(line, sizeof(line), fmt, ap);
   va_end(ap);
   if (k < 0)
-    r->note[len > 2 ? len - 2 : 0] = '\0';
+    return;
+  size_t len = strlen(r->note);
+  if (len >= 5 && strcmp(r->note + len - 5, "; ...") == 0)
+    return; /* full already */
+  /* Whole notes only; "; ..." says that some did not fit. */
+  const char *sep = len > 0 ? "; " : "";
+  if (len + strlen(sep) + (size_t)k + 6 <= sizeof(r->note))
+    snprintf(r->note + len, sizeof(r->note) - len, "%s%s", sep, line);
+  else if (len + 6 <= sizeof(r->note))
+    snprintf(r->note + len, sizeof(r->note) - len, "; ...");
 }
 
 void dr__sort(void *base, size_t n, size_t size,
@@ -340,13 +343,15 @@ const char *dr__detect(const dr__trace_t *t) {
 }
 
 int dr__dg_read_json(const char *json, size_t n, const char *name,
-                     dr_dg_rank_t *out, int64_t *base_ns, char *err,
+                     dr_dg_rank_t *out, dr__dg_meta_t *meta, char *err,
                      size_t errlen) {
   memset(out, 0, sizeof(*out));
   out->rank = -1;
   snprintf(out->path, sizeof(out->path), "%s", name);
-  if (base_ns != NULL)
-    *base_ns = 0;
+  if (meta != NULL) {
+    meta->base_ns = 0;
+    meta->pid = -1;
+  }
   char why[400] = "";
   dr__trace_t t;
   int rc = dr__trace_lex(json, n, &t, why, sizeof(why));
@@ -371,8 +376,10 @@ int dr__dg_read_json(const char *json, size_t n, const char *name,
     dr__dg_note(out, "%zu events left out (not an object, or no usable ts "
                      "or dur)",
                 t.n_bad);
-  if (rc == 0 && base_ns != NULL && t.have_base)
-    *base_ns = t.base_ns;
+  if (rc == 0 && meta != NULL) {
+    meta->base_ns = t.have_base ? t.base_ns : 0;
+    meta->pid = t.pid;
+  }
   dr__trace_free(&t);
   if (rc != 0) {
     snprintf(err, errlen, "%s: %s", name, why);

@@ -4,8 +4,10 @@
  *
  * Two files of one rank: PyTorch's tensorboard_trace_handler writes a file
  * per profiling cycle. They are combined, the steps of both in time order,
- * when their steps do not overlap in time; when they do (two runs in one
- * directory, or one trace twice), that is an error naming both files.
+ * when they come from one process (the pid Kineto writes) and their steps
+ * do not overlap in time. Otherwise (two runs in one directory, one trace
+ * twice, and always for train, which writes one file per rank and run)
+ * that is an error naming both files.
  *
  * Clocks: train writes each host's clock and, when its agent measured it,
  * the offset to the server's (clock_offset_us); the times are left as they

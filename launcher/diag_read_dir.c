@@ -140,11 +140,24 @@ static int by_step_t0(const void *a, const void *b) {
   return x->t0_us < y->t0_us ? -1 : x->t0_us > y->t0_us;
 }
 
-/* Moves b's steps into a (same rank). 0, or -EINVAL/-ENOMEM with err. */
-static int combine(dr_dg_rank_t *a, dr_dg_rank_t *b, dr_dg_set_t *s,
-                   char *err, size_t errlen) {
-  if (strcmp(a->source, b->source) != 0 || a->world != b->world ||
-      strcmp(a->backend, b->backend) != 0) {
+/* Moves b's steps into a (same rank, same source; pa and pb their
+ * processes). 0, or -EINVAL/-ENOMEM with err. */
+static int combine(dr_dg_rank_t *a, int64_t pa, dr_dg_rank_t *b, int64_t pb,
+                   dr_dg_set_t *s, char *err, size_t errlen) {
+  if (strcmp(a->source, "torch") != 0) {
+    /* train writes one file per rank and run. */
+    snprintf(err, errlen, "%s and %s both claim rank %d (two runs?)",
+             a->path, b->path, a->rank);
+    return -EINVAL;
+  }
+  if (pa >= 0 && pb >= 0 && pa != pb) {
+    snprintf(err, errlen,
+             "%s and %s both claim rank %d, from two processes (pid %lld "
+             "and %lld: two runs?)",
+             a->path, b->path, a->rank, (long long)pa, (long long)pb);
+    return -EINVAL;
+  }
+  if (a->world != b->world || strcmp(a->backend, b->backend) != 0) {
     snprintf(err, errlen,
              "%s and %s both claim rank %d, from different jobs (%s, world "
              "%d, %s; %s, world %d, %s)",
@@ -193,6 +206,7 @@ static int by_rank(const void *a, const void *b) {
 
 typedef struct {
   dr_dg_set_t *s;
+  int64_t *pid; /* each rank's process, as the set's ranks */
   size_t cap;
   int64_t base_ns; /* the first PyTorch trace's */
   int have_base;
@@ -209,9 +223,10 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
   if (rc != 0)
     return rc;
   dr_dg_rank_t r;
-  int64_t base = 0;
+  dr__dg_meta_t meta;
   char why[600];
-  rc = dr__dg_read_json(buf, n, path, &r, &base, why, sizeof(why));
+  rc = dr__dg_read_json(buf, n, path, &r, &meta, why, sizeof(why));
+  int64_t base = meta.base_ns;
   free(buf);
   if (rc != 0) {
     /* Any other JSON (a config file beside the traces) is left out; a
@@ -248,7 +263,7 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
       dr_dg_rank_free(&r);
       return -EINVAL;
     }
-    rc = combine(o, &r, s, err, errlen);
+    rc = combine(o, a->pid[i], &r, meta.pid, s, err, errlen);
     dr_dg_rank_free(&r);
     return rc;
   }
@@ -262,14 +277,18 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
   if (s->n_ranks == a->cap) {
     size_t cap = a->cap > 0 ? a->cap * 2 : 8;
     dr_dg_rank_t *v = realloc(s->ranks, cap * sizeof(*v));
-    if (v == NULL) {
+    if (v != NULL)
+      s->ranks = v;
+    int64_t *p = v != NULL ? realloc(a->pid, cap * sizeof(*p)) : NULL;
+    if (p == NULL) {
       dr_dg_rank_free(&r);
       snprintf(err, errlen, "out of memory");
       return -ENOMEM;
     }
-    s->ranks = v;
+    a->pid = p;
     a->cap = cap;
   }
+  a->pid[s->n_ranks] = meta.pid;
   s->ranks[s->n_ranks++] = r;
   return 0;
 }
@@ -277,7 +296,7 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
 int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
                    char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  acc_t a = {out, 0, 0, 0};
+  acc_t a = {out, NULL, 0, 0, 0};
   int rc = 0;
   if (n == 0) {
     snprintf(err, errlen, "no traces given");
@@ -296,6 +315,7 @@ int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
       rc = add_file(&a, paths[i], 0, err, errlen);
     }
   }
+  free(a.pid);
   if (rc == 0 && out->n_ranks == 0) {
     snprintf(err, errlen, "%s%s: no trace ddprun diagnose reads (%s)",
              paths[0], n > 1 ? " ..." : "", out->note);

@@ -106,6 +106,7 @@ typedef struct {
   json_t *other_data, *distributed_info;
   int64_t base_ns; /* baseTimeNanoseconds, 0 when absent */
   int have_base;
+  int64_t pid;     /* of the first event kept that has one, -1 */
   int top_is_array;     /* the file is a bare event array */
   /* What the format detection needs; seen anywhere in the file. */
   int saw_profiler_step, saw_torch_marker, saw_train_names;
@@ -158,10 +159,17 @@ int dr__dg_load(const char *path, char **out, size_t *n, char *err,
 int dr__dg_inflate_buf(const void *buf, size_t n, const char *name,
                        size_t cap, char **out, size_t *out_n, char *err,
                        size_t errlen);
-/* dr_dg_read_buf with the reader's view of the top level kept: base_ns
- * for the torch clock alignment of diag_read_dir.c. */
+/* What a reader saw beyond the model, for diag_read_dir.c and the merge
+ * writer. */
+typedef struct {
+  int64_t base_ns; /* baseTimeNanoseconds, 0 when absent */
+  int64_t pid;     /* the process of the first event kept, -1 unknown:
+                      Kineto's is the OS pid, train's the rank */
+} dr__dg_meta_t;
+
+/* dr_dg_read_buf of JSON, with *meta (may be NULL) filled. */
 int dr__dg_read_json(const char *json, size_t n, const char *name,
-                     dr_dg_rank_t *out, int64_t *base_ns, char *err,
+                     dr_dg_rank_t *out, dr__dg_meta_t *meta, char *err,
                      size_t errlen);
 /* Appends "; what" (or "what") to r->note, cut to fit. */
 void dr__dg_note(dr_dg_rank_t *r, const char *fmt, ...)

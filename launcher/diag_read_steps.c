@@ -11,6 +11,13 @@
  *   time); a collective to the step its ready time lies in, or its start
  *   where the ready time is unknown. Nothing outside every step counts:
  *   the evaluation after training, the profiler's warm-up.
+ * - Within a step, a forward span counts if it starts before the last
+ *   backward span ends (or, without a backward, before the optimizer):
+ *   an evaluation pass after the optimizer does not.
+ * - The backward pass is the backward spans that start after the last
+ *   counted forward span: with gradient accumulation (no_sync), the pass
+ *   whose gradients are all-reduced; the gradients are those ready from
+ *   its start. The note says when earlier passes were left out.
  * - A step span with no forward, backward, optimizer or collective in it
  *   (the stub PyTorch writes where the profiler stopped) is left out.
  * - Bucket numbers, where the source does not give them (PyTorch's DDP),
@@ -182,8 +189,70 @@ static void widen(double *t0, double *t1, double a, double z) {
     *t1 = z;
 }
 
+/* What a step's spans say before it is filled in. */
+typedef struct {
+  double bwd_end;   /* the last backward span's end, -1 */
+  double opt0;      /* the first optimizer span's start, -1 */
+  double last_fwd0; /* the last counted forward span's start */
+  double fb0, fb1;  /* FWDBWD spans */
+  size_t earlier_bwd; /* backward spans of an earlier pass, left out */
+} pass_t;
+
+/* One span in one pass: 0 bounds, 1 forward, 2 backward, 3 the rest. */
+static void fill(dr_dg_step_t *s, pass_t *p, const dr__span_t *sp,
+                 int pass) {
+  switch (pass * 8 + sp->role) {
+  case 0 * 8 + DR__SP_BWD:
+    if (sp->t1 > p->bwd_end)
+      p->bwd_end = sp->t1;
+    break;
+  case 0 * 8 + DR__SP_OPT:
+    if (p->opt0 < 0 || sp->t0 < p->opt0)
+      p->opt0 = sp->t0;
+    break;
+  case 1 * 8 + DR__SP_FWD: {
+    /* A training forward starts before the backward ends (an evaluation
+     * pass after the optimizer does not), or, in a step without one,
+     * before the optimizer. */
+    double limit = p->bwd_end >= 0 ? p->bwd_end
+                   : p->opt0 >= 0  ? p->opt0
+                                   : INFINITY;
+    if (sp->t0 < limit) {
+      widen(&s->fwd_t0_us, &s->fwd_t1_us, sp->t0, sp->t1);
+      if (sp->t0 > p->last_fwd0)
+        p->last_fwd0 = sp->t0;
+    }
+    break;
+  }
+  case 2 * 8 + DR__SP_BWD:
+    /* The pass after the last forward: with gradient accumulation, the
+     * one whose gradients are all-reduced. */
+    if (sp->t0 >= p->last_fwd0)
+      widen(&s->bwd_t0_us, &s->bwd_t1_us, sp->t0, sp->t1);
+    else
+      p->earlier_bwd++;
+    break;
+  case 3 * 8 + DR__SP_GRAD:
+    if (s->bwd_t0_us < 0 || sp->t1 >= s->bwd_t0_us)
+      s->grad_ready_us[s->n_grad++] = sp->t1;
+    break;
+  case 3 * 8 + DR__SP_DATA:
+    s->data_us += sp->dur;
+    break;
+  case 3 * 8 + DR__SP_FWDBWD:
+    widen(&p->fb0, &p->fb1, sp->t0, sp->t1);
+    break;
+  case 3 * 8 + DR__SP_OPT:
+    widen(&s->opt_t0_us, &s->opt_t1_us, sp->t0, sp->t1);
+    break;
+  default:
+    break;
+  }
+}
+
 int dr__build_steps(dr__build_t *b, dr_dg_rank_t *r) {
   int rc = -ENOMEM;
+  pass_t *tmp = NULL;
   size_t *at = NULL, *cat = NULL;
   win_t *w = NULL;
   dr_dg_step_t *steps = NULL;
@@ -265,44 +334,23 @@ int dr__build_steps(dr__build_t *b, dr_dg_rank_t *r) {
       goto out;
     }
   }
-  /* FWDBWD only where the step has no forward or backward of its own. */
-  double *fb0 = calloc(n + 1, sizeof(double)), *fb1 = NULL;
-  if (fb0 == NULL || (fb1 = calloc(n + 1, sizeof(double))) == NULL) {
-    free(fb0);
+  tmp = calloc(n + 1, sizeof(*tmp));
+  if (tmp == NULL) {
     free(idx);
     goto out;
   }
-  for (size_t i = 0; i < n; i++)
-    fb0[i] = fb1[i] = -1;
-  for (size_t i = 0; i < b->n; i++) {
-    if (at[i] == SIZE_MAX || idx[at[i]] == SIZE_MAX)
-      continue;
-    size_t k = idx[at[i]];
-    dr_dg_step_t *s = &steps[k];
-    const dr__span_t *sp = &b->sp[i];
-    switch (sp->role) {
-    case DR__SP_DATA:
-      s->data_us += sp->dur;
-      break;
-    case DR__SP_FWD:
-      widen(&s->fwd_t0_us, &s->fwd_t1_us, sp->t0, sp->t1);
-      break;
-    case DR__SP_BWD:
-      widen(&s->bwd_t0_us, &s->bwd_t1_us, sp->t0, sp->t1);
-      break;
-    case DR__SP_FWDBWD:
-      widen(&fb0[k], &fb1[k], sp->t0, sp->t1);
-      break;
-    case DR__SP_GRAD:
-      s->grad_ready_us[s->n_grad++] = sp->t1;
-      break;
-    case DR__SP_OPT:
-      widen(&s->opt_t0_us, &s->opt_t1_us, sp->t0, sp->t1);
-      break;
-    default:
-      break;
+  for (size_t k = 0; k < n; k++)
+    tmp[k] = (pass_t){-1, -1, -INFINITY, -1, -1, 0};
+  /* The passes over the step's spans, in start order (see the rules). */
+  for (int pass = 0; pass < 4; pass++) {
+    for (size_t i = 0; i < b->n; i++) {
+      if (at[i] == SIZE_MAX || idx[at[i]] == SIZE_MAX)
+        continue;
+      size_t k = idx[at[i]];
+      fill(&steps[k], &tmp[k], &b->sp[i], pass);
     }
   }
+  size_t accumulated = 0;
   for (size_t i = 0; i < b->n_coll; i++)
     if (cat[i] != SIZE_MAX && idx[cat[i]] != SIZE_MAX) {
       dr_dg_step_t *s = &steps[idx[cat[i]]];
@@ -310,18 +358,23 @@ int dr__build_steps(dr__build_t *b, dr_dg_rank_t *r) {
     }
   for (size_t k = 0; k < n; k++) {
     dr_dg_step_t *s = &steps[k];
-    if (fb0[k] >= 0 && s->fwd_t0_us < 0 && s->bwd_t0_us < 0) {
+    if (tmp[k].fb0 >= 0 && s->fwd_t0_us < 0 && s->bwd_t0_us < 0) {
       /* One span for both: where the forward ends is not known. */
-      s->fwd_t0_us = fb0[k];
-      s->bwd_t1_us = fb1[k];
+      s->fwd_t0_us = tmp[k].fb0;
+      s->bwd_t1_us = tmp[k].fb1;
     }
+    accumulated += tmp[k].earlier_bwd > 0;
     dr__sort(s->grad_ready_us, s->n_grad, sizeof(double), by_double);
     dr__sort(s->colls, s->n_colls, sizeof(*s->colls), by_coll);
     if (b->number_buckets)
       number_buckets(s);
   }
-  free(fb0);
-  free(fb1);
+  if (accumulated > 0)
+    dr__dg_note(r, "%zu step%s accumulate%s gradients: the backward is "
+                   "the last pass",
+                accumulated, accumulated > 1 ? "s" : "",
+                accumulated > 1 ? "" : "s");
+  free(tmp);
   free(idx);
   r->steps = steps;
   r->n_steps = n;

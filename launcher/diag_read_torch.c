@@ -34,8 +34,12 @@
  *              (its end is then unknown). Gloo runs a process group's
  *              work first in, first out on two threads, so the k-th gloo
  *              event to start is the k-th launch's: they are paired in
- *              that order (events that start before the first launch, the
- *              tail of a step before the profile, are left out).
+ *              that order, where the event starts after the launch and
+ *              its input has the size of one of the launch's first two
+ *              arguments (when both sizes are known). An event that
+ *              cannot be the next launch's (the tail of a step before the
+ *              profile began, another group's) is left out, looking up to
+ *              8 events on.
  *   NCCL: the GPU kernels "ncclDevKernel_..." (cat kernel) are the
  *              communication; Kineto copies record_param_comms' args onto
  *              them: "Collective name", "In msg nelems", "dtype". Each is
@@ -68,6 +72,8 @@ typedef struct {
                          inside one of its kernels) */
   double c0, c1;      /* launches: the communication, -1 */
   int dropped;        /* launches: nested in another */
+  int64_t elems[2];   /* comms: [0] its input's elements; launches: its
+                         first two arguments'; -1 unknown */
 } op_t;
 
 typedef struct {
@@ -138,8 +144,9 @@ static void gloo_size(const json_t *a, op_t *o) {
   const json_t *dims = json_object_get(a, "Input Dims");
   const json_t *types = json_object_get(a, "Input type");
   const char *ty = json_string_value(json_array_get(types, 0));
-  if (json_is_array(dims) && ty != NULL)
-    o->n_bytes = bytes_of(elems(json_array_get(dims, 0)), dr__dtype_size(ty));
+  o->elems[0] = elems(json_array_get(dims, 0));
+  if (ty != NULL)
+    o->n_bytes = bytes_of(o->elems[0], dr__dtype_size(ty));
   if (json_is_false(json_object_get(a, "finished")))
     o->finished = 0;
 }
@@ -151,9 +158,10 @@ static void comms_args(const json_t *a, op_t *o) {
   double v;
   if (name != NULL)
     o->kind = dr__kind_of(name);
-  if (dtype != NULL &&
-      dr__json_num(json_object_get(a, "In msg nelems"), &v) == 0)
-    o->n_bytes = bytes_of(dr__as_count(v, INT64_MAX), dr__dtype_size(dtype));
+  if (dr__json_num(json_object_get(a, "In msg nelems"), &v) == 0)
+    o->elems[0] = dr__as_count(v, INT64_MAX);
+  if (dtype != NULL)
+    o->n_bytes = bytes_of(o->elems[0], dr__dtype_size(dtype));
   if (dr__json_num(json_object_get(a, "correlation"), &v) == 0)
     o->corr = dr__as_count(v, INT64_MAX);
 }
@@ -273,6 +281,20 @@ static int emit(dr__build_t *b, const op_t *l, const op_t *c) {
   return dr__build_coll(b, &x);
 }
 
+/* How far past an event that cannot be a launch's the pairing looks for
+ * one that can. */
+#define LOOKAHEAD 8
+
+/* Whether communication c can be launch l's: not before it, and of one of
+ * its arguments' sizes when both are known. */
+static int pairs(const op_t *l, const op_t *c) {
+  if (c->t0 < l->t0)
+    return 0;
+  if (c->elems[0] < 0 || (l->elems[0] < 0 && l->elems[1] < 0))
+    return 1;
+  return c->elems[0] == l->elems[0] || c->elems[0] == l->elems[1];
+}
+
 static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
   int rc = 0;
   ops_t *l = &k->launch;
@@ -286,6 +308,8 @@ static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
     if (host != NULL) {
       if (host->n_bytes == 0)
         host->n_bytes = p->n_bytes;
+      if (host->elems[0] < 0 && host->elems[1] < 0)
+        host->elems[0] = p->elems[0];
     } else {
       rc = add(l, p);
     }
@@ -309,41 +333,46 @@ static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
       }
     return rc;
   }
-  /* In order: the k-th communication to start is the k-th launch's. */
+  /* In order: the k-th communication to start is the k-th launch's,
+   * where their sizes agree. */
   dr__sort(l->v, l->n, sizeof(op_t), by_t0);
   dr__sort(k->comm.v, k->comm.n, sizeof(op_t), by_t0);
-  size_t li = 0, ci = 0, early = 0, nl = 0;
-  while (li < l->n && l->v[li].dropped)
-    li++;
-  if (li < l->n)
-    while (ci < k->comm.n && k->comm.v[ci].t0 < l->v[li].t0) {
-      ci++;
-      early++;
-    }
-  for (; li < l->n && rc == 0; li++) {
-    if (l->v[li].dropped)
+  size_t ci = 0, nl = 0, skipped = 0, no_comm = 0;
+  for (size_t li = 0; li < l->n && rc == 0; li++) {
+    const op_t *x = &l->v[li];
+    if (x->dropped)
       continue;
     nl++;
-    const op_t *c = ci < k->comm.n ? &k->comm.v[ci++] : NULL;
-    rc = emit(b, &l->v[li], c);
+    /* One that starts before this launch can be no later one's either. */
+    while (ci < k->comm.n && k->comm.v[ci].t0 < x->t0) {
+      ci++;
+      skipped++;
+    }
+    size_t j = ci;
+    while (j < k->comm.n && j < ci + LOOKAHEAD && !pairs(x, &k->comm.v[j]))
+      j++;
+    if (j < k->comm.n && j < ci + LOOKAHEAD) {
+      skipped += j - ci;
+      ci = j + 1;
+      rc = emit(b, x, &k->comm.v[j]);
+    } else {
+      no_comm++;
+      rc = emit(b, x, NULL);
+    }
   }
-  size_t no_comm = nl > k->comm.n - early ? nl - (k->comm.n - early) : 0;
-  size_t left = ci < k->comm.n ? k->comm.n - ci : 0;
+  size_t left = k->comm.n - ci;
   if (nl == 0) {
     /* No launches recorded: the communication alone, ready unknown. */
     for (size_t i = 0; i < k->comm.n && rc == 0; i++)
       rc = emit(b, NULL, &k->comm.v[i]);
-    left = early = 0;
+    left = skipped = no_comm = 0;
   }
-  if (early > 0)
-    dr__dg_note(r, "%zu communication events from before the first launch "
-                   "left out",
-                early);
   if (no_comm > 0 && k->comm.n > 0)
-    dr__dg_note(r, "%zu collectives without their communication event", no_comm);
-  if (left > 0)
+    dr__dg_note(r, "%zu collectives without their communication event",
+                no_comm);
+  if (skipped + left > 0)
     dr__dg_note(r, "%zu communication events without a launch left out",
-                left);
+                skipped + left);
   return rc;
 }
 
@@ -372,7 +401,7 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
                torch_t *k) {
   const char *n = e->name;
   double t0 = e->ts, t1 = e->ts + e->dur;
-  op_t o = {t0, t1, e->tid, DR_DG_OTHER, 0, -1, 1, -1, -1, 0};
+  op_t o = {t0, t1, e->tid, DR_DG_OTHER, 0, -1, 1, -1, -1, 0, {-1, -1}};
   if (starts(n, "ProfilerStep#")) {
     char *endp;
     errno = 0;
@@ -401,6 +430,14 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
   }
   if (starts(n, "c10d::")) {
     o.kind = dr__kind_of(n);
+    /* The sizes of its first two arguments: the input is one of them
+     * (allreduce_ and broadcast_ [[[N]], ...], allgather_ [[], [[N]]],
+     * _reduce_scatter_base_ [[N/w], [N]]). */
+    json_t *a = dr__ev_args(t, e);
+    const json_t *dims = a != NULL ? json_object_get(a, "Input Dims") : NULL;
+    o.elems[0] = elems(json_array_get(dims, 0));
+    o.elems[1] = elems(json_array_get(dims, 1));
+    json_decref(a);
     return add(&k->launch, &o);
   }
   if (strcmp(n, "record_param_comms") == 0 || starts(n, "gloo:") ||

@@ -168,8 +168,8 @@ int dr__read_train(const dr__trace_t *t, dr_dg_rank_t *r, char *err,
     return rc;
   }
   if (st.named > 0)
-    dr__dg_note(r, "bucket sizes from the event names (to 0.01 MiB), ready "
-                   "times unknown (a trace of an older train)");
+    dr__dg_note(r, "an older train's trace: bucket sizes from their names "
+                   "(to 0.01 MiB), ready times unknown");
   if (r->rank < 0)
     dr__dg_note(r, "rank unknown");
   if ((rc = dr__build_steps(&b, r)) != 0)

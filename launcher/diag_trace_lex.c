@@ -414,6 +414,7 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
   char name[NAME_MAX_BYTES], s[64];
   size_t name_len = 0, k;
   int have_name = 0;
+  int64_t pid = -1;
   for (size_t i = 0; i < n; i++) {
     const dr__member_t *x = &m[i];
     if (x->key_escaped || x->key_len < 2 || x->key_len > 4)
@@ -433,6 +434,10 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
         e.dur = NAN;
     } else if (kl == 3 && memcmp(key, "tid", 3) == 0) {
       e.tid = tid_of(x);
+    } else if (kl == 3 && memcmp(key, "pid", 3) == 0) {
+      double v;
+      if (t->pid < 0 && num_member(x, &v) == 0)
+        pid = dr__as_count(v, INT32_MAX);
     } else if (kl == 3 && memcmp(key, "cat", 3) == 0) {
       if (str_member(x, s, sizeof(s), &k) == 0)
         e.cat = (uint8_t)cat_of(s);
@@ -467,6 +472,8 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
   e.name = intern(t->names, name, name_len);
   if (e.name == NULL)
     return -ENOMEM;
+  if (t->pid < 0 && e.ph == 'X')
+    t->pid = pid;
   return push(t, &e);
 }
 
@@ -528,6 +535,7 @@ int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
   }
   t->buf = buf;
   t->n = n;
+  t->pid = -1;
   t->names = calloc(1, sizeof(*t->names));
   if (t->names == NULL)
     return -ENOMEM;

@@ -45,6 +45,19 @@ if [ -n "$ddprun" ] && [ -x "$train" ]; then
   if grep '^step ' "$tmp/dump.out" | grep -q ' colls 0$'; then
     fail "a step without its all-reduces"
   fi
+  # Gradient accumulation: the backward is the last micro-batch's, after
+  # every forward of the step.
+  mkdir "$tmp/accum"
+  scratch_run 120 accum "$ddprun" --standalone --nproc-per-node 2 "$train" \
+    --steps 2 --grad-accum 3 --trace "$tmp/accum/tr.json"
+  [ "$rc" = 0 ] || fail "train --grad-accum exited $rc: $(tail -3 "$tmp/accum.err")"
+  scratch_run 30 dump "$dump" "$tmp/accum/tr.rank1.json"
+  [ "$rc" = 0 ] || fail "dg_dump of the accumulating run: $(cat "$tmp/dump.err")"
+  grep -q '2 steps accumulate gradients' "$tmp/dump.out" ||
+    fail "accumulation not noted: $(grep '^note' "$tmp/dump.out")"
+  awk '/^step / { if (!($10 <= $12 && $13 <= $15)) bad = 1; n++ }
+       END { exit (bad || n != 2) }' "$tmp/dump.out" ||
+    fail "forward, backward and optimizer out of order: $(grep '^step' "$tmp/dump.out")"
 fi
 
 # ---- PyTorch, a directory --------------------------------------------------

@@ -234,6 +234,35 @@ static void torch_without_shapes(void **state) {
   assert_true(s->colls[1].start_us > 0);
 }
 
+static void torch_accumulation(void **state) {
+  fx_t *f = *state;
+  /* Two micro-batches a step (the first under no_sync), a 2-worker
+   * DataLoader, then an evaluation pass under no_grad after the
+   * optimizer (fixtures/gen_torch.py ... 1). */
+  assert_int_equal(dr_dg_read(FIX "/torch_accum/vm_23162.1796121347831650425"
+                                  ".pt.trace.json.gz",
+                              &f->r, f->err, sizeof(f->err)),
+                   0);
+  assert_non_null(strstr(f->r.note, "2 steps accumulate gradients: the "
+                                    "backward is the last pass"));
+  assert_int_equal(f->r.n_steps, 2);
+  const dr_dg_step_t *s = &f->r.steps[0];
+  assert_int_equal(s->step, 2);
+  /* Both training forwards, not the evaluation's. */
+  near(s->fwd_t0_us, 5264321782784.238);
+  near(s->fwd_t1_us, 5264321785691.207);
+  /* The second backward, whose gradients DDP all-reduces. */
+  near(s->bwd_t0_us, 5264321785815.201);
+  near(s->bwd_t1_us, 5264321792384.369);
+  assert_int_equal(s->n_grad, 8);
+  near(s->grad_ready_us[0], 5264321785917.272);
+  near(s->opt_t0_us, 5264321799202.897);
+  assert_true(s->data_us > 5514.214 && s->data_us < 5514.216);
+  assert_int_equal(s->n_colls, 2);
+  assert_int_equal(s->colls[0].bucket, 0);
+  assert_int_equal(s->colls[1].bucket, 1);
+}
+
 /* ---- train, real and in the newer format ------------------------------ */
 
 static void train_v1(void **state) {
@@ -247,7 +276,8 @@ static void train_v1(void **state) {
   assert_int_equal(r->world, 0);
   assert_string_equal(r->backend, "");
   assert_int_equal(r->n_steps, 6);
-  assert_non_null(strstr(r->note, "from the event names"));
+  assert_non_null(strstr(r->note, "an older train's trace: bucket sizes from "
+                                  "their names"));
   /* The evaluation's 192 forward spans after the last step count in none. */
   near(r->steps[5].t1_us, 5692214143);
   const dr_dg_step_t *s = &r->steps[2];
@@ -601,6 +631,18 @@ static void same_rank_twice(void **state) {
                    -EINVAL);
   assert_non_null(strstr(f->err, "both claim rank 0, and their steps overlap"));
   assert_null(strchr(f->err, '\n'));
+  /* Two runs' rank 0, apart in time: two processes, not two cycles. */
+  const char *runs[2] = {TORCH0_A, FIX "/torch_colls/rank0.json.gz"};
+  assert_int_equal(dr_dg_read_set(runs, 2, &f->set, f->err, sizeof(f->err)),
+                   -EINVAL);
+  assert_non_null(strstr(f->err, "both claim rank 0, from two processes (pid "
+                                 "23034 and 11123: two runs?)"));
+  const char *trains[2] = {FIX "/train_v1/tr.rank0.json",
+                           FIX "/train_v2/tr.rank0.json.gz"};
+  assert_int_equal(dr_dg_read_set(trains, 2, &f->set, f->err,
+                                  sizeof(f->err)),
+                   -EINVAL);
+  assert_non_null(strstr(f->err, "both claim rank 0 (two runs?)"));
   /* Two jobs' rank 1. */
   const char *mixed[2] = {FIX "/torch_colls/rank1.json.gz",
                           FIX "/train_v2/tr.rank1.json.gz"};
@@ -674,6 +716,34 @@ static void escapes_and_kinds(void **state) {
                                    sizeof(out)),
                    7);
   assert_string_equal(out, "a\xc3\xa9\xf0\x9f\x98\x80");
+}
+
+static void gloo_pairs_by_order_and_size(void **state) {
+  fx_t *f = *state;
+  /* One gloo event from before the first launch, one of another size
+   * between: both left out, the launches keep their own. */
+#define AR(ts, n)                                                            \
+  "{\"name\":\"c10d::allreduce_\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":5,"     \
+  "\"args\":{\"Input Dims\":[[[" #n "]],[],[]]}},"
+#define GLOO(ts, n)                                                          \
+  "{\"name\":\"gloo:all_reduce\",\"ph\":\"X\",\"ts\":" #ts ",\"dur\":20,"     \
+  "\"tid\":5,\"args\":{\"Input Dims\":[[" #n "]],\"Input type\":[\"float\"]}},"
+  reads(f, "{\"traceEvents\":[" AR(100, 100) AR(200, 200) GLOO(50, 100)
+           GLOO(150, 50) GLOO(160, 100) GLOO(250, 200)
+           "{\"name\":\"ProfilerStep#0\",\"ph\":\"X\",\"ts\":0,"
+           "\"dur\":1000}]}");
+#undef AR
+#undef GLOO
+  const dr_dg_step_t *s = &f->r.steps[0];
+  assert_int_equal(s->n_colls, 2);
+  near(s->colls[0].ready_us, 100);
+  near(s->colls[0].start_us, 160);
+  assert_int_equal(s->colls[0].n_bytes, 400);
+  near(s->colls[1].ready_us, 200);
+  near(s->colls[1].start_us, 250);
+  assert_int_equal(s->colls[1].n_bytes, 800);
+  assert_non_null(strstr(f->r.note, "2 communication events without a "
+                                    "launch left out"));
 }
 
 static void nccl_kernels(void **state) {
@@ -787,6 +857,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(torch_other_collectives, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(torch_without_shapes, setup, teardown),
+      cmocka_unit_test_setup_teardown(torch_accumulation, setup, teardown),
       cmocka_unit_test_setup_teardown(train_v1, setup, teardown),
       cmocka_unit_test_setup_teardown(train_v2, setup, teardown),
       cmocka_unit_test_setup_teardown(every_prefix_is_an_error, setup,
@@ -807,6 +878,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(same_rank_twice, setup, teardown),
       cmocka_unit_test_setup_teardown(clocks_aligned, setup, teardown),
       cmocka_unit_test_setup_teardown(escapes_and_kinds, setup, teardown),
+      cmocka_unit_test_setup_teardown(gloo_pairs_by_order_and_size, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(nccl_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(merge, setup, teardown),
   };

@@ -12,7 +12,9 @@
  * the merge writer makes of the input's events is JSON again, each an
  * object with the pid it was given.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* open_memstream */
+#endif
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
