@@ -71,7 +71,6 @@ typedef struct {
   int finished;       /* 0 when the profile stopped inside (a launch:
                          inside one of its kernels) */
   double c0, c1;      /* launches: the communication, -1 */
-  int dropped;        /* launches: nested in another */
   int64_t elems[2];   /* comms: [0] its input's elements; launches: its
                          first two arguments'; -1 unknown */
 } op_t;
@@ -185,8 +184,8 @@ static int by_corr(const void *a, const void *b) {
   return x->corr < y->corr ? -1 : x->corr > y->corr;
 }
 
-/* The launch on tid around time x, in launches sorted by (tid, t0) with
- * the nested ones dropped; NULL if none. */
+/* The launch on tid around time x, in launches sorted by (tid, t0)
+ * without nested ones (drop_nested); NULL if none. */
 static op_t *around(ops_t *l, int64_t tid, double x) {
   size_t lo = 0, hi = l->n;
   while (lo < hi) {
@@ -197,28 +196,24 @@ static op_t *around(ops_t *l, int64_t tid, double x) {
     else
       hi = mid;
   }
-  while (lo > 0) {
-    op_t *m = &l->v[--lo];
-    if (m->tid != tid)
-      return NULL;
-    if (!m->dropped)
-      return m->t1 >= x ? m : NULL;
-  }
-  return NULL;
+  if (lo == 0)
+    return NULL;
+  op_t *m = &l->v[lo - 1];
+  return m->tid == tid && m->t1 >= x ? m : NULL;
 }
 
-/* Sorted by (tid, t0): a launch inside the one before on its thread is
- * part of it. */
+/* Sorts by (tid, t0) and removes each launch that lies inside the one
+ * before it on its thread: it is part of that one. */
 static void drop_nested(ops_t *l) {
-  const op_t *outer = NULL;
+  dr__sort(l->v, l->n, sizeof(op_t), by_tid_t0);
+  size_t o = 0;
   for (size_t i = 0; i < l->n; i++) {
-    op_t *x = &l->v[i];
-    if (outer != NULL && outer->tid == x->tid && x->t0 <= outer->t1) {
-      x->dropped = 1;
+    const op_t *x = &l->v[i];
+    if (o > 0 && l->v[o - 1].tid == x->tid && x->t0 <= l->v[o - 1].t1)
       continue;
-    }
-    outer = x;
+    l->v[o++] = *x;
   }
+  l->n = o;
 }
 
 typedef struct {
@@ -298,7 +293,6 @@ static int pairs(const op_t *l, const op_t *c) {
 static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
   int rc = 0;
   ops_t *l = &k->launch;
-  dr__sort(l->v, l->n, sizeof(op_t), by_tid_t0);
   drop_nested(l);
   /* record_param_comms: sizes for their launches, or launches. */
   size_t n_launch = l->n;
@@ -316,21 +310,18 @@ static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
   }
   if (rc != 0)
     return rc;
-  if (l->n > n_launch) {
-    dr__sort(l->v, l->n, sizeof(op_t), by_tid_t0);
+  if (l->n > n_launch)
     drop_nested(l);
-  }
   int kernels = k->comm.n > 0 && k->comm.v[0].corr != -2;
   if (kernels && k->runtime.n > 0) {
     size_t lost = pair_by_correlation(k);
     if (lost > 0)
       dr__dg_note(r, "%zu NCCL kernels without their launch left out", lost);
-    for (size_t i = 0; i < l->n && rc == 0; i++)
-      if (!l->v[i].dropped) {
-        if (!l->v[i].finished)
-          l->v[i].c1 = -1;
-        rc = emit(b, &l->v[i], NULL);
-      }
+    for (size_t i = 0; i < l->n && rc == 0; i++) {
+      if (!l->v[i].finished)
+        l->v[i].c1 = -1;
+      rc = emit(b, &l->v[i], NULL);
+    }
     return rc;
   }
   /* In order: the k-th communication to start is the k-th launch's,
@@ -340,8 +331,6 @@ static int collectives(torch_t *k, dr__build_t *b, dr_dg_rank_t *r) {
   size_t ci = 0, nl = 0, skipped = 0, no_comm = 0;
   for (size_t li = 0; li < l->n && rc == 0; li++) {
     const op_t *x = &l->v[li];
-    if (x->dropped)
-      continue;
     nl++;
     /* One that starts before this launch can be no later one's either. */
     while (ci < k->comm.n && k->comm.v[ci].t0 < x->t0) {
@@ -401,7 +390,7 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
                torch_t *k) {
   const char *n = e->name;
   double t0 = e->ts, t1 = e->ts + e->dur;
-  op_t o = {t0, t1, e->tid, DR_DG_OTHER, 0, -1, 1, -1, -1, 0, {-1, -1}};
+  op_t o = {t0, t1, e->tid, DR_DG_OTHER, 0, -1, 1, -1, -1, {-1, -1}};
   if (starts(n, "ProfilerStep#")) {
     char *endp;
     errno = 0;

@@ -746,6 +746,32 @@ static void gloo_pairs_by_order_and_size(void **state) {
                                     "launch left out"));
 }
 
+static void nested_launches_count_once(void **state) {
+  fx_t *f = *state;
+  /* A c10d:: op inside another on its thread is part of it; on another
+   * thread it is its own. */
+  reads(f, "{\"traceEvents\":[{\"name\":\"ProfilerStep#0\",\"ph\":\"X\","
+           "\"ts\":0,\"dur\":1000},"
+           "{\"name\":\"c10d::barrier\",\"ph\":\"X\",\"ts\":10,\"dur\":50,"
+           "\"tid\":1},"
+           "{\"name\":\"c10d::allreduce_\",\"ph\":\"X\",\"ts\":20,\"dur\":5,"
+           "\"tid\":1},"
+           "{\"name\":\"c10d::allreduce_\",\"ph\":\"X\",\"ts\":30,\"dur\":5,"
+           "\"tid\":2},"
+           "{\"name\":\"gloo:barrier\",\"ph\":\"X\",\"ts\":12,\"dur\":5},"
+           "{\"name\":\"gloo:all_reduce\",\"ph\":\"X\",\"ts\":40,\"dur\":5}]}");
+  const dr_dg_step_t *s = &f->r.steps[0];
+  assert_int_equal(s->n_colls, 2);
+  assert_int_equal(s->colls[0].kind, DR_DG_BARRIER);
+  near(s->colls[0].start_us, 12);
+  assert_int_equal(s->colls[1].kind, DR_DG_ALLREDUCE);
+  near(s->colls[1].ready_us, 30);
+  near(s->colls[1].start_us, 40);
+  assert_string_equal(f->r.note, "rank unknown (no distributedInfo); "
+                                 "collective sizes unknown (profiled without "
+                                 "record_shapes)");
+}
+
 static void nccl_kernels(void **state) {
   fx_t *f = *state;
   /* Two launches on two threads; kernels paired by correlation, not by
@@ -879,6 +905,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(clocks_aligned, setup, teardown),
       cmocka_unit_test_setup_teardown(escapes_and_kinds, setup, teardown),
       cmocka_unit_test_setup_teardown(gloo_pairs_by_order_and_size, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(nested_launches_count_once, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(nccl_kernels, setup, teardown),
       cmocka_unit_test_setup_teardown(merge, setup, teardown),
