@@ -17,6 +17,7 @@ packages=(
   uthash-dev                         # hash tables of the store
   libopenblas-dev                    # the worker's CPU math (BLAS)
   libcmocka-dev                      # unit tests
+  libjansson-dev zlib1g-dev          # ddprun diagnose: trace JSON, gzip'd traces
   clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
   iproute2                           # network-namespace tests
   systemd strace python3             # tests/systemd and tests/metrics

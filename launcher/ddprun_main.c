@@ -16,13 +16,11 @@
 #include "agent.h"
 #include "auth.h"
 #include "bind.h"
+#include "diag_cmd.h"
 #include "errors.h"
 #include "log.h"
 #include "options.h"
 #include "plan_cmd.h"
-#ifdef DDPRUN_DIAGNOSE
-#include "diag_cmd.h"
-#endif
 #include "server.h"
 #include "watchdog.h"
 
@@ -157,15 +155,8 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && strcmp(argv[1], "plan") == 0)
     return dr_plan_main(argc - 1, argv + 1); /* the bucket planner */
-  if (argc > 1 && strcmp(argv[1], "diagnose") == 0) {
-#ifdef DDPRUN_DIAGNOSE
+  if (argc > 1 && strcmp(argv[1], "diagnose") == 0)
     return dr_diagnose_main(argc - 1, argv + 1); /* why a job is slow */
-#else
-    fprintf(stderr, "ddprun diagnose: not in this build (built without the "
-            "trace readers)\n");
-    return 2;
-#endif
-  }
   dr_options_t o;
   char err[512];
   int rc = dr_options_parse(argc, argv, environ, &o, err, sizeof(err));

@@ -58,6 +58,9 @@ typedef struct {
   int have_clock_offset;
   dr_dg_step_t *steps;    /* in time order */
   size_t n_steps;
+  char note[256];         /* what the reader left out or could not tell,
+                             "; "-separated ("no record_shapes: sizes
+                             unknown"), "" when nothing */
 } dr_dg_rank_t;
 
 /* Reads one trace file (JSON, or gzip'd JSON), of either source. 0, or a

@@ -1,15 +1,27 @@
 #!/bin/sh
-# Builds the decoder fuzzer with clang in build-fuzz/, seeds it with one
-# valid frame of every message type, and runs it for SECONDS (default 60).
-# Exits non-zero when the fuzzer finds a crash; the reproducer is left in
-# build-fuzz/fuzz-artifacts/.
-#   usage: tests/fuzz/run_fuzz.sh [SECONDS]
+# Builds a fuzzer with clang in build-fuzz/, seeds it and runs it for
+# SECONDS (default 60). Exits non-zero when the fuzzer finds a crash; the
+# reproducer is left in build-fuzz/fuzz-artifacts/ (decode) or
+# build-fuzz/fuzz-artifacts-trace/ (trace).
+#   usage: tests/fuzz/run_fuzz.sh [SECONDS] [decode|trace]
+#   decode  the frame decoder, seeded with one valid frame of every message
+#           type (the default)
+#   trace   the trace readers of `ddprun diagnose` (dr_dg_read_buf), seeded
+#           with tests/fuzz/trace_seeds/ and guided by trace.dict
 set -eu
 
 secs=${1:-60}
+target=${2:-decode}
 case $secs in
 '' | *[!0-9]*)
-	echo "usage: $0 [SECONDS]" >&2
+	echo "usage: $0 [SECONDS] [decode|trace]" >&2
+	exit 2
+	;;
+esac
+case $target in
+decode | trace) ;;
+*)
+	echo "usage: $0 [SECONDS] [decode|trace]" >&2
 	exit 2
 	;;
 esac
@@ -20,8 +32,25 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang \
 	-DDDPRUN_FUZZ=ON -DDDPRUN_TESTS=ON -DDDPRUN_SANITIZE= >/dev/null
-cmake --build "$build" --target fuzz_decode gen_corpus -j "$jobs"
 
+if [ "$target" = trace ]; then
+	cmake --build "$build" --target fuzz_trace -j "$jobs"
+	corpus=$build/fuzz-corpus-trace
+	artifacts=$build/fuzz-artifacts-trace
+	mkdir -p "$corpus" "$artifacts"
+	# -rss_limit_mb: a gzip'd input may inflate to the readers' cap; the
+	# count comes first, so even that allocates nothing like it.
+	if ! "$build/tests/fuzz/fuzz_trace" -max_total_time="$secs" \
+		-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		-dict="$root/tests/fuzz/trace.dict" \
+		-artifact_prefix="$artifacts/" "$corpus" "$root/tests/fuzz/trace_seeds"; then
+		echo "run_fuzz.sh: fuzz_trace failed; reproducer in $artifacts/" >&2
+		exit 1
+	fi
+	exit 0
+fi
+
+cmake --build "$build" --target fuzz_decode gen_corpus -j "$jobs"
 seeds=$build/fuzz-seeds
 corpus=$build/fuzz-corpus
 artifacts=$build/fuzz-artifacts
