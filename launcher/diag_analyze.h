@@ -71,7 +71,7 @@
  * communication (and no tail). */
 #define DR_DG_HIDDEN_FRAC 0.05
 /* A rank makes the others wait when it arrives (see arrival) later than
- * the median rank by more than this fraction of the step. */
+ * the other ranks (their median) by more than this fraction of the step. */
 #define DR_DG_SLOW_FRAC 0.05
 
 /* The bucket size: a candidate is worth the change only when the model
@@ -132,7 +132,7 @@ typedef struct {
   size_t n;                /* backlog: all-reduces in it */
   int rank;                /* slow: the rank; else -1 */
   double data_excess_ms, compute_excess_ms; /* slow */
-  double whatif_step_ms;   /* slow: the step with the rank at the median */
+  double whatif_step_ms;   /* slow: the step with the rank at the others' */
   double whatif_frac;      /* slow: whatif / step - 1 */
   char text[400];
 } dr_dg_pattern_t;

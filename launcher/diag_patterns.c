@@ -170,40 +170,49 @@ static void all_hidden(dr_dg_analysis_t *a) {
            v[big], j->step_ms);
 }
 
-/* The rank that arrives last by most, why, and the step without it (see
- * diag_analyze.h for arrival, wait and own). With rank J at the median
- * speed its arrival becomes the median rank's, so its own step shrinks by
- * the difference; the step is the longest own step of all ranks. */
+/* Field f (0 arrival, 1 data, 2 forward + backward) of rank r at step k,
+ * or -1 when unknown. */
+static double field_of(const dr__dg_ctx_t *c, size_t r, size_t k, int f) {
+  const dr__dg_sample_t *m = dr__dg_at(c, r, k);
+  return f == 0 ? m->arrival : f == 1 ? m->data
+         : m->fwd >= 0 && m->bwd >= 0 ? m->fwd + m->bwd : -1;
+}
+
+/* The median of field f at step k over every rank but skip: a rank is
+ * compared with the others, so that with few ranks (2: the median of all
+ * would be half its own delay) its excess is not halved. -1 when none. */
+static double others_median(const dr__dg_ctx_t *c, size_t k, int f,
+                            size_t skip, double *tmp) {
+  size_t n = 0;
+  for (size_t r = 0; r < c->n_ranks; r++) {
+    double x = r != skip ? field_of(c, r, k, f) : -1;
+    if (x >= 0)
+      tmp[n++] = x;
+  }
+  return n > 0 ? median_signed(tmp, n) : -1;
+}
+
+/* The rank that arrives last by most, why (the phase that is longer than
+ * the other ranks' by most), and the step if that phase took as long as
+ * theirs (see diag_analyze.h for arrival, wait and own). */
 static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
   size_t nr = c->n_ranks, nk = c->n_steps;
   if (nr < 2 || nk == 0 || !(a->job.step_ms > 0))
     return 0;
   int rc = 0;
-  double *med = calloc(3 * nk, sizeof(double)); /* arrival, data, compute */
   double *tmp = malloc(nr * sizeof(double));
-  if (med == NULL || tmp == NULL) {
-    rc = -ENOMEM;
-    goto out;
-  }
-  for (size_t k = 0; k < nk; k++)
-    for (int f = 0; f < 3; f++) {
-      size_t n = 0;
-      for (size_t r = 0; r < nr; r++) {
-        const dr__dg_sample_t *m = dr__dg_at(c, r, k);
-        double x = f == 0 ? m->arrival : f == 1 ? m->data
-                   : m->fwd >= 0 && m->bwd >= 0 ? m->fwd + m->bwd : -1;
-        if (x >= 0)
-          tmp[n++] = x;
-      }
-      med[3 * k + f] = n > 0 ? median_signed(tmp, n) : -1;
-    }
+  if (tmp == NULL)
+    return -ENOMEM;
   size_t worst = 0;
   double worst_ex = 0;
   for (size_t r = 0; r < nr; r++) {
     size_t n = 0;
-    for (size_t k = 0; k < nk; k++)
-      if (dr__dg_at(c, r, k)->arrival >= 0 && med[3 * k] >= 0)
-        buf[n++] = dr__dg_at(c, r, k)->arrival - med[3 * k];
+    for (size_t k = 0; k < nk; k++) {
+      double mine = field_of(c, r, k, 0);
+      double others = others_median(c, k, 0, r, tmp);
+      if (mine >= 0 && others >= 0)
+        buf[n++] = mine - others;
+    }
     double ex = median_signed(buf, n);
     if (n > 0 && ex > worst_ex) {
       worst = r;
@@ -220,12 +229,34 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
       buf[n++] = a->ranks[r].wait_ms;
   if (!(dr__dg_median(buf, n) > 0))
     goto out;
+  /* Why it is late: its data loading or its forward and backward, each
+   * against the other ranks'. */
+  double excess[2];
+  for (int f = 1; f < 3; f++) {
+    n = 0;
+    for (size_t k = 0; k < nk; k++) {
+      double x = field_of(c, worst, k, f);
+      double others = others_median(c, k, f, worst, tmp);
+      if (x >= 0 && others >= 0)
+        buf[n++] = x - others;
+    }
+    excess[f - 1] = median_signed(buf, n);
+  }
+  int by_data = excess[0] >= excess[1];
+  int cause_f = by_data ? 1 : 2;
+  /* The what-if takes off only the cause's excess: the rank's own step
+   * keeps the communication it saw, and a phase that is longer for
+   * reasons every rank shares in a normal step (its own communication
+   * threads' contention on its CPU) is not counted as late. The step is
+   * then the longest own step of all ranks. */
   n = 0;
   for (size_t k = 0; k < nk; k++) {
     const dr__dg_sample_t *j = dr__dg_at(c, worst, k);
-    if (j->own < 0 || j->arrival < 0)
+    double x = field_of(c, worst, k, cause_f);
+    double others = others_median(c, k, cause_f, worst, tmp);
+    if (j->own < 0 || x < 0 || others < 0)
       continue;
-    double late = j->arrival - med[3 * k];
+    double late = x - others;
     double step = j->own - (late > 0 ? late : 0);
     for (size_t r = 0; r < nr; r++)
       if (r != worst && dr__dg_at(c, r, k)->own > step)
@@ -235,32 +266,20 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
   double whatif = median_signed(buf, n);
   if (n == 0 || !(whatif < a->job.step_ms))
     goto out;
-  double excess[2];
-  for (int f = 1; f < 3; f++) {
-    n = 0;
-    for (size_t k = 0; k < nk; k++) {
-      const dr__dg_sample_t *j = dr__dg_at(c, worst, k);
-      double x = f == 1 ? j->data : j->fwd >= 0 && j->bwd >= 0 ? j->fwd + j->bwd : -1;
-      if (x >= 0 && med[3 * k + f] >= 0)
-        buf[n++] = x - med[3 * k + f];
-    }
-    excess[f - 1] = median_signed(buf, n);
-  }
   dr_dg_pattern_t *p = add(a, DR_DG_PAT_SLOW_RANK, "slow_rank");
   p->rank = c->rank[worst]->rank;
   p->ms = worst_ex;
   p->frac = worst_ex / a->job.step_ms;
   p->data_excess_ms = excess[0];
   p->compute_excess_ms = excess[1];
-  int by_data = excess[0] >= excess[1];
   p->cause = by_data ? "data" : "compute";
   p->cause_ms = by_data ? excess[0] : excess[1];
   p->whatif_step_ms = whatif;
   p->whatif_frac = whatif / a->job.step_ms - 1;
   snprintf(p->text, sizeof(p->text),
            "slow rank: rank %d finishes its backward pass %.1f ms after the "
-           "median rank and the others wait for it; its %s takes %.1f ms more "
-           "than the median's (%s); if rank %d ran at the median speed the "
+           "other ranks (their median) and they wait for it; its %s takes "
+           "%.1f ms more than theirs (%s); if rank %d ran at their speed the "
            "step would be %.1f ms (%+.0f%%)", p->rank, worst_ex,
            by_data ? "data loading" : "forward and backward", p->cause_ms,
            by_data ? "look at its input pipeline: loader workers, storage"
@@ -268,7 +287,6 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
                      "CPU binding",
            p->rank, whatif, 100 * p->whatif_frac);
 out:
-  free(med);
   free(tmp);
   return rc;
 }

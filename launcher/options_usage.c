@@ -79,6 +79,9 @@ static const char help_tail[] =
 void dr__opt_usage_write(FILE *f) {
   fputs("usage: ddprun [options] PROGRAM [ARGS...]\n"
         "       ddprun plan [options]   (bucket planner; ddprun plan --help)\n"
+        "       ddprun diagnose [options] TRACE... | DIR\n"
+        "                               (why a job is slow, from its traces;\n"
+        "                               ddprun diagnose --help)\n"
         "\n"
         "Starts PROGRAM once per local rank on this node, joins the other "
         "nodes\n"

@@ -2,9 +2,11 @@
  * fault_inject.h. */
 #include "fault_inject.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 static const dr_fault_var_t vars[] = {
     {"DDPRUN_CKPT_TEST_DELAY_MS", "MS[@STEP]",
@@ -20,6 +22,10 @@ static const dr_fault_var_t vars[] = {
      "with --bucket-cap-mb auto, rank 0's prediction of the step time of "
      "its choice is multiplied by X (X > 0), so that the run drifts from it "
      "and re-plans"},
+    {"DDPRUN_DATA_TEST_DELAY_MS", "MS:RANK",
+     "rank RANK sleeps MS ms in its batch loading of every micro-batch (a "
+     "slow input pipeline on one rank: ddprun diagnose names it); "
+     "announced on stderr once"},
     {"DDPRUN_MEM_TEST_RANK0_MIB", "N",
      "rank 0 allocates N MiB, writes every page and frees it before the "
      "first step (announced on stderr), so that its peak resident memory "
@@ -35,6 +41,8 @@ static struct {
   unsigned long kill_rank;
   double plan_scale;    /* PLAN_TEST_SCALE: 0 = off */
   unsigned long mem_mib; /* MEM_TEST_RANK0_MIB: 0 = off */
+  long data_ms;         /* DATA_TEST_DELAY_MS: 0 = off */
+  unsigned long data_rank;
 } g;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -65,6 +73,13 @@ static void load(void) {
   if (s != NULL && atof(s) > 0)
     g.plan_scale = atof(s);
 
+  s = getenv("DDPRUN_DATA_TEST_DELAY_MS");
+  if (s != NULL && (g.data_ms = strtol(s, &end, 10)) > 0 && *end == ':' &&
+      end[1] >= '0' && end[1] <= '9')
+    g.data_rank = strtoul(end + 1, NULL, 10);
+  else
+    g.data_ms = 0;
+
   s = getenv("DDPRUN_MEM_TEST_RANK0_MIB");
   if (s != NULL && s[0] >= '0' && s[0] <= '9') {
     unsigned long mib = strtoul(s, &end, 10);
@@ -88,6 +103,20 @@ int dr_fault_kill_due(uint32_t rank, uint64_t done) {
 double dr_fault_plan_scale(void) {
   dr_fault_init();
   return g.plan_scale;
+}
+
+void dr_fault_data_delay(uint32_t rank) {
+  dr_fault_init();
+  if (g.data_ms <= 0 || rank != g.data_rank)
+    return;
+  static int said;
+  if (!said)
+    fprintf(stderr, "train: rank %u: test hook: every batch takes %ld ms "
+            "more to load (DDPRUN_DATA_TEST_DELAY_MS)\n", rank, g.data_ms);
+  said = 1;
+  struct timespec ts = {g.data_ms / 1000, (g.data_ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+    ;
 }
 
 void dr_fault_mem_touch(uint32_t rank) {

@@ -8,6 +8,8 @@
  *   DDPRUN_CKPT_TEST_KILL_AT=STEP[:RANK] SIGKILL after a step's checkpoint
  *   DDPRUN_PLAN_TEST_SCALE=X             scale the bucket planner's
  *                                        prediction
+ *   DDPRUN_DATA_TEST_DELAY_MS=MS:RANK    rank RANK's batches load MS ms
+ *                                        slower
  *   DDPRUN_MEM_TEST_RANK0_MIB=N          rank 0 touches N MiB more (its
  *                                        peak memory above the others')
  *
@@ -36,6 +38,10 @@ int dr_fault_kill_due(uint32_t rank, uint64_t done);
 /* DDPRUN_PLAN_TEST_SCALE: the factor for the planner's prediction; 0 for
  * none. */
 double dr_fault_plan_scale(void);
+
+/* DDPRUN_DATA_TEST_DELAY_MS: on its rank, sleeps the milliseconds (in a
+ * batch's loading); nothing elsewhere or without it. */
+void dr_fault_data_delay(uint32_t rank);
 
 /* DDPRUN_MEM_TEST_RANK0_MIB: on rank 0, allocates N MiB, writes every
  * page of it and frees it, so that rank 0's peak resident memory is that

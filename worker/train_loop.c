@@ -3,6 +3,7 @@
  * every device (train_device.h). */
 #include "train.h"
 
+#include "fault_inject.h"
 #include "progress.h"
 #include "train_device.h"
 #include "train_plan.h"
@@ -86,6 +87,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
         r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
     uint64_t d0 = dr_now_us();
     dev->fill(r, idx, c->batch);
+    dr_fault_data_delay(r->rank);
     uint64_t d1 = dr_now_us();
     data_us += d1 - d0;
     /* A device that runs the step on its own clock has its spans there;

@@ -38,7 +38,8 @@ model="--data synthetic --layers 16 --width 512 --input-dim 256
        --eval-samples 256 --first-bucket-mb 1"
 
 # diag TAG: diagnose of the job's traces into $tmp/TAG.diag.json; prints
-# "exposed_ms patterns best_mib step_ms".
+# "exposed_ms patterns best_mib step_ms" (exposed: rank 0's median, as
+# train's final line gives rank 0's).
 diag() {
   "$ddprun" diagnose --json "$tmp/$1.trace" >"$tmp/$1.diag.json" \
     2>"$tmp/$1.diag.err" ||
@@ -47,10 +48,11 @@ diag() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 s = d["summary"]
+r0 = [r for r in d["ranks"] if r["rank"] == 0][0]
 pats = ",".join(p["name"] for p in d["patterns"]) or "none"
 rec = d["recommendation"]
 best = rec.get("best_bucket_mib") if rec.get("available") else None
-print(s["exposed_ms"] if s["exposed_ms"] is not None else -1, pats,
+print(r0["exposed_ms"] if r0["exposed_ms"] is not None else -1, pats,
       best if best is not None else -1, s["step_ms"])
 PY
 }
@@ -79,7 +81,7 @@ if [ "$rec" != -1 ]; then
     pair_job "cap-rec" --bucket-cap-mb "$rec"
     rm_ms=$(field "$line" median_step_ms)
   fi
-  ratio=$(awk -v r="$rm_ms" -v b="$best_ms" 'BEGIN { printf "%.3f", b > 0 ? r / b : 0 }')
+  ratio=$(awk -v r="$rm_ms" -v b="$best_ms" 'BEGIN { printf "%.3f", (b > 0 ? r / b : 0) }')
 else
   rm_ms=-1 ratio=0
 fi
