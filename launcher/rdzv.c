@@ -367,6 +367,21 @@ static dr_node_t *node_new(dr_conn_t *c, const dr_join_t *j, uint32_t req) {
   return n;
 }
 
+int dr__rdzv_refuse_if_done(dr_conn_t *c, uint32_t req) {
+  const dr_server_t *s = c->srv;
+  const dr_rdzv_t *r = &s->rdzv;
+  if (r->state != DR_JOB_DONE)
+    return 0;
+  dr__conn_send_error(c, req, DR_ESTOPPED, "job '%s' has ended (exit code "
+                      "%d): %s", s->run_id, r->exit_code, r->stop_reason);
+  return 1;
+}
+
+int dr__rdzv_is_run(const dr_server_t *s, dr_bytes_t run_id) {
+  return run_id.len == strlen(s->run_id) &&
+         memcmp(run_id.p, s->run_id, run_id.len) == 0;
+}
+
 static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
@@ -388,14 +403,9 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
                         host, j.nproc, DR_MAX_NPROC);
     return;
   }
-  if (r->state == DR_JOB_DONE) {
-    dr__conn_send_error(c, m->req_id, DR_ESTOPPED,
-                        "job '%s' has ended (exit code %d): %s", s->run_id,
-                        r->exit_code, r->stop_reason);
+  if (dr__rdzv_refuse_if_done(c, m->req_id))
     return;
-  }
-  if (j.run_id.len != strlen(s->run_id) ||
-      memcmp(j.run_id.p, s->run_id, j.run_id.len) != 0) {
+  if (!dr__rdzv_is_run(s, j.run_id)) {
     dr__conn_send_error(c, m->req_id, DR_ERUNID,
                         "node '%s' joined with run id '%.*s'; this job is '%s'",
                         host, (int)j.run_id.len, (const char *)j.run_id.p,

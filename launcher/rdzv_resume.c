@@ -136,14 +136,9 @@ void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
                         "nnodes");
     return;
   }
-  if (r->state == DR_JOB_DONE) {
-    dr__conn_send_error(c, m->req_id, DR_ESTOPPED,
-                        "job '%s' has ended (exit code %d): %s", s->run_id,
-                        r->exit_code, r->stop_reason);
+  if (dr__rdzv_refuse_if_done(c, m->req_id))
     return;
-  }
-  if (q.run_id.len != strlen(s->run_id) ||
-      memcmp(q.run_id.p, s->run_id, q.run_id.len) != 0) {
+  if (!dr__rdzv_is_run(s, q.run_id)) {
     dr__conn_send_error(c, m->req_id, DR_ERUNID,
                         "node '%s' resumed with another run id than this "
                         "job's", c->host);

@@ -322,6 +322,11 @@ int dr__rdzv_round_push(dr_server_t *s, dr_node_t *n);
 void dr__rdzv_stop(dr_server_t *s, int code, const char *reason);
 void dr__rdzv_restart_all(dr_server_t *s, const char *reason);
 void dr__rdzv_node_free(dr_node_t *n);
+/* 1, with the error sent, when the job has ended: a JOIN or RESUME is
+ * answered that it has. */
+int dr__rdzv_refuse_if_done(dr_conn_t *c, uint32_t req);
+/* 1 when run_id is the job's. */
+int dr__rdzv_is_run(const dr_server_t *s, dr_bytes_t run_id);
 /* Nodes of the round whose agents are connected, plus those waiting. */
 size_t dr__rdzv_alive(const dr_server_t *s);
 

@@ -27,16 +27,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../lib/steps.sh
 . "$here/../lib/steps.sh"
 
-if [ -n "${DDPRUN_TORCH_PATH:-}" ]; then
-  PYTHONPATH=$DDPRUN_TORCH_PATH${PYTHONPATH:+:$PYTHONPATH}
-  export PYTHONPATH
-fi
-timeout 120 python3 -c 'import torch.distributed as d, sys
-sys.exit(0 if d.is_available() and d.is_gloo_available() else 1)' \
-  >"$tmp/import.log" 2>&1 ||
-  skip "python3 cannot import torch with gloo ($(tail -n 1 "$tmp/import.log"));" \
-    "set DDPRUN_TORCH_PATH to a directory holding it (.ci/run installs one)"
-export OMP_NUM_THREADS=1
+# shellcheck source=lib.sh
+. "$here/lib.sh"
 job=$here/ddp_profiled.py
 
 # job TAG ARGS...: the profiled job under ddprun, 2 ranks; its median step
