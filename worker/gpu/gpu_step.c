@@ -13,10 +13,15 @@
 #include "train_device.h"
 
 /* A failure during the run: the communicator is aborted so no peer waits
- * on this rank, and train exits 4. */
+ * on this rank, and train exits 4. First its last collectives are
+ * reported: a wait past its deadline is most often a collective that
+ * does not end (a peer gone, stuck, or out of step). */
 static int failed(dr_run_t *r, const char *what) {
   fprintf(stderr, "train: rank %u: %s failed on cuda:%d (exit %d)\n", r->rank,
           what, r->gpu->device, DR_TRAIN_ETIMEOUT);
+  char why[160];
+  snprintf(why, sizeof(why), "%s failed on cuda:%d", what, r->gpu->device);
+  dr_nccl_report(r->gpu->nccl, why);
   dr_nccl_abort(r->gpu->nccl);
   return DR_TRAIN_ETIMEOUT;
 }
@@ -314,7 +319,10 @@ static int gpu_backward(dr_run_t *r, float scale, int accumulate,
 /* The gradient all-reduce could not be launched (dr_reducer_wait fails on
  * the GPU only for that: the host never waits for the stream-ordered
  * all-reduces): no peer may wait for the collectives this rank misses. */
-static void gpu_abort(dr_run_t *r) { dr_nccl_abort(r->gpu->nccl); }
+static void gpu_abort(dr_run_t *r) {
+  dr_nccl_report(r->gpu->nccl, "a gradient all-reduce could not be launched");
+  dr_nccl_abort(r->gpu->nccl);
+}
 
 /* After the last all-reduce on the communication stream, then the step's
  * end mark; the slot is harvested later. */
