@@ -339,6 +339,28 @@ static int gpu_optimize(dr_run_t *r, uint64_t step) {
   return 0;
 }
 
+static int alloc_test_buf(dr_gpu_t *g) {
+  if (g->test_buf == NULL) {
+    CUDA_CHECK(cudaMalloc((void **)&g->test_buf, sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(g->test_buf, 0, sizeof(float), g->comm));
+  }
+  return 0;
+}
+
+/* DDPRUN_COLL_TEST_EXTRA: one NCCL all-reduce more than the peers issue,
+ * on the communication stream before the step's buckets. NCCL cannot
+ * tell: the ranks' collectives pair up wrongly and hang until the
+ * deadline of a later wait, which then prints each rank's last
+ * collectives (nccl_backend.c). */
+static int gpu_test_allreduce(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (alloc_test_buf(g) != 0)
+    return failed(r, "the extra all-reduce's buffer (test hook)");
+  if (dr_nccl_allreduce_avg(g->nccl, g->test_buf, 1, g->comm) != 0)
+    return failed(r, "the extra all-reduce (test hook)");
+  return 0;
+}
+
 static int enqueue_read(dr_gpu_t *g, const void *src, size_t n_bytes) {
   CUDA_CHECK(cudaMemcpyAsync(g->readback, src, n_bytes,
                              cudaMemcpyDeviceToHost, g->compute));
@@ -421,6 +443,7 @@ const dr_train_device_t dr__gpu_train_device = {
     .abort = gpu_abort,
     .loss = gpu_loss,
     .harvest = gpu_harvest,
+    .test_allreduce = gpu_test_allreduce,
     .eval_begin = gpu_eval_begin,
     .eval_batch = gpu_eval_batch,
     .eval_end = gpu_eval_end,
