@@ -59,7 +59,8 @@
 #define DR_PG_ERRNO_MAP(X)                                                   \
   X(DR_PG_ETIMEOUT, "a peer did not arrive within the timeout")              \
   X(DR_PG_EPEER, "a peer went away")                                         \
-  X(DR_PG_EBROKEN, "the process group is broken by an earlier failure")
+  X(DR_PG_EBROKEN, "the process group is broken by an earlier failure")      \
+  X(DR_PG_EMISMATCH, "collectives out of step (ranks in different ones)")
 
 /* Checkpoint files (worker/ckpt.h). */
 #define DR_CKPT_ERRNO_MAP(X)                                                 \

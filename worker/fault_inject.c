@@ -30,6 +30,19 @@ static const dr_fault_var_t vars[] = {
      "rank 0 allocates N MiB, writes every page and frees it before the "
      "first step (announced on stderr), so that its peak resident memory "
      "lies N MiB above the other ranks' and the final report names it"},
+    {"DDPRUN_COLL_TEST_EXTRA", "RANK@STEP",
+     "rank RANK issues an extra all-reduce of one float as it begins step "
+     "STEP (the first step is 1), before that step's gradients', on the "
+     "job's first attempt only (TORCHELASTIC_RESTART_COUNT unset or 0): "
+     "collectives out of step, which the CPU backend's ranks name at once "
+     "(exit 4); on a GPU an extra NCCL all-reduce, after which the ranks "
+     "wait until --comm-timeout and each reports its last collectives; "
+     "announced on stderr"},
+    {"DDPRUN_SPIN_TEST", "RANK@STEP",
+     "rank RANK busy-loops on the CPU forever as it begins step STEP, on "
+     "the job's first attempt only: a rank that is busy but makes no "
+     "progress while its peers wait for it in a collective; announced on "
+     "stderr"},
 };
 
 static struct {
@@ -43,9 +56,32 @@ static struct {
   unsigned long mem_mib; /* MEM_TEST_RANK0_MIB: 0 = off */
   long data_ms;         /* DATA_TEST_DELAY_MS: 0 = off */
   unsigned long data_rank;
+  int extra;            /* COLL_TEST_EXTRA set, on the first attempt */
+  unsigned long extra_rank;
+  uint64_t extra_step;  /* ... at this step index (STEP - 1) */
+  int spin;             /* SPIN_TEST set, on the first attempt */
+  unsigned long spin_rank;
+  uint64_t spin_step;
 } g;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+/* "RANK@STEP", both decimal, STEP >= 1: 0 with the step's index (STEP -
+ * 1), else -1. */
+static int parse_rank_at_step(const char *s, unsigned long *rank,
+                              uint64_t *index) {
+  char *end = NULL;
+  if (s == NULL || s[0] < '0' || s[0] > '9')
+    return -1;
+  *rank = strtoul(s, &end, 10);
+  if (*end != '@' || end[1] < '0' || end[1] > '9')
+    return -1;
+  unsigned long long step = strtoull(end + 1, &end, 10);
+  if (*end != '\0' || step == 0)
+    return -1;
+  *index = step - 1;
+  return 0;
+}
 
 static void load(void) {
   char *end = NULL;
@@ -67,6 +103,13 @@ static void load(void) {
       g.kill_one = 1;
       g.kill_rank = strtoul(end + 1, NULL, 10);
     }
+  }
+
+  if (first_attempt) {
+    g.extra = parse_rank_at_step(getenv("DDPRUN_COLL_TEST_EXTRA"),
+                                 &g.extra_rank, &g.extra_step) == 0;
+    g.spin = parse_rank_at_step(getenv("DDPRUN_SPIN_TEST"), &g.spin_rank,
+                                &g.spin_step) == 0;
   }
 
   s = getenv("DDPRUN_PLAN_TEST_SCALE");
@@ -138,6 +181,30 @@ void dr_fault_mem_touch(uint32_t rank) {
   free(p);
   fprintf(stderr, "train: rank 0: test hook: touched %lu MiB "
           "(DDPRUN_MEM_TEST_RANK0_MIB)\n", g.mem_mib);
+}
+
+int dr_fault_coll_extra_due(uint32_t rank, uint64_t step) {
+  dr_fault_init();
+  if (!g.extra || rank != g.extra_rank || step != g.extra_step)
+    return 0;
+  fprintf(stderr, "train: rank %u: test hook: an extra all-reduce at the "
+          "start of step %llu (DDPRUN_COLL_TEST_EXTRA)\n", rank,
+          (unsigned long long)step + 1);
+  return 1;
+}
+
+void dr_fault_spin(uint32_t rank, uint64_t step) {
+  dr_fault_init();
+  if (!g.spin || rank != g.spin_rank || step != g.spin_step)
+    return;
+  fprintf(stderr, "train: rank %u: test hook: spinning forever at the "
+          "start of step %llu (DDPRUN_SPIN_TEST)\n", rank,
+          (unsigned long long)step + 1);
+  /* A volatile counter: the loop must burn the CPU, not be optimised
+   * into an empty one (which the compiler may assume ends). */
+  volatile uint64_t spins = 0;
+  for (;;)
+    spins++;
 }
 
 const dr_fault_var_t *dr_fault_vars(int *n) {

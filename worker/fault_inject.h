@@ -12,6 +12,11 @@
  *                                        slower
  *   DDPRUN_MEM_TEST_RANK0_MIB=N          rank 0 touches N MiB more (its
  *                                        peak memory above the others')
+ *   DDPRUN_COLL_TEST_EXTRA=RANK@STEP     rank RANK issues an extra
+ *                                        all-reduce at step STEP
+ *                                        (collectives out of step)
+ *   DDPRUN_SPIN_TEST=RANK@STEP           rank RANK busy-loops forever at
+ *                                        step STEP (a busy, stuck rank)
  *
  * They are read once per process, at the first call of any function here
  * (train's main calls dr_fault_init first). Unset or empty, each is off
@@ -47,6 +52,17 @@ void dr_fault_data_delay(uint32_t rank);
  * page of it and frees it, so that rank 0's peak resident memory is that
  * much above the other ranks'. Nothing on other ranks or without it. */
 void dr_fault_mem_touch(uint32_t rank);
+
+/* DDPRUN_COLL_TEST_EXTRA: 1 when rank must issue its extra all-reduce
+ * as it begins the step of index step (0 for the first; STEP - 1), on
+ * the job's first attempt; announces it on stderr then. */
+int dr_fault_coll_extra_due(uint32_t rank, uint64_t step);
+
+/* DDPRUN_SPIN_TEST: on its rank, as it begins the step of index step
+ * (STEP - 1), on the job's first attempt, announces itself on stderr and
+ * spins on the CPU forever (until a signal ends the process); returns at
+ * once elsewhere. */
+void dr_fault_spin(uint32_t rank, uint64_t step);
 
 /* The variables for train --help: *n entries, static. */
 typedef struct {

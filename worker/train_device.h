@@ -7,7 +7,7 @@
  *
  * One optimizer step, as train_loop.c drives it:
  *
- *   step_begin
+ *   step_begin (then the test hooks DDPRUN_SPIN_TEST, DDPRUN_COLL_TEST_EXTRA)
  *   for each micro-batch:
  *     fill, dr_reducer_begin, forward, backward (whose ready callback
  *     marks each gradient for the reducer, which launches its buckets)
@@ -63,6 +63,10 @@ struct dr_train_device {
   /* Waits for the steps enqueued and fills their r->times. May be NULL
    * (a device that is not async). */
   int (*harvest)(dr_run_t *r);
+  /* DDPRUN_COLL_TEST_EXTRA: one all-reduce of one float more than the
+   * other ranks issue, on the gradients' path. May be NULL: the process
+   * group's (r->pg), waited for. */
+  int (*test_allreduce)(dr_run_t *r);
 
   /* The evaluation's sums start at zero. May be NULL. */
   int (*eval_begin)(dr_run_t *r);

@@ -69,6 +69,20 @@ static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
   st->step_ms = (m->end_us - m->start_us) / 1e3;
 }
 
+/* DDPRUN_COLL_TEST_EXTRA: an all-reduce that the other ranks do not
+ * issue, before the step's gradients'. The ranks are out of step from
+ * here: this one, or the gradients' after it, fails. */
+static int test_extra_allreduce(dr_run_t *r) {
+  if (r->dev->test_allreduce != NULL)
+    return r->dev->test_allreduce(r);
+  float one = 1.0f;
+  char err[256] = "";
+  int rc = dr_pg_allreduce_sync(r->pg, &one, 1, DR_PG_AVG, err, sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "extra all-reduce (test hook)", rc, err);
+  return 0;
+}
+
 /* One optimizer step: every micro-batch's forward and backward, the
  * gradients' all-reduce overlapping the backward passes, the optimizer. */
 static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
@@ -82,6 +96,10 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   if (rc != 0)
     return rc;
   dr_step_marks_t m = {.start_us = dr_now_us()};
+  dr_fault_spin(r->rank, step);
+  if (dr_fault_coll_extra_due(r->rank, step) &&
+      (rc = test_extra_allreduce(r)) != 0)
+    return rc;
   for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
     const uint64_t *idx =
         r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;

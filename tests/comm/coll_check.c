@@ -12,15 +12,17 @@
  * the other.
  *
  * Fault modes: --kill-rank R makes rank R SIGKILL itself once a large
- * all-reduce is under way; --hang-rank R makes it stop itself (SIGSTOP).
- * The other ranks loop on all-reduces until one fails, print the error
- * and exit 4; they ignore SIGTERM meanwhile, so their exit code is their
- * own finding and not their agent's stop order. --absent-rank R makes
+ * all-reduce is under way; --hang-rank R makes it stop itself (SIGSTOP);
+ * --extra-rank R makes it issue an extra 4-byte all-reduce before the
+ * large one (collectives out of step: every rank must fail at once). The
+ * other ranks loop on all-reduces until one fails, print the error and
+ * exit 4; they ignore SIGTERM meanwhile, so their exit code is their own
+ * finding and not their agent's stop order. --absent-rank R makes
  * rank R exit 0 without joining the group: the others' bootstrap must
  * time out (exit 4) naming it.
  *
  * Exit codes: 0 all good; 1 a wrong result; 2 usage; 3 the group could
- * not be built; 4 a collective failed (timeout or peer lost).
+ * not be built; 4 a collective failed (timeout, peer lost, out of step).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -66,7 +68,8 @@ static uint32_t crc32_update(uint32_t crc, const void *p, size_t n) {
 static int comm_exit(int rc, const char *what, const char *err) {
   fprintf(stderr, "coll_check: rank %u: %s failed at t=%" PRIu64 "us: %s "
           "[%s]\n", g_rank, what, mono_us(), err, dr_strerror(rc));
-  return rc == DR_PG_ETIMEOUT || rc == DR_PG_EPEER || rc == DR_PG_EBROKEN
+  return rc == DR_PG_ETIMEOUT || rc == DR_PG_EPEER || rc == DR_PG_EBROKEN ||
+                 rc == DR_PG_EMISMATCH
              ? 4
              : 3;
 }
@@ -337,7 +340,8 @@ out:
 }
 
 /* The fault modes: loop on large all-reduces until one fails. */
-static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank) {
+static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank,
+                      int extra_rank) {
   signal(SIGTERM, SIG_IGN);
   size_t n = (size_t)16 << 20; /* 64 MiB: long enough to be caught inside */
   float *x = malloc(n * sizeof(float));
@@ -348,6 +352,19 @@ static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank) {
   for (int iter = 0;; iter++) {
     dr_work_t *w;
     char err[512];
+    if (iter == 2 && (int)g_rank == extra_rank) {
+      float one = 1.0f;
+      fprintf(stderr, "coll_check: rank %u: an extra allreduce at t=%" PRIu64
+              "us\n", g_rank, mono_us());
+      int rc = dr_pg_allreduce_sync(pg, &one, 1, DR_PG_SUM, err, sizeof(err));
+      free(x);
+      if (rc == 0) {
+        fprintf(stderr, "coll_check: rank %u: the extra allreduce "
+                "succeeded\n", g_rank);
+        return 1;
+      }
+      return comm_exit(rc, "allreduce", err);
+    }
     int rc = dr_pg_allreduce(pg, x, n, DR_PG_SUM, &w);
     if (rc != 0) {
       free(x);
@@ -401,7 +418,7 @@ int main(int argc, char **argv) {
   crc_init();
   size_t lengths[16] = {0, 1, 7, ((size_t)1 << 20) + 3};
   int n_lengths = 4, rounds = 1, kill_rank = -1, hang_rank = -1;
-  int absent_rank = -1;
+  int absent_rank = -1, extra_rank = -1;
   long timeout_ms = 60000;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -417,6 +434,8 @@ int main(int argc, char **argv) {
       kill_rank = atoi(v);
     } else if (strcmp(a, "--hang-rank") == 0 && v != NULL) {
       hang_rank = atoi(v);
+    } else if (strcmp(a, "--extra-rank") == 0 && v != NULL) {
+      extra_rank = atoi(v);
     } else if (strcmp(a, "--absent-rank") == 0 && v != NULL) {
       absent_rank = atoi(v);
     } else {
@@ -453,8 +472,8 @@ int main(int argc, char **argv) {
   printf("coll_check: rank %u of %u: %s\n", g_rank, g_world,
          dr_pg_describe(pg));
   int code = 0;
-  if (kill_rank >= 0 || hang_rank >= 0) {
-    code = fault_loop(pg, kill_rank, hang_rank);
+  if (kill_rank >= 0 || hang_rank >= 0 || extra_rank >= 0) {
+    code = fault_loop(pg, kill_rank, hang_rank, extra_rank);
   } else {
     for (int r = 0; r < rounds && code == 0; r++) {
       for (int k = 0; k < n_lengths && code == 0; k++) {
@@ -484,6 +503,6 @@ int main(int argc, char **argv) {
 usage:
   fprintf(stderr, "usage: coll_check [--lengths N,N,...] [--rounds N] "
           "[--timeout-ms MS] [--kill-rank R | --hang-rank R | "
-          "--absent-rank R]\n");
+          "--extra-rank R | --absent-rank R]\n");
   return 2;
 }

@@ -1,10 +1,13 @@
 #!/bin/sh
 # A 3-rank job where rank 1 dies (kill: SIGKILL) or hangs (hang: SIGSTOP)
-# inside a 64 MiB all-reduce. Ranks 0 and 2 must fail that all-reduce
-# themselves, naming rank 1, and exit 4: at once when rank 1 died, at the
-# collective timeout (5 s here) when it hangs. ddprun must exit non-zero.
+# inside a 64 MiB all-reduce, or issues an extra 4-byte all-reduce where
+# the others run the 64 MiB one (extra: collectives out of step). Ranks 0
+# and 2 must fail that all-reduce themselves, naming rank 1, and exit 4:
+# at once when rank 1 died, at the collective timeout (5 s here) when it
+# hangs. Out of step, every rank (rank 1 too) fails within 1 s, far below
+# the timeout (30 s), naming both collectives. ddprun must exit non-zero.
 #
-# Usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK
+# Usage: peer_fault.sh kill|hang|extra DDPRUN COLL_CHECK
 # Each worker runs under a small wrapper that records its real exit
 # status. The survivors ignore SIGTERM (coll_check's fault mode) so their
 # exit code is their own finding, not the agent's stop order. The job is
@@ -12,7 +15,7 @@
 # SIGKILL after --stop-grace).
 set -u
 
-mode=${1:?usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK}
+mode=${1:?usage: peer_fault.sh kill|hang|extra DDPRUN COLL_CHECK}
 ddprun=${2:?}
 worker=${3:?}
 # A death is seen at once, whatever the timeout: there it only bounds a
@@ -20,6 +23,7 @@ worker=${3:?}
 # so it is long enough never to fire first.
 case ${1:-} in
   kill) timeout_ms=20000 ;;
+  extra) timeout_ms=30000 ;;
   *) timeout_ms=5000 ;;
 esac
 
@@ -35,13 +39,24 @@ fail() {
 case $mode in
   kill) flag=--kill-rank ;;
   hang) flag=--hang-rank ;;
-  *) echo "usage: peer_fault.sh kill|hang DDPRUN COLL_CHECK" >&2; exit 2 ;;
+  extra) flag=--extra-rank ;;
+  *) echo "usage: peer_fault.sh kill|hang|extra DDPRUN COLL_CHECK" >&2; exit 2 ;;
 esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/peer_fault.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
 # $0 of the inner shell is the worker; its status goes to codes.
 wrapper='trap "" TERM; "$0" "$@"; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
+# Out of step, every rank exits at once, so the agent's stop reaches the
+# others as they exit: a SIGTERM, even ignored, stops a ptraced thread,
+# and a sanitized build's leak check at exit, which ptraces every thread,
+# was seen to hang on one. There the workers run in sessions of their
+# own, which the stop of their process groups does not reach (they all
+# end by themselves; a stopped rank of the hang mode would not).
+if [ "$mode" = extra ]; then
+  command -v setsid >/dev/null 2>&1 || { echo "SKIP: no 'setsid' command"; exit 77; }
+  wrapper='trap "" TERM; setsid -w "$0" "$@"; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
+fi
 CODES=$tmp/codes timeout -k 5 60 "$ddprun" --standalone --nproc-per-node 3 \
   --stop-grace 2 --log-level warn sh -c "$wrapper" "$worker" \
   --timeout-ms $timeout_ms $flag 1 >"$tmp/out" 2>"$tmp/err"
@@ -51,12 +66,15 @@ rc=$?
 grep -q "^ddprun: job failed with exit code $rc\( (.*)\)\?\$" "$tmp/err" ||
   fail "ddprun did not end the job itself (exit $rc)"
 
-# Rank 1's own line: "coll_check: rank 1: SIGKILL itself at t=123us".
-t_fault=$(sed -n 's/.*coll_check: rank 1: SIG[A-Z]* itself at t=\([0-9]*\)us.*/\1/p' "$tmp/err" |
+# Rank 1's own line: "coll_check: rank 1: SIGKILL itself at t=123us",
+# "coll_check: rank 1: an extra allreduce at t=123us".
+t_fault=$(sed -n 's/.*coll_check: rank 1: [A-Za-z ]* at t=\([0-9]*\)us.*/\1/p' "$tmp/err" |
   head -n 1)
 [ -n "$t_fault" ] || fail "rank 1 never reached its fault"
 
-for r in 0 2; do
+ranks="0 2"
+[ "$mode" = extra ] && ranks="0 1 2"
+for r in $ranks; do
   grep -q "^rank $r exit 4\$" "$tmp/codes" ||
     fail "rank $r did not exit 4 ($(grep "^rank $r " "$tmp/codes"))"
   line=$(grep "coll_check: rank $r: allreduce failed" "$tmp/err" | head -n 1)
@@ -67,7 +85,23 @@ for r in 0 2; do
   esac
   t=$(echo "$line" | sed -n 's/.* failed at t=\([0-9]*\)us.*/\1/p')
   dt=$((t - t_fault))
-  if [ "$mode" = kill ]; then
+  if [ "$mode" = extra ]; then
+    # Every rank names both sides: the extra 4 B one and the 64 MiB one.
+    case $line in
+      *"[collectives out of step"*"]"*) ;;
+      *) fail "rank $r did not report collectives out of step: $line" ;;
+    esac
+    case $line in
+      *"out of step: rank "*" is in allreduce #3 of "*", rank "*" in allreduce #3 of "*) ;;
+      *) fail "rank $r's message does not name both collectives: $line" ;;
+    esac
+    case $line in
+      *"allreduce #3 of 4 B"*"allreduce #3 of 64.0 MiB"* | \
+      *"allreduce #3 of 64.0 MiB"*"allreduce #3 of 4 B"*) ;;
+      *) fail "rank $r's message lacks the sizes of both: $line" ;;
+    esac
+    [ "$dt" -lt 1000000 ] || fail "rank $r took ${dt}us to see the extra all-reduce"
+  elif [ "$mode" = kill ]; then
     case $line in
       *"[a peer went away]"*) ;;
       *) fail "rank $r did not report a lost peer: $line" ;;

@@ -31,7 +31,7 @@ done
 grep -q "^Environment (fault injection, for tests):" "$tmp/help.out" ||
   { show help; fail "--help has no fault-injection section"; }
 for var in DDPRUN_CKPT_TEST_DELAY_MS DDPRUN_CKPT_TEST_KILL_AT \
-    DDPRUN_PLAN_TEST_SCALE; do
+    DDPRUN_PLAN_TEST_SCALE DDPRUN_COLL_TEST_EXTRA DDPRUN_SPIN_TEST; do
   grep -q "^  $var=" "$tmp/help.out" ||
     { show help; fail "--help does not list $var"; }
 done

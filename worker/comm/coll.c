@@ -9,6 +9,13 @@
  * is receiving): it sends only the bytes already received, which
  * pipelines the chunks across steps.
  *
+ * Before its steps each collective sends its header (coll_hdr.c) to the
+ * right and takes its left neighbour's, on every link, even where it
+ * moves no data (a zero-byte collective, a broadcast's link into the
+ * root): the engine receives no data before that header matched this
+ * rank's own, so a neighbour in another collective fails both at once
+ * instead of hanging until the timeout.
+ *
  * All-reduce: reduce-scatter then all-gather over W - 1 steps each. The
  * buffer is cut into W segments by ring position; segment k is summed in
  * ring order starting at position k + 1 (((x[k+1] + x[k+2]) + ...) + x[k])
@@ -42,6 +49,11 @@ typedef struct {
   const step_t *steps;
   int n;
   float div;
+  const dr_coll_hdr_t *hdr; /* this rank's collective */
+  dr_pg_fail_t *f;          /* filled on a header that does not match */
+  uint8_t hdr_out[DR_COLL_HDR_BYTES], hdr_in[DR_COLL_HDR_BYTES];
+  size_t hs, hr;            /* header bytes sent, received */
+  int hdr_sent, hdr_checked; /* ... and their padding too */
   int si;    /* send: current step */
   size_t sd; /* ... and its bytes sent */
   int ri;
@@ -54,11 +66,82 @@ static size_t recv_done_of(const eng_t *e, int k) {
   return k == e->ri ? e->rd : 0;
 }
 
+/* The header, then its padding: 1 moved, 0 blocked (*on_link as
+ * send_some's), -EPIPE. On TCP the first step's first piece goes in the
+ * same system call when it is at hand. */
+static int send_header(eng_t *e, size_t *on_link) {
+  dr_link_t *l = &e->pg->send;
+  const step_t *st = e->n > 0 ? &e->steps[0] : NULL;
+  if (l->kind == DR_LINK_TCP && st != NULL && st->dep < 0 &&
+      st->send_len > 0) {
+    size_t nh = DR_COLL_HDR_BYTES - e->hs;
+    size_t n = st->send_len - e->sd < l->chunk ? st->send_len - e->sd
+                                               : l->chunk;
+    long k = dr__link_send_head(l, e->hdr_out + e->hs, nh,
+                                e->buf + st->send_off + e->sd, n);
+    if (k < 0)
+      return (int)k;
+    if (k == 0) {
+      *on_link = 1;
+      return 0;
+    }
+    size_t kh = (size_t)k < nh ? (size_t)k : nh;
+    e->hs += kh;
+    e->sd += (size_t)k - kh;
+    e->hdr_sent = e->hs == DR_COLL_HDR_BYTES;
+    return 1;
+  }
+  if (e->hs < DR_COLL_HDR_BYTES) {
+    long k = dr__link_send(l, e->hdr_out + e->hs, DR_COLL_HDR_BYTES - e->hs);
+    if (k < 0)
+      return (int)k;
+    if (k == 0) {
+      *on_link = DR_COLL_HDR_BYTES - e->hs;
+      return 0;
+    }
+    e->hs += (size_t)k;
+    if (e->hs < DR_COLL_HDR_BYTES)
+      return 1;
+  }
+  size_t pad = dr__link_pad(l, DR_COLL_HDR_BYTES);
+  if (!dr__link_send_pad(l, pad)) {
+    *on_link = pad;
+    return 0;
+  }
+  e->hdr_sent = 1;
+  return 1;
+}
+
+/* The left neighbour's header, then its padding, then the check: 1
+ * moved, 0 blocked, -EPIPE, or DR_PG_EMISMATCH with *e->f filled. */
+static int recv_header(eng_t *e) {
+  dr_pg_t *pg = e->pg;
+  dr_link_t *l = &pg->recv;
+  if (e->hr < DR_COLL_HDR_BYTES) {
+    long k = dr__link_recv(l, e->hdr_in + e->hr, DR_COLL_HDR_BYTES - e->hr,
+                           DR_ROP_COPY, 1.0f);
+    if (k <= 0)
+      return (int)k;
+    e->hr += (size_t)k;
+    if (e->hr < DR_COLL_HDR_BYTES)
+      return 1;
+    int rc = dr__coll_hdr_check(e->hdr_in, e->hdr, pg->rank, l->peer, e->f);
+    if (rc != 0)
+      return rc;
+  }
+  if (!dr__link_recv_pad(l, dr__link_pad(l, DR_COLL_HDR_BYTES)))
+    return 0;
+  e->hdr_checked = 1;
+  return 1;
+}
+
 /* One piece of the send side. 1 moved, 0 blocked (*on_link: the bytes
  * of room the link lacks, else blocked by its own receive), -EPIPE. */
 static int send_some(eng_t *e, size_t *on_link) {
   dr_pg_t *pg = e->pg;
   *on_link = 0;
+  if (!e->hdr_sent)
+    return send_header(e, on_link);
   while (e->si < e->n) {
     const step_t *st = &e->steps[e->si];
     if (e->sd == st->send_len) {
@@ -90,9 +173,15 @@ static int send_some(eng_t *e, size_t *on_link) {
   return 0;
 }
 
+/* As send_some, and DR_PG_EMISMATCH for a header that does not match. */
 static int recv_some(eng_t *e, size_t *on_link) {
   dr_pg_t *pg = e->pg;
   *on_link = 0;
+  if (!e->hdr_checked) {
+    int rc = recv_header(e);
+    *on_link = rc == 0;
+    return rc;
+  }
   while (e->ri < e->n) {
     const step_t *st = &e->steps[e->ri];
     if (e->rd == st->recv_len) {
@@ -142,11 +231,13 @@ static void timeout_failure(dr_pg_t *pg, int send_wait, int recv_wait,
              right, s);
 }
 
-static int run_steps(dr_pg_t *pg, uint8_t *buf, const step_t *steps, int n,
-                     float div, uint64_t deadline_ns, uint64_t seq,
-                     dr_pg_fail_t *f) {
-  eng_t e = {.pg = pg, .buf = buf, .steps = steps, .n = n, .div = div};
-  uint64_t spin_until = 0;
+static int run_steps(dr_pg_t *pg, const dr_coll_hdr_t *hdr, uint8_t *buf,
+                     const step_t *steps, int n, float div,
+                     uint64_t deadline_ns, dr_pg_fail_t *f) {
+  eng_t e = {.pg = pg, .buf = buf, .steps = steps, .n = n, .div = div,
+             .hdr = hdr, .f = f};
+  dr__coll_hdr_encode(e.hdr_out, hdr);
+  uint64_t seq = hdr->seq, spin_until = 0;
   for (;;) {
     size_t s_link, r_link;
     int a = send_some(&e, &s_link);
@@ -155,18 +246,22 @@ static int run_steps(dr_pg_t *pg, uint8_t *buf, const step_t *steps, int n,
       return f->code;
     }
     int b = recv_some(&e, &r_link);
+    if (b == DR_PG_EMISMATCH)
+      return b;
     if (b < 0) {
       dr__pg_peer_failure(pg, &pg->recv, seq, f);
       return f->code;
     }
-    if (e.si == n && e.ri == n)
+    int send_left = !e.hdr_sent || e.si < n;
+    int recv_left = !e.hdr_checked || e.ri < n;
+    if (!send_left && !recv_left)
       return 0;
     if (a > 0 || b > 0) {
       spin_until = 0;
       continue;
     }
-    size_t send_wait = e.si < n ? s_link : 0;
-    int recv_wait = e.ri < n && r_link;
+    size_t send_wait = send_left ? s_link : 0;
+    int recv_wait = recv_left && r_link;
     if (!send_wait && !recv_wait)
       recv_wait = 1; /* cannot happen: a blocked send awaits the receive */
     int all_shm = (!send_wait || pg->send.kind == DR_LINK_SHM) &&
@@ -206,8 +301,8 @@ static uint32_t mod(int64_t x, uint32_t w) {
   return (uint32_t)(m < 0 ? m + w : m);
 }
 
-static int allreduce(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
-                     dr_pg_fail_t *f) {
+static int allreduce(dr_pg_t *pg, dr_work_t *w, const dr_coll_hdr_t *h,
+                     uint64_t deadline_ns, dr_pg_fail_t *f) {
   uint32_t W = pg->world, p = pg->pos;
   size_t n_elems = w->n_bytes / 4, base = n_elems / W, rem = n_elems % W;
   int n = 2 * (int)(W - 1);
@@ -238,13 +333,13 @@ static int allreduce(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
   }
 #undef SEG_OFF
 #undef SEG_LEN
-  int rc = run_steps(pg, w->buf, st, n, (float)W, deadline_ns, w->seq, f);
+  int rc = run_steps(pg, h, w->buf, st, n, (float)W, deadline_ns, f);
   free(st);
   return rc;
 }
 
-static int broadcast(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
-                     dr_pg_fail_t *f) {
+static int broadcast(dr_pg_t *pg, dr_work_t *w, const dr_coll_hdr_t *h,
+                     uint64_t deadline_ns, dr_pg_fail_t *f) {
   uint32_t W = pg->world;
   uint32_t root_pos = 0;
   for (uint32_t i = 0; i < W; i++)
@@ -256,11 +351,12 @@ static int broadcast(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
   st.recv_len = d == 0 ? 0 : w->n_bytes;
   st.op = d + 1 == W ? last_copy(w->n_bytes) : DR_ROP_COPY;
   st.dep = d == 0 ? -1 : 0;
-  return run_steps(pg, w->buf, &st, 1, 1.0f, deadline_ns, w->seq, f);
+  return run_steps(pg, h, w->buf, &st, 1, 1.0f, deadline_ns, f);
 }
 
-static int allgather(dr_pg_t *pg, uint8_t *out, const void *in, size_t n_bytes,
-                     uint64_t deadline_ns, uint64_t seq, dr_pg_fail_t *f) {
+static int allgather(dr_pg_t *pg, const dr_coll_hdr_t *h, uint8_t *out,
+                     const void *in, size_t n_bytes, uint64_t deadline_ns,
+                     dr_pg_fail_t *f) {
   uint32_t W = pg->world, p = pg->pos;
   uint8_t *mine = out + (size_t)pg->rank * n_bytes;
   if (in != mine)
@@ -277,22 +373,25 @@ static int allgather(dr_pg_t *pg, uint8_t *out, const void *in, size_t n_bytes,
     st[s].op = s + 2 == W ? last_copy(n_bytes * W) : DR_ROP_COPY;
     st[s].dep = (int)s - 1;
   }
-  int rc = run_steps(pg, out, st, n, 1.0f, deadline_ns, seq, f);
+  int rc = run_steps(pg, h, out, st, n, 1.0f, deadline_ns, f);
   free(st);
   return rc;
 }
 
 int dr__coll_run(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
                  dr_pg_fail_t *f) {
+  dr_coll_hdr_t h;
+  dr__coll_hdr_of(w, &h);
+  /* A collective without data still exchanges its header. */
+  if (w->n_bytes == 0 && w->kind != DR_WORK_BARRIER)
+    return run_steps(pg, &h, NULL, NULL, 0, 1.0f, deadline_ns, f);
   switch (w->kind) {
   case DR_WORK_ALLREDUCE:
-    return w->n_bytes == 0 ? 0 : allreduce(pg, w, deadline_ns, f);
+    return allreduce(pg, w, &h, deadline_ns, f);
   case DR_WORK_BROADCAST:
-    return w->n_bytes == 0 ? 0 : broadcast(pg, w, deadline_ns, f);
+    return broadcast(pg, w, &h, deadline_ns, f);
   case DR_WORK_ALLGATHER:
-    if (w->n_bytes == 0)
-      return 0;
-    return allgather(pg, w->buf, w->in, w->n_bytes, deadline_ns, w->seq, f);
+    return allgather(pg, &h, w->buf, w->in, w->n_bytes, deadline_ns, f);
   case DR_WORK_BARRIER: {
     /* Every rank's byte reaches every other rank only once all have
      * entered: an all-gather of one byte is a barrier in W - 1 hops. */
@@ -300,7 +399,7 @@ int dr__coll_run(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
     if (scratch == NULL)
       return -ENOMEM;
     uint8_t one = 1;
-    int rc = allgather(pg, scratch, &one, 1, deadline_ns, w->seq, f);
+    int rc = allgather(pg, &h, scratch, &one, 1, deadline_ns, f);
     free(scratch);
     return rc;
   }

@@ -1,6 +1,7 @@
 /* Links: moving bytes to the right neighbour and from the left one over
  * shared memory or TCP, waiting on both at once, and the abort records
- * that carry a failure around the ring.
+ * that carry a failure around the ring (a timeout, a lost peer, or
+ * collectives out of step, which coll.c finds in their headers).
  *
  * Every link also has a TCP control connection. Nothing travels on it
  * after the bootstrap except abort records, so it serves as the peer's
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -152,6 +154,23 @@ long dr__link_send(dr_link_t *l, const uint8_t *src, size_t n) {
   }
 }
 
+long dr__link_send_head(dr_link_t *l, const uint8_t *head, size_t nh,
+                        const uint8_t *src, size_t n) {
+  struct iovec iov[2] = {{(void *)head, nh}, {(void *)src, n}};
+  struct msghdr m = {.msg_iov = iov, .msg_iovlen = 2};
+  for (;;) {
+    ssize_t r = sendmsg(l->data_fd, &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (r >= 0)
+      return (long)r;
+    if (errno == EINTR)
+      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+      return 0;
+    set_gone_errno(l, errno);
+    return -EPIPE;
+  }
+}
+
 int dr__link_send_pad(dr_link_t *l, size_t n) {
   if (n == 0)
     return 1;
@@ -242,7 +261,8 @@ static int rec_decode(const uint8_t rec[DR_PG_CTRL_RECORD], dr_pg_fail_t *f) {
   if (dr__get32(rec) != REC_MAGIC)
     return -1;
   int code = (int)dr__get32(rec + 4);
-  f->code = code == DR_PG_ETIMEOUT ? DR_PG_ETIMEOUT : DR_PG_EPEER;
+  f->code = code == DR_PG_ETIMEOUT || code == DR_PG_EMISMATCH ? code
+                                                               : DR_PG_EPEER;
   f->blamed = dr__get32(rec + 8);
   f->origin = dr__get32(rec + 12);
   f->seq = dr__get64(rec + 16);

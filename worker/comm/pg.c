@@ -30,20 +30,6 @@ void dr__fmt_bytes(char *out, size_t out_len, uint64_t n) {
     snprintf(out, out_len, "%.1f GiB", n / 1073741824.0);
 }
 
-static const char *kind_name(dr_work_kind_t k) {
-  switch (k) {
-  case DR_WORK_ALLREDUCE:
-    return "allreduce";
-  case DR_WORK_BROADCAST:
-    return "broadcast";
-  case DR_WORK_ALLGATHER:
-    return "allgather";
-  case DR_WORK_BARRIER:
-    return "barrier";
-  }
-  return "collective";
-}
-
 void dr__work_describe(const dr_work_t *w, char *out, size_t out_len) {
   if (w->kind == DR_WORK_BARRIER) {
     snprintf(out, out_len, "barrier #%" PRIu64, w->seq);
@@ -51,8 +37,8 @@ void dr__work_describe(const dr_work_t *w, char *out, size_t out_len) {
   }
   char size[32];
   dr__fmt_bytes(size, sizeof(size), w->n_bytes);
-  snprintf(out, out_len, "%s #%" PRIu64 " (%s)", kind_name(w->kind), w->seq,
-           size);
+  snprintf(out, out_len, "%s #%" PRIu64 " (%s)", dr__work_kind_name(w->kind),
+           w->seq, size);
 }
 
 static uint64_t now_us(void) { return dr__now_ns() / 1000u; }
@@ -242,7 +228,7 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
     work_complete(pg, w, 0, NULL);
     return;
   }
-  if (rc == DR_PG_ETIMEOUT || rc == DR_PG_EPEER) {
+  if (rc == DR_PG_ETIMEOUT || rc == DR_PG_EPEER || rc == DR_PG_EMISMATCH) {
     if (f.origin == pg->rank)
       msgf(msg, sizeof(msg), "%s: %s", desc, f.text);
     else if (f.seq == w->seq)

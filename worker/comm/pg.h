@@ -15,6 +15,19 @@
  * operation. After a failure the group is broken: every later collective
  * fails at once.
  *
+ * Collectives must be issued in the same order with the same arguments on
+ * every rank. Each one starts, on every link, with a 32-byte header that
+ * carries its sequence number (1, 2, ... per group), kind, byte count,
+ * all-reduce op and broadcast root; each rank checks its left
+ * neighbour's against its own before it takes any of its data. A rank
+ * that issued another collective (an extra one, a missing one, another
+ * size or root) fails it at once with DR_PG_EMISMATCH and a message that
+ * names both, e.g. "allreduce #553 (4 B): out of step: rank 1 is in
+ * allreduce #553 of 4 B, rank 0 in allreduce #553 of 34.0 KiB"; the
+ * failure travels around the ring as the others do. A collective without
+ * data (a zero-byte one, or a broadcast's link into its root) still
+ * exchanges its header.
+ *
  * All-reduce is a ring reduce-scatter then all-gather, pipelined in chunks;
  * the result is bit-identical on every rank (each element is summed in the
  * same order everywhere, then copied).
@@ -36,7 +49,8 @@ typedef enum { DR_PG_SUM = 0, DR_PG_AVG = 1 } dr_pg_op_t;
  * which dr_strerror() reads):
  *   DR_PG_ETIMEOUT  a peer did not arrive within the timeout
  *   DR_PG_EPEER     a peer's connection or process went away
- *   DR_PG_EBROKEN   an earlier collective failed */
+ *   DR_PG_EBROKEN   an earlier collective failed
+ *   DR_PG_EMISMATCH a neighbour is in another collective (out of step) */
 
 typedef struct {
   uint32_t rank, world;         /* RANK, WORLD_SIZE */

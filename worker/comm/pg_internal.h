@@ -59,8 +59,9 @@ typedef struct {
 
 /* A failure as it travels around the ring in abort records. */
 typedef struct {
-  int code;         /* DR_PG_ETIMEOUT or DR_PG_EPEER */
-  uint32_t blamed;  /* the rank that did not arrive or went away */
+  int code;         /* DR_PG_ETIMEOUT, DR_PG_EPEER or DR_PG_EMISMATCH */
+  uint32_t blamed;  /* the rank that did not arrive, went away, or is in
+                       another collective */
   uint32_t origin;  /* the rank that saw it */
   uint64_t seq;     /* the collective it happened in */
   char text[200];   /* "no data from rank 3 within 300 s" */
@@ -132,6 +133,11 @@ size_t dr__link_pad(const dr_link_t *l, size_t n_bytes);
 /* Non-blocking: moves up to n bytes; returns how many (0: would block) or
  * -EPIPE when the peer went away (l->gone set). */
 long dr__link_send(dr_link_t *l, const uint8_t *src, size_t n);
+/* TCP only: nh bytes of head then n of src in one system call (one
+ * segment on the wire, one wake-up of the peer); returns how many in
+ * all, as dr__link_send. */
+long dr__link_send_head(dr_link_t *l, const uint8_t *head, size_t nh,
+                        const uint8_t *src, size_t n);
 /* Commits n bytes of padding; 1 done, 0 would block. */
 int dr__link_send_pad(dr_link_t *l, size_t n);
 
@@ -179,6 +185,53 @@ void dr__pg_abort(dr_pg_t *pg, const dr_pg_fail_t *f);
 /* Runs w on the ring. 0, or a failure code with *f filled. */
 int dr__coll_run(dr_pg_t *pg, dr_work_t *w, uint64_t deadline_ns,
                  dr_pg_fail_t *f);
+
+/* ---- coll_hdr.c -------------------------------------------------------- */
+
+/* Every collective, on every link, starts with this header (then, on
+ * shared memory, padding to DR_PG_SHM_ALIGN); each rank sends its own to
+ * the right and checks its left neighbour's before any of its data. */
+#define DR_COLL_HDR_BYTES 32u
+
+typedef struct {
+  uint64_t seq;     /* the group's collective counter: 1, 2, ... */
+  uint64_t n_bytes; /* dr_work_t's n_bytes; 0 for a barrier */
+  uint32_t kind;    /* dr_work_kind_t */
+  uint32_t op;      /* all-reduce: dr_pg_op_t; else 0 */
+  uint32_t root;    /* broadcast: the root rank; else 0 */
+} dr_coll_hdr_t;
+
+/* What differs between two headers: a mask of these (0: in step). */
+enum {
+  DR_HDR_SEQ = 1u << 0,
+  DR_HDR_KIND = 1u << 1,
+  DR_HDR_OP = 1u << 2,
+  DR_HDR_ROOT = 1u << 3,
+  DR_HDR_SIZE = 1u << 4
+};
+
+/* "allreduce", "broadcast", ...; "collective" for an unknown kind. */
+const char *dr__work_kind_name(uint32_t kind);
+void dr__coll_hdr_of(const dr_work_t *w, dr_coll_hdr_t *h);
+void dr__coll_hdr_encode(uint8_t out[DR_COLL_HDR_BYTES],
+                         const dr_coll_hdr_t *h);
+/* 0, or -1 for bytes that are not a header (bad magic). */
+int dr__coll_hdr_decode(const uint8_t in[DR_COLL_HDR_BYTES],
+                        dr_coll_hdr_t *h);
+unsigned dr__coll_hdr_diff(const dr_coll_hdr_t *mine,
+                           const dr_coll_hdr_t *peer);
+/* "allreduce #553 of 34.0 KiB", "broadcast #12 of 4 B from rank 0",
+ * "barrier #9"; with_op adds an all-reduce's op: "allreduce (sum) #5 of
+ * 8 B". */
+void dr__coll_hdr_describe(const dr_coll_hdr_t *h, int with_op, char *out,
+                           size_t out_len);
+/* Checks the header bytes that peer_rank sent against this rank's own:
+ * 0 when they match, else DR_PG_EMISMATCH with *f filled ("out of step:
+ * rank 1 is in allreduce #553 of 4 B, rank 0 in allreduce #553 of 34.0
+ * KiB"). */
+int dr__coll_hdr_check(const uint8_t peer_bytes[DR_COLL_HDR_BYTES],
+                       const dr_coll_hdr_t *mine, uint32_t my_rank,
+                       uint32_t peer_rank, dr_pg_fail_t *f);
 
 /* ---- helpers ----------------------------------------------------------- */
 

@@ -13,10 +13,15 @@
 #include "train_device.h"
 
 /* A failure during the run: the communicator is aborted so no peer waits
- * on this rank, and train exits 4. */
+ * on this rank, and train exits 4. First its last collectives are
+ * reported: a wait past its deadline is most often a collective that
+ * does not end (a peer gone, stuck, or out of step). */
 static int failed(dr_run_t *r, const char *what) {
   fprintf(stderr, "train: rank %u: %s failed on cuda:%d (exit %d)\n", r->rank,
           what, r->gpu->device, DR_TRAIN_ETIMEOUT);
+  char why[160];
+  snprintf(why, sizeof(why), "%s failed on cuda:%d", what, r->gpu->device);
+  dr_nccl_report(r->gpu->nccl, why);
   dr_nccl_abort(r->gpu->nccl);
   return DR_TRAIN_ETIMEOUT;
 }
@@ -314,7 +319,10 @@ static int gpu_backward(dr_run_t *r, float scale, int accumulate,
 /* The gradient all-reduce could not be launched (dr_reducer_wait fails on
  * the GPU only for that: the host never waits for the stream-ordered
  * all-reduces): no peer may wait for the collectives this rank misses. */
-static void gpu_abort(dr_run_t *r) { dr_nccl_abort(r->gpu->nccl); }
+static void gpu_abort(dr_run_t *r) {
+  dr_nccl_report(r->gpu->nccl, "a gradient all-reduce could not be launched");
+  dr_nccl_abort(r->gpu->nccl);
+}
 
 /* After the last all-reduce on the communication stream, then the step's
  * end mark; the slot is harvested later. */
@@ -328,6 +336,28 @@ static int gpu_optimize(dr_run_t *r, uint64_t step) {
   if (record(sl->end, g->compute) != 0)
     return failed(r, "marking the step's end");
   sl->used = 1;
+  return 0;
+}
+
+static int alloc_test_buf(dr_gpu_t *g) {
+  if (g->test_buf == NULL) {
+    CUDA_CHECK(cudaMalloc((void **)&g->test_buf, sizeof(float)));
+    CUDA_CHECK(cudaMemsetAsync(g->test_buf, 0, sizeof(float), g->comm));
+  }
+  return 0;
+}
+
+/* DDPRUN_COLL_TEST_EXTRA: one NCCL all-reduce more than the peers issue,
+ * on the communication stream before the step's buckets. NCCL cannot
+ * tell: the ranks' collectives pair up wrongly and hang until the
+ * deadline of a later wait, which then prints each rank's last
+ * collectives (nccl_backend.c). */
+static int gpu_test_allreduce(dr_run_t *r) {
+  dr_gpu_t *g = r->gpu;
+  if (alloc_test_buf(g) != 0)
+    return failed(r, "the extra all-reduce's buffer (test hook)");
+  if (dr_nccl_allreduce_avg(g->nccl, g->test_buf, 1, g->comm) != 0)
+    return failed(r, "the extra all-reduce (test hook)");
   return 0;
 }
 
@@ -413,6 +443,7 @@ const dr_train_device_t dr__gpu_train_device = {
     .abort = gpu_abort,
     .loss = gpu_loss,
     .harvest = gpu_harvest,
+    .test_allreduce = gpu_test_allreduce,
     .eval_begin = gpu_eval_begin,
     .eval_batch = gpu_eval_batch,
     .eval_end = gpu_eval_end,

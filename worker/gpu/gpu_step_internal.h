@@ -56,6 +56,7 @@ struct dr_gpu {
   int have_last_end;
   uint64_t mem_peak;       /* bytes: the most device memory seen in use
                               (dr__gpu_sample_mem) */
+  float *test_buf;         /* device: one float for DDPRUN_COLL_TEST_EXTRA */
 };
 
 /* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:

@@ -184,6 +184,7 @@ void dr_gpu_train_close(dr_run_t *r) {
     cublasDestroy(g->blas);
   cudaFree(g->loss_acc);
   cudaFree(g->count);
+  cudaFree(g->test_buf);
   if (g->readback != NULL)
     cudaFreeHost(g->readback);
   if (g->readback_done != NULL)

@@ -12,14 +12,24 @@
 #include <nccl.h>
 
 #include "client.h"
+#include "coll_history.h"
 #include "errors.h"
 #include "gpu_check.h"
+
+/* Collectives named on stderr in a report (all kept go to the file). */
+#define REPORT_LAST 8
 
 struct dr_nccl {
   ncclComm_t comm;
   uint32_t rank, world;
   uint32_t timeout_ms;
   int broken;
+  int reported; /* the history was reported once: later failures are its
+                   consequences */
+  /* The collectives enqueued, and for each slot the event recorded on
+   * its stream after it (done[i] NULL: none could be created). */
+  dr_coll_history_t hist;
+  cudaEvent_t done[DR_COLL_HISTORY];
 };
 
 /* The n-th communicator this process creates: the same on every rank
@@ -30,6 +40,12 @@ static uint64_t now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static void nap(void) {
@@ -178,8 +194,54 @@ int dr_nccl_init(const dr_pg_config_t *cfg, dr_nccl_t **out, char *err,
     free(n);
     return rc;
   }
+  /* Without an event a collective's state stays unknown in the
+   * history: no reason to fail the run. */
+  for (int i = 0; i < DR_COLL_HISTORY; i++)
+    if (cudaEventCreateWithFlags(&n->done[i], cudaEventDisableTiming) !=
+        cudaSuccess)
+      n->done[i] = NULL;
   *out = n;
   return 0;
+}
+
+/* Reads each kept collective's state from its event. Before an abort:
+ * after it, kernels end and events complete whatever the peers did. */
+static void update_states(dr_nccl_t *n) {
+  size_t len = dr_coll_history_len(&n->hist);
+  for (size_t k = 0; k < len; k++) {
+    size_t slot;
+    dr_coll_entry_t *e = dr_coll_history_at(&n->hist, k, &slot);
+    if (e->state != DR_COLL_PENDING)
+      continue;
+    cudaError_t q = cudaEventQuery(n->done[slot]);
+    if (q == cudaSuccess)
+      e->state = DR_COLL_DONE;
+    else if (q != cudaErrorNotReady)
+      e->state = DR_COLL_UNKNOWN;
+  }
+}
+
+void dr_nccl_report(dr_nccl_t *n, const char *why) {
+  if (n == NULL || n->reported)
+    return;
+  n->reported = 1;
+  if (!n->broken && n->comm != NULL)
+    update_states(n);
+  uint64_t now = now_us();
+  char line[1536], path[4096], where[4200] = "";
+  dr_coll_history_line(&n->hist, REPORT_LAST, now, line, sizeof(line));
+  if (dr_coll_history_path(path, sizeof(path)) == 0) {
+    int rc = dr_coll_history_write(&n->hist, n->rank, n->world, why, now,
+                                   path);
+    if (rc == 0)
+      snprintf(where, sizeof(where), "; the last %zu in %s",
+               dr_coll_history_len(&n->hist), path);
+    else
+      snprintf(where, sizeof(where), "; cannot write %s (%s)", path,
+               strerror(-rc));
+  }
+  fprintf(stderr, "train: rank %u: last collectives (NCCL, of %llu): %s%s\n",
+          n->rank, (unsigned long long)n->hist.n, line, where);
 }
 
 void dr_nccl_abort(dr_nccl_t *n) {
@@ -188,6 +250,12 @@ void dr_nccl_abort(dr_nccl_t *n) {
   ncclCommAbort(n->comm);
   n->comm = NULL;
   n->broken = 1;
+}
+
+static void free_events(dr_nccl_t *n) {
+  for (int i = 0; i < DR_COLL_HISTORY; i++)
+    if (n->done[i] != NULL)
+      cudaEventDestroy(n->done[i]);
 }
 
 void dr_nccl_destroy(dr_nccl_t **np) {
@@ -205,6 +273,7 @@ void dr_nccl_destroy(dr_nccl_t **np) {
     else
       ncclCommAbort(n->comm);
   }
+  free_events(n);
   free(n);
   *np = NULL;
 }
@@ -213,6 +282,9 @@ int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
                           cudaStream_t s) {
   if (n->broken || n->comm == NULL)
     return DR_GPU_ENCCL;
+  size_t slot = dr_coll_history_add(&n->hist, "allreduce",
+                                    (uint64_t)n_elems * sizeof(float),
+                                    now_us());
   NCCL_CHECK(ncclAllReduce(buf, buf, n_elems, ncclFloat32, ncclAvg, n->comm,
                            s));
   /* A non-blocking communicator may still be enqueueing: the call is
@@ -222,9 +294,16 @@ int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
                   sizeof(err));
   if (rc != 0) {
     dr__gpu_fail(rc, __FILE__, __LINE__, "ncclAllReduce", err);
+    dr_nccl_report(n, err);
     dr_nccl_abort(n);
+    return rc;
   }
-  return rc;
+  dr_coll_entry_t *e = &n->hist.slot[slot];
+  e->state = n->done[slot] != NULL &&
+                     cudaEventRecord(n->done[slot], s) == cudaSuccess
+                 ? DR_COLL_PENDING
+                 : DR_COLL_UNKNOWN;
+  return 0;
 }
 
 int dr_nccl_poll(void *arg) {
@@ -237,8 +316,12 @@ int dr_nccl_poll(void *arg) {
   ncclResult_t r = ncclCommGetAsyncError(n->comm, &state);
   if (r == ncclSuccess && (state == ncclSuccess || state == ncclInProgress))
     return 0;
+  const char *what = ncclGetErrorString(r != ncclSuccess ? r : state);
   dr__gpu_fail(DR_GPU_ENCCL, __FILE__, __LINE__, "ncclCommGetAsyncError",
-               ncclGetErrorString(r != ncclSuccess ? r : state));
+               what);
+  char why[256];
+  snprintf(why, sizeof(why), "the NCCL communicator reported: %s", what);
+  dr_nccl_report(n, why);
   dr_nccl_abort(n);
   return DR_GPU_ENCCL;
 }

@@ -14,6 +14,14 @@
  * (ncclCommAbort), which also unblocks kernels waiting for a dead peer.
  * Codes: DR_GPU_ETIMEOUT, DR_GPU_ENCCL (gpu_check.h); train exits 3 when
  * set-up fails and 4 when a collective fails.
+ *
+ * NCCL does not check that the ranks' collectives match (the CPU process
+ * group does): ranks out of step hang until a deadline. So each
+ * communicator keeps the last DR_COLL_HISTORY collectives it enqueued
+ * (coll_history.h), each with an event recorded after it, and a failure
+ * (a wait past its deadline, an asynchronous error, an enqueue that does
+ * not complete) reports them once, before the abort: the last few on
+ * stderr, all in nccl_collectives.txt beside DDPRUN_ERROR_FILE.
  */
 #ifndef DR_NCCL_BACKEND_H
 #define DR_NCCL_BACKEND_H
@@ -57,6 +65,17 @@ int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
 /* A dr_gpu_poll_fn: 0 while the communicator is healthy; else prints the
  * asynchronous error, aborts, and returns DR_GPU_ENCCL. arg: dr_nccl_t. */
 int dr_nccl_poll(void *arg);
+
+/* Reports the history (at most once per communicator; later failures
+ * are consequences): reads each collective's state from its event, prints
+ *   train: rank 3: last collectives (NCCL, of 553): #546 allreduce 25.0
+ *   MiB done, ..., #553 allreduce 4 B pending since 31.2 s; the last 64
+ *   in /.../attempt_0/3/nccl_collectives.txt
+ * and writes the file (coll_history.h). why: "waiting for a step
+ * failed", for the file. Call before dr_nccl_abort (which this backend's
+ * own failures do: an asynchronous error, an enqueue that does not
+ * complete). */
+void dr_nccl_report(dr_nccl_t *n, const char *why);
 
 /* "NCCL 2.28.9" (the library loaded, not the headers). */
 void dr_nccl_version(char *buf, size_t len);
