@@ -91,9 +91,8 @@ void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
 
 /* ---- worker exits ------------------------------------------------------ */
 
-/* A new failure record for local rank lr (pid 0 when it never ran), or
- * NULL when the list is full. */
-static dr_failure_rec_t *new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid) {
+dr_failure_rec_t *dr__agent_new_failure(dr_agent_t *ag, uint32_t lr,
+                                        pid_t pid) {
   if (ag->n_fails >= sizeof(ag->fails) / sizeof(ag->fails[0]))
     return NULL;
   dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
@@ -107,7 +106,7 @@ static dr_failure_rec_t *new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid) {
 }
 
 static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
-  dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
+  dr_failure_rec_t *f = dr__agent_new_failure(ag, w->local_rank, w->pid);
   if (f == NULL)
     return;
   f->exit_code = w->exit_code;
@@ -233,7 +232,7 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
     int code = config                              ? DR_EXIT_CONFIG
                : rc == -EAGAIN || rc == -ENOMEM    ? DR_EXIT_NOMEM
                                                    : 1;
-    dr_failure_rec_t *f = new_failure(
+    dr_failure_rec_t *f = dr__agent_new_failure(
         ag, ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0, 0);
     if (f != NULL) {
       f->exit_code = code;
@@ -247,66 +246,6 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
     if (config)
       dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
-  }
-}
-
-/* 1 when pid is stopped (SIGSTOP, a debugger): state T or t. */
-static int process_stopped(pid_t pid) {
-  char path[64], buf[512];
-  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (f == NULL)
-    return 0;
-  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
-  return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
-}
-
-/* A worker that reported progress and then stopped reporting for
- * --hang-timeout is treated as failed (exit code 4). */
-static void on_hang_timer(uv_timer_t *t) {
-  dr_agent_t *ag = t->data;
-  if (ag->state != DR_AG_RUNNING || ag->w == NULL)
-    return;
-  uint64_t now = uv_now(&ag->loop);
-  for (uint32_t i = 0; i < ag->nproc; i++) {
-    dr_worker_t *w = &ag->w[i];
-    if (!w->alive)
-      continue;
-    dr_progress_sample_t smp = dr_progress_read(ag->progress, i);
-    if (smp.seq != w->progress_seq) {
-      w->progress_seq = smp.seq;
-      w->progress_step = smp.step;
-      w->progress_ms = now;
-      continue;
-    }
-    /* A stopped process is the hang itself; ranks that merely wait for
-     * it in a collective are judged a little later, so that the agent of
-     * the stopped one names the right rank first. */
-    uint64_t limit = ag->o->hang_timeout_ms;
-    if (!process_stopped(w->pid))
-      limit += limit / 2;
-    if (w->progress_seq == 0 || now - w->progress_ms <= limit)
-      continue;
-    double idle = (now - w->progress_ms) / 1000.0;
-    DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) made no progress "
-            "for %.1f s after step %llu; treating it as hung", w->rank,
-            w->local_rank, (int)w->pid, idle,
-            (unsigned long long)w->progress_step);
-    dr_failure_rec_t *f = new_failure(ag, w->local_rank, w->pid);
-    if (f != NULL) {
-      f->exit_code = DR_EXIT_TIMEOUT;
-      f->kind = DR_FAIL_HANG;
-      snprintf(f->message, sizeof(f->message), "hung: no progress for %.1f s "
-               "after step %llu (--hang-timeout %.1f s)", idle,
-               (unsigned long long)w->progress_step,
-               ag->o->hang_timeout_ms / 1000.0);
-      dr__agent_report_failure(ag, f);
-    }
-    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
-    return;
   }
 }
 
@@ -489,11 +428,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   early_signals(&early);
   pthread_sigmask(SIG_UNBLOCK, &early, NULL);
 
-  if (ag->o->hang_timeout_ms > 0) {
-    uint64_t every = ag->o->hang_timeout_ms / 4;
-    every = every < 50 ? 50 : every > 1000 ? 1000 : every;
-    uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
-  }
+  if (dr__hang_start(ag) != 0)
+    DR_SAY(DR_LOG_WARN, "out of memory: --hang-timeout is not watched");
   ag->start_ms = uv_now(&ag->loop);
   if (dr__agent_session_start(ag) != 0) {
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
@@ -503,6 +439,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   int code = ag->stop.exit_code;
   dr_events_emit(ag->events, "exit_agent", ",\"exit_code\":%d", code);
   dr_events_close(&ag->events);
+  dr__hang_free(ag);
   dr_progress_close(&ag->progress);
   nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   dr_watchdog_stop(&ag->watchdog_fd, cfg->watchdog_pid);

@@ -244,6 +244,7 @@ struct dr_agent {
   struct dr_progress *progress;
   char progress_path[300];
   uv_timer_t hang_timer;
+  struct dr_hang *hang;      /* --hang-timeout's watch (hang.c), or NULL */
   int arz_ready;             /* the connection is up and authenticated */
   int reconnecting;          /* connecting again after losing the server */
   int resume_pending;        /* RESUME sent, no answer yet */
@@ -270,6 +271,11 @@ int dr__workers_groups_empty(dr_agent_t *ag);
 void dr__workers_reap(dr_agent_t *ag);
 void dr__workers_drain(dr_worker_t *w);
 void dr__workers_close(dr_agent_t *ag);
+/* The directory of worker w's files in this attempt, created, and kept
+ * after ddprun exits: under --log-dir, else under a new directory in
+ * TMPDIR. 0 or a negative code. */
+int dr__workers_kept_dir(dr_agent_t *ag, const dr_worker_t *w, char *out,
+                         size_t n);
 /* sighold.c: forwarding a signal that is not a stop to workers once they
  * catch, ignore or block it, or --signal-hold after their start. */
 void dr__sighold_init(dr_agent_t *ag);
@@ -294,6 +300,16 @@ void dr__agent_finish(dr_agent_t *ag);
  * workers. */
 void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a);
 void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
+/* A new failure record of this generation for local rank lr (pid 0 when
+ * it never ran), or NULL when the list is full. */
+dr_failure_rec_t *dr__agent_new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid);
+
+/* hang.c: --hang-timeout's watch of the local workers: progress reports,
+ * CPU time and GPU use, the culprit, and every rank's stack. Starts
+ * ag->hang_timer when the option is set: 0, or -ENOMEM. */
+int dr__hang_start(dr_agent_t *ag);
+/* After the loop has ended: frees the watch. */
+void dr__hang_free(dr_agent_t *ag);
 
 /* agent_session.c: the session with the rendezvous server. */
 /* Connects and starts the heartbeats: 0, or -1 (said on stderr). */

@@ -29,6 +29,24 @@ static int spec_used(const dr_std_spec_t *s) {
   return 0;
 }
 
+/* A new directory for files that outlive the agent when there is no
+ * --log-dir (logs of --redirects/--tee, stacks of a hang): made once,
+ * NULL when it cannot be. *made is set when this call made it. */
+static const char *kept_root(dr_agent_t *ag, int *made) {
+  *made = 0;
+  if (ag->kept_root[0] == '\0') {
+    const char *t = getenv("TMPDIR");
+    snprintf(ag->kept_root, sizeof(ag->kept_root), "%s/ddprun-logs-XXXXXX",
+             t != NULL && t[0] != '\0' ? t : "/tmp");
+    if (mkdtemp(ag->kept_root) == NULL) {
+      ag->kept_root[0] = '\0';
+      return NULL;
+    }
+    *made = 1;
+  }
+  return ag->kept_root;
+}
+
 /* Where log files go: --log-dir, or (as torchrun does for --redirects and
  * --tee without one) a new directory that is kept and announced; else the
  * private directory removed at exit, which holds only error files. */
@@ -37,17 +55,26 @@ static const char *files_root(dr_agent_t *ag) {
     return ag->o->log_dir;
   if (!spec_used(&ag->o->redirects) && !spec_used(&ag->o->tee))
     return ag->tmp_root;
-  if (ag->kept_root[0] == '\0') {
-    const char *t = getenv("TMPDIR");
-    snprintf(ag->kept_root, sizeof(ag->kept_root), "%s/ddprun-logs-XXXXXX",
-             t != NULL && t[0] != '\0' ? t : "/tmp");
-    if (mkdtemp(ag->kept_root) == NULL) {
-      ag->kept_root[0] = '\0';
-      return ag->tmp_root;
-    }
-    DR_SAY(DR_LOG_INFO, "worker logs go to %s", ag->kept_root);
-  }
-  return ag->kept_root;
+  int made;
+  const char *root = kept_root(ag, &made);
+  if (root == NULL)
+    return ag->tmp_root;
+  if (made)
+    DR_SAY(DR_LOG_INFO, "worker logs go to %s", root);
+  return root;
+}
+
+int dr__workers_kept_dir(dr_agent_t *ag, const dr_worker_t *w, char *out,
+                         size_t n) {
+  int made;
+  const char *root = ag->o->log_dir != NULL ? ag->o->log_dir
+                                            : kept_root(ag, &made);
+  if (root == NULL)
+    return -EIO;
+  if (snprintf(out, n, "%s/%s/attempt_%u/%u", root, ag->o->rdzv_id,
+               ag->asg.restart_count, w->rank) >= (int)n)
+    return -ENAMETOOLONG;
+  return dr_mkdirs(out);
 }
 
 /* The directory of one rank's files in this attempt. */

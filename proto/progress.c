@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -11,8 +12,15 @@
 typedef struct {
   _Atomic uint64_t seq;
   _Atomic uint64_t step;
-  char pad[DR_PROGRESS_SLOT_BYTES - 2 * sizeof(uint64_t)];
+  _Atomic uint32_t flags;
+  char pad[DR_PROGRESS_SLOT_BYTES - 2 * sizeof(uint64_t) - sizeof(uint32_t)];
 } slot_t;
+
+_Static_assert(sizeof(slot_t) == DR_PROGRESS_SLOT_BYTES, "slot size");
+_Static_assert(offsetof(slot_t, seq) == DR_PROGRESS_OFF_SEQ, "seq offset");
+_Static_assert(offsetof(slot_t, step) == DR_PROGRESS_OFF_STEP, "step offset");
+_Static_assert(offsetof(slot_t, flags) == DR_PROGRESS_OFF_FLAGS,
+               "flags offset");
 
 struct dr_progress {
   slot_t *slots;
@@ -57,14 +65,16 @@ void dr_progress_reset(dr_progress_t *p, uint32_t i) {
   if (p != NULL && i < p->n) {
     atomic_store(&p->slots[i].seq, 0);
     atomic_store(&p->slots[i].step, 0);
+    atomic_store(&p->slots[i].flags, 0);
   }
 }
 
 dr_progress_sample_t dr_progress_read(const dr_progress_t *p, uint32_t i) {
-  dr_progress_sample_t s = {0, 0};
+  dr_progress_sample_t s = {0, 0, 0};
   if (p != NULL && i < p->n) {
-    s.seq = atomic_load(&p->slots[i].seq);
-    s.step = atomic_load(&p->slots[i].step);
+    s.seq = atomic_load_explicit(&p->slots[i].seq, memory_order_acquire);
+    s.step = atomic_load_explicit(&p->slots[i].step, memory_order_relaxed);
+    s.flags = atomic_load_explicit(&p->slots[i].flags, memory_order_relaxed);
   }
   return s;
 }
@@ -99,6 +109,8 @@ dr_progress_t *dr_progress_attach_env(void) {
   p->n_bytes = (size_t)size;
   p->n = (uint32_t)(p->n_bytes / sizeof(slot_t));
   p->mine = mine;
+  atomic_store_explicit(&p->slots[mine].flags, DR_PROGRESS_REPORTS,
+                        memory_order_relaxed);
   return p;
 }
 

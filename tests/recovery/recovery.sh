@@ -28,6 +28,13 @@
 #                   rank that waits for it in an all-reduce.
 #   hang_prompt     the same stop: the server restarts the group as soon as
 #                   the verdict on the stopped worker arrives.
+#   hang_busy       hangprobe (train's progress reports): rank 3 busy-loops
+#                   at a step while the others wait, blocked: rank 3 is the
+#                   one named (busy on the CPU), within S + 2 s, and every
+#                   rank's stack is in the summary and in stack.txt.
+#   hang_busy_cpu   the same in a program that does not report: rank 3,
+#                   busy while its peers use no CPU, is named.
+#   hang_sleep_cpu  ... rank 3 sleeps instead: named, by its stack.
 #   root_cause      --max-restarts 0, a worker SIGKILLed while its agent is
 #                   slow to notice: the peers that lost it are reported
 #                   first, but every ddprun exits 137 naming the SIGKILL.
@@ -37,10 +44,10 @@
 # keep each finished checkpoint that many ms before its rename
 # (DDPRUN_CKPT_TEST_DELAY_MS), which holds the job at a known step.
 #
-# Usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL
+# Usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL [HANGPROBE]
 set -u
-mode=${1:?usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL}
-rdzv=${2:?} ddprun=${3:?} train=${4:?} rtool=${5:?}
+mode=${1:?usage: recovery.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL [HANGPROBE]}
+rdzv=${2:?} ddprun=${3:?} train=${4:?} rtool=${5:?} hangprobe=${6:-}
 name=$mode
 # shellcheck source=lib.sh
 . "$(dirname "$0")/lib.sh"
@@ -383,8 +390,68 @@ hang | hang_blame | hang_prompt)
       fail "rank 3's last step ($step) is not given or before 300"
     echo "$named" | grep -q "rank 3 (local rank 1, pid $p3) made no progress" ||
       fail "ddprun did not name rank 3 (pid $p3) as hung"
-    echo "hang_blame: rank 3 named, after step $step"
+    grep -q "^ddprun: rank 3 is to blame: its processes are stopped" \
+      "$tmp/$k.err" || fail "rank 3 is not blamed for being stopped"
+    # Both local ranks' stacks, grouped, and in full beside their logs.
+    grep -A2 "^ddprun: where the ranks of this node are (stacks by " \
+      "$tmp/$k.err" | grep -q "^ddprun:   rank" ||
+      fail "no stacks of the ranks of $k: $(grep -A3 'where the ranks' "$tmp/$k.err")"
+    for r in 2 3; do
+      [ -s "$tmp/log.$k/$id/attempt_0/$r/stack.txt" ] ||
+        fail "no stack.txt of rank $r"
+    done
+    echo "hang_blame: rank 3 named, after step $step;" \
+      "$(grep -A3 '^ddprun: where the ranks' "$tmp/$k.err" | tr '\n' ' ')"
   fi
+  ;;
+
+hang_busy | hang_busy_cpu | hang_sleep_cpu)
+  # Rank 3 (node 1) gets stuck at step 150 (1.5 s in), the others wait for
+  # it, blocked; --max-restarts 0: the job ends with exit 4 on the verdict.
+  [ -n "$hangprobe" ] || fail "no hangprobe given"
+  how=spin
+  [ "$mode" = hang_sleep_cpu ] && how=sleep
+  probe_args=(--rank 3 --at 150 --how "$how" --marker "$tmp/")
+  [ "$mode" = hang_busy ] || probe_args+=(--no-report)
+  case $mode in
+  hang_busy) want="it is busy on the CPU" ;;
+  hang_busy_cpu) want="it is busy on the CPU while its peers wait" ;;
+  *) want="it sleeps" ;;
+  esac
+  server srv 2 0
+  s=$srv_pid
+  agent_opts=(--hang-timeout 3)
+  for n in n0 n1; do
+    agent $n 2 0 "$hangprobe" "${probe_args[@]}"
+    apid[$n]=$agent_pid
+  done
+  for n in n0 n1; do
+    finish "${apid[$n]}"; expect_rc $n "$rc" 4
+  done
+  finish "$s"; expect_rc srv "$rc" 4
+  all n0 n1
+  k=$(holder 1 3 n0 n1) || exit 1
+  first=$(events "$(ev srv)" failure | head -n 1)
+  echo "$first" | grep -q '"gen":1,"rank":3,"exit_code":4,"signal":0,"kind":"hang"' ||
+    fail "the first failure is not rank 3's hang:" \
+      "$(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p')"
+  grep -q "^ddprun: rank 3 is to blame: $want" "$tmp/$k.err" ||
+    fail "rank 3 is not blamed with '$want': $(grep 'to blame' "$tmp/all")"
+  [ "$(grep -c 'is to blame' "$tmp/all")" = 1 ] ||
+    fail "more than one rank blamed: $(grep 'to blame' "$tmp/all")"
+  stuck=$(sed -n 's/^.*hangprobe: rank 3 stuck at step 150 ([a-z]*) at \([0-9.]*\)$/\1/p' \
+    "$tmp/all" | head -n 1)
+  [ -n "$stuck" ] || fail "rank 3 did not say when it got stuck"
+  t_named=$(events "$(ev srv)" failure | head -n 1 | field time)
+  took=$(awk -v a="$stuck" -v b="$t_named" 'BEGIN { printf "%.2f", b - a }')
+  awk -v t="$took" 'BEGIN { exit !(t <= 5.0) }' ||
+    fail "rank 3 was named $took s after it got stuck, not within 5 s"
+  grep -A2 "^ddprun: where the ranks of this node are (stacks by " \
+    "$tmp/$k.err" | grep -q "^ddprun:   rank.* 3: " ||
+    fail "no stack of rank 3: $(grep -A3 'where the ranks' "$tmp/$k.err")"
+  [ -s "$tmp/log.$k/$id/attempt_0/3/stack.txt" ] || fail "no stack.txt of rank 3"
+  echo "$mode: rank 3 named $took s after it got stuck ($how):"
+  grep -A3 "^ddprun: rank 3 is to blame" "$tmp/$k.err"
   ;;
 
 root_cause)

@@ -1,0 +1,489 @@
+/* --hang-timeout: the watch of the local workers. Every poll samples each
+ * rank's progress (its slot, when it reports), the CPU time and state of
+ * its process group, and its GPU; stall.h decides who is stalled and who
+ * is to blame. Once a rank has stalled, every local rank's stack is taken
+ * (off the loop, on libuv's thread pool) before the verdict: the stacks
+ * help name the culprit, and go to the failure summary and to stack.txt
+ * beside the rank's logs. The verdict is a failure with exit code 4, as a
+ * worker's own timeout would be. */
+#include "agent_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "events.h"
+#include "exit_codes.h"
+#include "log.h"
+#include "nvml.h"
+#include "pgstat.h"
+#include "progress.h"
+#include "stacks.h"
+#include "stall.h"
+
+typedef struct {
+  pid_t pid;      /* the worker this state is of; 0 before one started */
+  dr_stall_t cpu;
+} hang_rank_t;
+
+typedef struct {
+  uv_work_t req;
+  struct dr_hang *h;
+  uint64_t episode;
+  size_t n;
+  int timeout_ms;
+  dr_stack_req_t *reqs;
+  dr_stack_t *out;
+  uint64_t took_ms;
+} collect_t;
+
+struct dr_hang {
+  dr_agent_t *ag;
+  dr_stall_cfg_t cfg;
+  uint32_t n;
+  hang_rank_t *r;
+  pid_t *pgids;
+  dr_pgstat_t *ps;
+  dr_rank_view_t *views;
+  uint64_t episode;   /* bumped when a stall begins or ends */
+  int stalled;        /* in a stall: a rank is stalled */
+  int collecting;     /* a collection of this agent is in flight */
+  collect_t *done;    /* the stacks of this stall, or NULL */
+  int budget_ms;      /* what collecting the stacks may take */
+  uint64_t wait_ms;   /* when a waiting rank is named */
+  int said_cpu;       /* said how ranks that do not report are judged */
+  dr_nvml_t *nvml;
+  int nvml_tried;
+  pid_t *busy_pgrp;   /* process groups of the processes NVML saw busy */
+};
+
+static void tick(struct dr_hang *h);
+
+/* ---- the stacks, off the loop ---------------------------------------- */
+
+static void collect_free(collect_t *c) {
+  if (c == NULL)
+    return;
+  for (size_t i = 0; i < c->n; i++)
+    dr_stack_free(&c->out[i]);
+  free(c->reqs);
+  free(c->out);
+  free(c);
+}
+
+static void collect_work(uv_work_t *req) {
+  collect_t *c = req->data;
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  dr_stacks_collect_all(c->reqs, c->n, c->timeout_ms, c->out);
+  clock_gettime(CLOCK_MONOTONIC, &b);
+  c->took_ms = (uint64_t)((b.tv_sec - a.tv_sec) * 1000 +
+                          (b.tv_nsec - a.tv_nsec) / 1000000);
+}
+
+static void collect_done(uv_work_t *req, int status) {
+  collect_t *c = req->data;
+  struct dr_hang *h = c->h;
+  h->collecting = 0;
+  if (status != 0 || c->episode != h->episode) {
+    collect_free(c);
+    return;
+  }
+  collect_free(h->done);
+  h->done = c;
+  tick(h); /* judge now, with the stacks */
+}
+
+/* Starts taking every live worker's stack (req[i] is local rank i, pid 0
+ * for the dead). */
+static void collect_start(struct dr_hang *h) {
+  dr_agent_t *ag = h->ag;
+  collect_t *c = calloc(1, sizeof(*c));
+  if (c != NULL) {
+    c->reqs = calloc(h->n, sizeof(*c->reqs));
+    c->out = calloc(h->n, sizeof(*c->out));
+  }
+  if (c == NULL || c->reqs == NULL || c->out == NULL) {
+    collect_free(c);
+    return;
+  }
+  c->h = h;
+  c->episode = h->episode;
+  c->n = h->n;
+  c->timeout_ms = h->budget_ms;
+  c->req.data = c;
+  for (uint32_t i = 0; i < h->n; i++) {
+    c->reqs[i].pid = ag->w[i].alive ? ag->w[i].pid : 0;
+    c->reqs[i].is_python = -1;
+  }
+  /* A dead worker's request is answered at once: no such process. */
+  if (uv_queue_work(&ag->loop, &c->req, collect_work, collect_done) != 0) {
+    collect_free(c);
+    return;
+  }
+  h->collecting = 1;
+}
+
+/* The stack of local rank i when it is still the same process. */
+static const dr_stack_t *stack_of(struct dr_hang *h, uint32_t i) {
+  if (h->done == NULL || i >= h->done->n)
+    return NULL;
+  const dr_stack_t *s = &h->done->out[i];
+  return s->pid != 0 && s->pid == h->ag->w[i].pid ? s : NULL;
+}
+
+/* ---- the verdict --------------------------------------------------------- */
+
+/* The tools used and what was missing, once each, for the summary. */
+static void tools_line(struct dr_hang *h, char *out, size_t n) {
+  char used[160] = "", missing[300] = "";
+  for (uint32_t i = 0; i < h->n; i++) {
+    const dr_stack_t *s = stack_of(h, i);
+    if (s == NULL)
+      continue;
+    if (s->tool[0] != '\0' && strstr(used, s->tool) == NULL)
+      snprintf(used + strlen(used), sizeof(used) - strlen(used), "%s%s",
+               used[0] != '\0' ? ", " : "", s->tool);
+    if (s->missing[0] != '\0' && missing[0] == '\0')
+      snprintf(missing, sizeof(missing), "%s", s->missing);
+  }
+  snprintf(out, n, "stacks by %s%s%s", used[0] != '\0' ? used : "no tool",
+           missing[0] != '\0' ? "; " : "", missing);
+}
+
+/* Writes every rank's stack to stack.txt beside its logs; the directory of
+ * the last one written into dir. */
+static void write_stacks(struct dr_hang *h, char *dir, size_t n) {
+  dr_agent_t *ag = h->ag;
+  dir[0] = '\0';
+  for (uint32_t i = 0; i < h->n; i++) {
+    const dr_stack_t *s = stack_of(h, i);
+    char d[900], path[1000];
+    if (s == NULL || dr__workers_kept_dir(ag, &ag->w[i], d, sizeof(d)) != 0)
+      continue;
+    snprintf(path, sizeof(path), "%s/stack.txt", d);
+    FILE *f = fopen(path, "w");
+    if (f == NULL) {
+      DR_SAY(DR_LOG_WARN, "cannot write %s (%s)", path, strerror(errno));
+      continue;
+    }
+    fprintf(f, "rank %u (local rank %u, pid %d): %s, %s\n", ag->w[i].rank, i,
+            (int)s->pid, s->tool[0] != '\0' ? s->tool : "no tool",
+            dr_place_name(s->place));
+    if (s->where[0] != '\0')
+      fprintf(f, "where: %s\n", s->where);
+    if (s->missing[0] != '\0')
+      fprintf(f, "missing: %s\n", s->missing);
+    fprintf(f, "\n%s", s->text != NULL ? s->text : "");
+    fclose(f);
+    snprintf(dir, n, "%s", d);
+  }
+}
+
+static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
+  dr_agent_t *ag = h->ag;
+  uint32_t i = (uint32_t)vd->named;
+  dr_worker_t *w = &ag->w[i];
+  const dr_rank_view_t *v = &h->views[i];
+  double S = ag->o->hang_timeout_ms / 1000.0;
+  double quiet = v->quiet_ms / 1000.0;
+  if (vd->why == DR_WHY_BUSY_PEERS_WAIT) /* its peers' silence */
+    for (uint32_t k = 0; k < h->n; k++)
+      if (h->views[k].alive && h->views[k].quiet_ms / 1000.0 > quiet)
+        quiet = h->views[k].quiet_ms / 1000.0;
+  const dr_stack_t *st = stack_of(h, i);
+  char first[400];
+  if (v->reports)
+    snprintf(first, sizeof(first), "hung: no progress for %.1f s after step "
+             "%llu (--hang-timeout %.1f s): %s", quiet,
+             (unsigned long long)w->progress_step, S,
+             dr_stall_why_text(vd->why));
+  else if (vd->why == DR_WHY_BUSY_PEERS_WAIT)
+    snprintf(first, sizeof(first), "hung: busy while its peers made no "
+             "progress for %.1f s (--hang-timeout %.1f s; judged by CPU time)",
+             quiet, S);
+  else
+    snprintf(first, sizeof(first), "hung: no progress for %.1f s: its "
+             "processes used no CPU time%s (--hang-timeout %.1f s): %s",
+             quiet, h->nvml != NULL ? " and its GPU ran nothing" : "", S,
+             dr_stall_why_text(vd->why));
+  if (v->reports)
+    DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) made no progress "
+            "for %.1f s after step %llu; treating it as hung", w->rank,
+            w->local_rank, (int)w->pid, quiet,
+            (unsigned long long)w->progress_step);
+  else
+    DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) made no progress "
+            "for %.1f s (judged by CPU time); treating it as hung", w->rank,
+            w->local_rank, (int)w->pid, quiet);
+  DR_SAY(DR_LOG_ERROR, "rank %u is to blame: %s%s%s", w->rank,
+          dr_stall_why_text(vd->why), st != NULL && st->where[0] ? ", at " : "",
+          st != NULL ? st->where : "");
+
+  char dir[900], tools[500], groups[1200];
+  write_stacks(h, dir, sizeof(dir));
+  tools_line(h, tools, sizeof(tools));
+  dr_rank_where_t *rw = calloc(h->n, sizeof(*rw));
+  size_t m = 0;
+  for (uint32_t k = 0; rw != NULL && k < h->n; k++) {
+    if (!ag->w[k].alive)
+      continue;
+    const dr_stack_t *s = stack_of(h, k);
+    rw[m++] = (dr_rank_where_t){ag->w[k].rank,
+                                s != NULL && s->where[0] ? s->where
+                                                         : "no stack"};
+  }
+  dr_stacks_group(rw, m, "\n", groups, sizeof(groups));
+  free(rw);
+  DR_SAY(DR_LOG_ERROR, "where the ranks of this node are (%s):", tools);
+  for (const char *p = groups; *p != '\0';) {
+    size_t len = strcspn(p, "\n");
+    DR_SAY(DR_LOG_ERROR, "  %.*s", (int)len, p);
+    p += len + (p[len] == '\n');
+  }
+  if (dir[0] != '\0') {
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+      *slash = '\0';
+    DR_SAY(DR_LOG_ERROR, "full stacks: %s/<rank>/stack.txt", dir);
+  }
+
+  dr_failure_rec_t *f = dr__agent_new_failure(ag, w->local_rank, w->pid);
+  if (f != NULL) {
+    f->exit_code = DR_EXIT_TIMEOUT;
+    f->kind = DR_FAIL_HANG;
+    char indented[1300];
+    size_t o = 0;
+    indented[0] = '\0';
+    for (const char *p = groups; *p != '\0' && o + 4 < sizeof(indented);) {
+      size_t len = strcspn(p, "\n");
+      o += (size_t)snprintf(indented + o, sizeof(indented) - o, "\n  %.*s",
+                            (int)len, p);
+      p += len + (p[len] == '\n');
+    }
+    int k = snprintf(f->message, sizeof(f->message), "%s\nwhere the ranks "
+                     "of this node are (%s):%s%s%s%s", first, tools, indented,
+                     dir[0] != '\0' ? "\nfull stacks: " : "", dir,
+                     dir[0] != '\0' ? "/<rank>/stack.txt" : "");
+    /* The server keeps the last 1000 bytes of a message: the verdict
+     * itself must be among them. */
+    if (k < 0 || k > 1000)
+      snprintf(f->message, sizeof(f->message), "%s\nat %s (%s)", first,
+               st != NULL && st->where[0] ? st->where : "an unknown place",
+               tools);
+    char esc[1500], esc2[600];
+    dr_events_emit(ag->events, "hang",
+                   ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
+                   "\"why\":\"%s\",\"where\":\"%s\",\"groups\":\"%s\"",
+                   (unsigned long long)ag->asg.gen, w->rank, w->local_rank,
+                   (int)w->pid, dr_stall_why_text(vd->why),
+                   dr_json_escape(st != NULL ? st->where : "", esc2,
+                                  sizeof(esc2)),
+                   dr_json_escape(groups, esc, sizeof(esc)));
+    dr__agent_report_failure(ag, f);
+  }
+  dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+}
+
+/* ---- polling ------------------------------------------------------------- */
+
+/* The GPU entry of local rank i: its binding, else its share of
+ * CUDA_VISIBLE_DEVICES, else its index. */
+static void gpu_entry(dr_agent_t *ag, uint32_t i, char *out, size_t n) {
+  if (ag->bind != NULL && ag->bind[i].have_gpu) {
+    snprintf(out, n, "%s", ag->bind[i].gpu);
+    return;
+  }
+  const char *cvd = getenv("CUDA_VISIBLE_DEVICES");
+  if (cvd == NULL) {
+    snprintf(out, n, "%u", i);
+    return;
+  }
+  size_t count = 0;
+  for (const char *p = cvd; *p != '\0'; p++)
+    count += *p == ',';
+  count++;
+  size_t want = i % count;
+  const char *p = cvd;
+  for (size_t k = 0; k < want; k++)
+    p = strchr(p, ',') + 1;
+  snprintf(out, n, "%.*s", (int)strcspn(p, ","), p);
+}
+
+/* Whether local rank i's GPU ran something since the last poll: one of
+ * its processes by NVML's per-process samples, else (where the device
+ * does not sample per process) the device it is bound to. */
+static int gpu_busy(struct dr_hang *h, uint32_t i, size_t n_busy) {
+  if (h->nvml == NULL)
+    return 0;
+  for (size_t k = 0; k < n_busy; k++)
+    if (h->busy_pgrp[k] == h->pgids[i])
+      return 1;
+  char dev[80];
+  gpu_entry(h->ag, i, dev, sizeof(dev));
+  if (dr_nvml_per_process(h->nvml, dev))
+    return 0;
+  return dr_nvml_device_busy(h->nvml, dev) == 1;
+}
+
+/* Said once, when the first rank is judged by its CPU time. */
+static void say_cpu(struct dr_hang *h, uint32_t i) {
+  dr_agent_t *ag = h->ag;
+  if (!h->nvml_tried) {
+    h->nvml_tried = 1;
+    char why[300];
+    if (dr_nvml_open(NULL, &h->nvml, why, sizeof(why)) != 0)
+      DR_SAY(DR_LOG_INFO, "rank %u does not report progress: judged by the "
+              "CPU time of its processes alone (no GPU utilisation: %s)",
+              ag->w[i].rank, why);
+    else
+      DR_SAY(DR_LOG_INFO, "rank %u does not report progress: judged by the "
+              "CPU time of its processes and the utilisation of its GPU "
+              "(NVML)", ag->w[i].rank);
+  }
+  h->said_cpu = 1;
+}
+
+static void tick(struct dr_hang *h) {
+  dr_agent_t *ag = h->ag;
+  if (ag->state != DR_AG_RUNNING || ag->w == NULL) {
+    if (h->stalled) {
+      h->stalled = 0;
+      h->episode++;
+      collect_free(h->done);
+      h->done = NULL;
+    }
+    return;
+  }
+  uint64_t now = uv_now(&ag->loop);
+  for (uint32_t i = 0; i < h->n; i++)
+    h->pgids[i] = ag->w[i].alive ? ag->w[i].pid : 0;
+  dr_pgstat_scan(NULL, h->pgids, h->n, h->ps);
+  dr_nvml_refresh(h->nvml);
+  const pid_t *busy = NULL;
+  size_t n_busy = dr_nvml_busy_pids(h->nvml, &busy);
+  if (n_busy > 0) {
+    pid_t *g = realloc(h->busy_pgrp, n_busy * sizeof(*g));
+    if (g == NULL)
+      n_busy = 0;
+    else
+      h->busy_pgrp = g;
+    for (size_t k = 0; k < n_busy; k++)
+      h->busy_pgrp[k] = dr_pgstat_pgrp(NULL, busy[k]);
+  }
+  for (uint32_t i = 0; i < h->n; i++) {
+    dr_worker_t *w = &ag->w[i];
+    hang_rank_t *r = &h->r[i];
+    dr_rank_view_t *v = &h->views[i];
+    memset(v, 0, sizeof(*v));
+    if (w->pid != r->pid) {
+      r->pid = w->pid;
+      dr_stall_start(&r->cpu, now);
+    }
+    if (!w->alive)
+      continue;
+    dr_stall_sample(&r->cpu, &h->cfg, now, &h->ps[i],
+                    gpu_busy(h, i, n_busy));
+    dr_progress_sample_t smp = dr_progress_read(ag->progress, i);
+    if (smp.seq != w->progress_seq) {
+      w->progress_seq = smp.seq;
+      w->progress_step = smp.step;
+      w->progress_ms = now;
+    }
+    v->alive = 1;
+    v->reports = (smp.flags & DR_PROGRESS_REPORTS) != 0 || smp.seq != 0;
+    if (v->reports)
+      v->quiet_ms = w->progress_seq != 0 ? now - w->progress_ms : 0;
+    else
+      v->quiet_ms = dr_stall_quiet_ms(&r->cpu, &h->cfg);
+    v->stopped = h->ps[i].stopped;
+    v->disk_wait = h->ps[i].disk_wait;
+    v->busy = dr_stall_cpu_pct(&r->cpu, &h->cfg, DR_STALL_BUSY_OVER_MS) >=
+              DR_STALL_BUSY_PCT;
+    const dr_stack_t *s = stack_of(h, i);
+    v->place = s != NULL ? s->place : DR_PLACE_UNKNOWN;
+    if (!v->reports && !h->said_cpu &&
+        now - r->cpu.start_ms >= ag->o->hang_timeout_ms / 2)
+      say_cpu(h, i);
+  }
+  dr_verdict_t vd = dr_stall_judge(h->views, h->n, ag->o->hang_timeout_ms,
+                                   h->wait_ms);
+  if (vd.stalled == 0) {
+    if (h->stalled) { /* progress again: a new stall starts afresh */
+      h->stalled = 0;
+      h->episode++;
+      collect_free(h->done);
+      h->done = NULL;
+    }
+    return;
+  }
+  if (!h->stalled) {
+    h->stalled = 1;
+    h->episode++;
+  }
+  if (h->collecting)
+    return;
+  if (h->done == NULL || h->done->episode != h->episode) {
+    collect_start(h);
+    if (h->collecting)
+      return;
+  }
+  if (vd.named >= 0)
+    declare(h, &vd); /* stops the group: no further verdict */
+}
+
+static void on_hang_timer(uv_timer_t *t) {
+  dr_agent_t *ag = t->data;
+  if (ag->hang != NULL)
+    tick(ag->hang);
+}
+
+int dr__hang_start(dr_agent_t *ag) {
+  if (ag->o->hang_timeout_ms == 0)
+    return 0;
+  struct dr_hang *h = calloc(1, sizeof(*h));
+  if (h == NULL)
+    return -ENOMEM;
+  h->ag = ag;
+  h->n = ag->nproc;
+  h->r = calloc(h->n, sizeof(*h->r));
+  h->pgids = calloc(h->n, sizeof(*h->pgids));
+  h->ps = calloc(h->n, sizeof(*h->ps));
+  h->views = calloc(h->n, sizeof(*h->views));
+  if (h->r == NULL || h->pgids == NULL || h->ps == NULL || h->views == NULL) {
+    ag->hang = h;
+    dr__hang_free(ag);
+    return -ENOMEM;
+  }
+  uint32_t S = ag->o->hang_timeout_ms;
+  h->cfg.timeout_ms = S;
+  h->cfg.hz = sysconf(_SC_CLK_TCK);
+  if (h->cfg.hz <= 0)
+    h->cfg.hz = 100;
+  h->budget_ms = (int)(S / 4 < 500 ? 500 : S / 4 > 10000 ? 10000 : S / 4);
+  h->wait_ms = (uint64_t)S + S / 2 + (uint64_t)h->budget_ms;
+  ag->hang = h;
+  uint64_t every = S / 10;
+  every = every < 50 ? 50 : every > 500 ? 500 : every;
+  uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
+  return 0;
+}
+
+void dr__hang_free(dr_agent_t *ag) {
+  struct dr_hang *h = ag->hang;
+  if (h == NULL)
+    return;
+  collect_free(h->done);
+  dr_nvml_close(&h->nvml);
+  free(h->busy_pgrp);
+  free(h->r);
+  free(h->pgids);
+  free(h->ps);
+  free(h->views);
+  free(h);
+  ag->hang = NULL;
+}
