@@ -180,8 +180,8 @@ typedef struct {
                               them (sighold.c) */
   /* Its progress as `ddprun status` shows it (agent_session.c): the
    * slot's last reading, when its step last changed (loop ms, 0: never),
-   * and its step rate (steps/s, < 0 unknown) over samples a second or
-   * more apart. */
+   * and its step rate (steps/s, < 0 unknown), smoothed over samples
+   * half a second or more apart. */
   uint64_t st_seq, st_step, st_change_ms;
   uint64_t st_rate_ms, st_rate_step;
   double st_rate;

@@ -298,7 +298,7 @@ static void track(dr_agent_t *ag, dr_worker_t *w, uint64_t now) {
     w->st_rate_ms = now;
     w->st_rate_step = smp.step;
     w->st_rate = -1;
-  } else if (now - w->st_rate_ms >= 1000) {
+  } else if (now - w->st_rate_ms >= 500) {
     uint64_t d = smp.step >= w->st_rate_step ? smp.step - w->st_rate_step : 0;
     double inst = (double)d * 1000.0 / (double)(now - w->st_rate_ms);
     w->st_rate = w->st_rate < 0 ? inst : 0.5 * inst + 0.5 * w->st_rate;

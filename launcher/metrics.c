@@ -213,16 +213,17 @@ static void render_round(dr_server_t *s, dr_buf_t *b) {
         fig.joined);
   gauge(b, "round_nodes_needed",
         "More nodes the forming round needs before it can complete (to "
-        "--nnodes MIN, and to every node rank asked for); 0 while no round "
-        "forms.",
+        "--nnodes MIN, and to every node rank asked for); 0 while a round "
+        "runs or the job is done.",
         fig.needed);
   gauge(b, "round_waiting_seconds",
         "How long the forming round has waited since its first node "
         "joined; 0 while no round forms.",
         (double)fig.waited_ms / 1000.0);
   family(b, "round_node_info", "gauge",
-         "Always 1: one series per node in the forming round, with its "
-         "host and the node rank it asked for (any: none).");
+         "Always 1: one series per node in the forming round, with the node "
+         "rank it asked for (any: none), its host and the address it "
+         "connected from.");
   char esc[600];
   for (size_t i = 0; r->state == DR_JOB_FORMING && i < r->n_round; i++) {
     const dr_node_t *x = r->round[i];
@@ -231,8 +232,11 @@ static void render_round(dr_server_t *s, dr_buf_t *b) {
       snprintf(rank, sizeof(rank), "%" PRIu64, x->req_rank);
     else
       snprintf(rank, sizeof(rank), "any");
-    put(b, "ddprun_rdzv_round_node_info{node=\"%s\",host=\"%s\"} 1\n", rank,
-        label_escape(x->host, esc, sizeof(esc)));
+    /* The peer keeps two nodes of one host apart. */
+    put(b, "ddprun_rdzv_round_node_info{node=\"%s\",host=\"%s\",peer=\"%s\"} "
+           "1\n",
+        rank, label_escape(x->host, esc, sizeof(esc)),
+        x->conn != NULL ? x->conn->peer : "gone");
   }
   family(b, "round_rank_missing", "gauge",
          "Always 1: one series per node rank that the forming round needs "

@@ -167,8 +167,46 @@ typedef struct {
   dr_rank_rec_t *ranks;
   dr_stack_rec_t *stacks;
   size_t n_nodes, n_ranks, n_stacks;
-  int slowest, fastest; /* indices into ranks, -1: none */
+  int slowest; /* index into ranks, -1: none */
+  double behind; /* its steps behind the fastest, at one moment */
 } report_t;
+
+/* A rank whose step has not changed for this long is not advancing: its
+ * agent reports a new step at least every heartbeat interval. */
+#define STALE_MS 2000u
+
+static int alive(const dr_rank_rec_t *x) {
+  return x->step != DR_NONE &&
+         (x->state == DR_RS_RUNNING || x->state == DR_RS_STOPPED);
+}
+
+static int stale(const dr_rank_rec_t *x) {
+  return x->state == DR_RS_STOPPED || x->step_age_ms > STALE_MS;
+}
+
+/* The step x has reached by now: the agents read the ranks at different
+ * moments, so an advancing rank's last step is carried forward at its
+ * rate over its age; a stale one stays where it stopped. */
+static double step_now(const dr_rank_rec_t *x) {
+  if (stale(x) || x->rate_milli == DR_NONE || x->step_age_ms == DR_NONE)
+    return (double)x->step;
+  return (double)x->step +
+         (double)x->rate_milli / 1000.0 * (double)x->step_age_ms / 1000.0;
+}
+
+/* The slowest of the ranks alive: a stopped one (what the others wait for
+ * in their collectives), then the one whose step is stale longest, then
+ * the one with the lowest step by now. */
+static int slower(const dr_rank_rec_t *x, const dr_rank_rec_t *y) {
+  int xs = x->state == DR_RS_STOPPED, ys = y->state == DR_RS_STOPPED;
+  if (xs != ys)
+    return xs;
+  if (stale(x) != stale(y))
+    return stale(x);
+  if (stale(x) && x->step_age_ms != y->step_age_ms)
+    return x->step_age_ms > y->step_age_ms;
+  return step_now(x) < step_now(y);
+}
 
 static int decode(const dr_msg_t *m, report_t *r) {
   memset(r, 0, sizeof(*r));
@@ -188,21 +226,19 @@ static int decode(const dr_msg_t *m, report_t *r) {
   pos = 0;
   while (dr_stack_rec_next(&r->js.stacks, &pos, &r->stacks[r->n_stacks]))
     r->n_stacks++;
-  /* The slowest: the lowest step of the ranks alive, the one that last
-   * moved longest ago among equals. */
-  r->slowest = r->fastest = -1;
+  r->slowest = -1;
+  double top = 0;
   for (size_t i = 0; i < r->n_ranks; i++) {
     const dr_rank_rec_t *x = &r->ranks[i];
-    if (x->step == DR_NONE ||
-        (x->state != DR_RS_RUNNING && x->state != DR_RS_STOPPED))
+    if (!alive(x))
       continue;
-    if (r->slowest < 0 || x->step < r->ranks[r->slowest].step ||
-        (x->step == r->ranks[r->slowest].step &&
-         x->step_age_ms > r->ranks[r->slowest].step_age_ms))
+    if (r->slowest < 0 || slower(x, &r->ranks[r->slowest]))
       r->slowest = (int)i;
-    if (r->fastest < 0 || x->step > r->ranks[r->fastest].step)
-      r->fastest = (int)i;
+    if (step_now(x) > top)
+      top = step_now(x);
   }
+  if (r->slowest >= 0)
+    r->behind = top - step_now(&r->ranks[r->slowest]);
   return 0;
 }
 
@@ -344,7 +380,7 @@ static void print_ranks(const report_t *r) {
            "DDPRUN_PROGRESS_FILE)\n");
     return;
   }
-  const dr_rank_rec_t *s = &r->ranks[r->slowest], *f = &r->ranks[r->fastest];
+  const dr_rank_rec_t *s = &r->ranks[r->slowest];
   const dr_node_rec_t *n = node_of(r, s->node_rank);
   char host[64] = "?", ago[24];
   if (n != NULL)
@@ -352,10 +388,14 @@ static void print_ranks(const report_t *r) {
   printf("slowest: rank %u (node %u on %s, pid %u) at step %llu, last "
          "stepped %s ago", s->rank, s->node_rank, host, s->pid,
          (unsigned long long)s->step, secs(s->step_age_ms, ago, sizeof(ago)));
-  if (f->step > s->step)
-    printf("; %llu behind rank %u at step %llu",
-           (unsigned long long)(f->step - s->step), f->rank,
-           (unsigned long long)f->step);
+  if (r->behind >= 1)
+    printf("; %.0f steps behind the fastest", r->behind);
+  else
+    printf("; in step with the others");
+  if (s->state == DR_RS_STOPPED)
+    printf("; stopped (a signal or a debugger)");
+  else if (stale(s))
+    printf("; not advancing");
   printf("\n");
 }
 
@@ -477,11 +517,10 @@ static void print_json(const args_t *a, const report_t *r) {
     fputs("null", stdout);
   } else {
     const dr_rank_rec_t *s = &r->ranks[r->slowest];
-    const dr_rank_rec_t *f = &r->ranks[r->fastest];
     printf("{\"rank\": %u, \"node_rank\": %u, \"pid\": %u, \"step\": %llu, "
-           "\"behind\": %llu}", s->rank, s->node_rank, s->pid,
-           (unsigned long long)s->step,
-           (unsigned long long)(f->step - s->step));
+           "\"behind\": %.0f, \"advancing\": %s}", s->rank, s->node_rank,
+           s->pid, (unsigned long long)s->step, r->behind,
+           stale(s) ? "false" : "true");
   }
   if (a->stacks) {
     printf(",\n \"stacks\": [");
