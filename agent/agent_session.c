@@ -42,8 +42,10 @@
 /* Unchanged ranks are reported again after this long. */
 #define RANKS_REFRESH_MS 5000u
 /* The most one rank's stack may take in a STACK_DUMP (a record must fit
- * the server's blob cap with its header). */
+ * the server's blob cap with its header), and all of them (well within
+ * the server's frame cap). */
 #define STACK_TEXT_MAX (60u * 1024u)
+#define STACK_DUMP_MAX (32u << 20)
 
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b) {
   if (ag->arz != NULL && ag->arz_ready)
@@ -405,10 +407,13 @@ static void stacks_done(uv_work_t *req, int status) {
   stacks_work_t *sw = req->data;
   dr_stack_rec_t *recs = calloc(sw->n > 0 ? sw->n : 1, sizeof(*recs));
   if (recs != NULL && status == 0) {
+    size_t share = STACK_DUMP_MAX / (sw->n > 0 ? sw->n : 1);
     for (uint32_t i = 0; i < sw->n; i++) {
       recs[i] = sw->r[i].rec;
       recs[i].text = dr_str(sw->r[i].text != NULL ? sw->r[i].text
                                                   : sw->r[i].why);
+      if (recs[i].text.len > share) /* the innermost frames come first */
+        recs[i].text.len = (uint32_t)share;
     }
     dr_buf_t b;
     dr_buf_init(&b);

@@ -29,6 +29,9 @@
 #define STACKS_WAIT_DEFAULT_MS 10000u
 #define STACKS_WAIT_MIN_MS 100u
 #define STACKS_WAIT_MAX_MS 60000u
+/* What the stacks of all ranks may take in one answer, well within a
+ * client's frame cap: with many ranks, each text is cut to its share. */
+#define STACKS_REPLY_MAX_BYTES (32u << 20)
 
 /* One node asked for its stacks, as it was when asked. */
 typedef struct {
@@ -375,6 +378,10 @@ static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
       recs[k++] = x;
     }
   }
+  size_t share = STACKS_REPLY_MAX_BYTES / (k > 0 ? k : 1);
+  for (size_t i = 0; i < k; i++)
+    if (recs[i].text.len > share) /* the innermost frames come first */
+      recs[i].text.len = (uint32_t)share;
   if (j->client != NULL)
     send_job_status(s, j->client, j->req, recs, k);
   free(recs);

@@ -539,24 +539,27 @@ static void print_json(const args_t *a, const report_t *r) {
 
 /* ---- the request -------------------------------------------------------- */
 
-/* The exit status for a failed open or request, with one line said. */
-static int failed(const args_t *a, int rc, const char *detail) {
+/* The exit status for a failed open or request, with one line said.
+ * answered: the server sent an ERROR (its message in detail). */
+static int failed(const args_t *a, int rc, int answered, const char *detail) {
   const char *what = detail != NULL && detail[0] != '\0' ? detail
                                                          : dr_strerror(rc);
+  int refused = rc == DR_ENOAUTH || rc == DR_EAUTH || rc == DR_ERUNID ||
+                rc == DR_EVERSION;
   if (rc == DR_ENOAUTH)
     fprintf(stderr, "ddprun status: the rendezvous server %s:%u requires "
             "the job's shared secret: pass --secret-file FILE or set "
             "DDPRUN_SECRET\n", a->host, a->port);
-  else if (rc == DR_EAUTH || rc == DR_ERUNID || rc == DR_EVERSION)
+  else if (refused)
     fprintf(stderr, "ddprun status: the rendezvous server %s:%u refused "
             "this client: %s\n", a->host, a->port, what);
+  else if (answered)
+    fprintf(stderr, "ddprun status: the rendezvous server %s:%u could not "
+            "answer: %s\n", a->host, a->port, what);
   else
     fprintf(stderr, "ddprun status: no answer from the rendezvous server "
             "%s:%u: %s\n", a->host, a->port, what);
-  return rc == DR_ENOAUTH || rc == DR_EAUTH || rc == DR_ERUNID ||
-                 rc == DR_EVERSION
-             ? DR_EXIT_CONFIG
-             : DR_EXIT_COMM;
+  return refused ? DR_EXIT_CONFIG : DR_EXIT_COMM;
 }
 
 int dr_status_main(int argc, char **argv) {
@@ -588,21 +591,21 @@ int dr_status_main(int argc, char **argv) {
   if (secret != NULL)
     dr_auth_secret_free(&secret, secret_len);
   if (rc != 0)
-    return failed(&a, rc, err);
+    return failed(&a, rc, 0, err);
   dr_msg_t m;
   rc = dr_client_status(c, a.stacks ? DR_STATUS_STACKS : 0,
                         a.stacks ? a.stacks_ms : 0, &m);
   if (rc != 0) {
     snprintf(err, sizeof(err), "%s", dr_client_errmsg(c));
     dr_client_close(&c);
-    return failed(&a, rc, err);
+    return failed(&a, rc, err[0] != '\0', err);
   }
   report_t r;
   rc = decode(&m, &r);
   if (rc != 0) {
     report_free(&r);
     dr_client_close(&c);
-    return failed(&a, rc, "a malformed answer");
+    return failed(&a, rc, 1, "a malformed answer");
   }
   if (a.json) {
     print_json(&a, &r);
