@@ -4,8 +4,8 @@
  * needs (ROUND_STATUS): first once it has waited a heartbeat interval (a
  * round that completes at once says nothing), then on every change of its
  * members at most once per interval, and every two intervals while nothing
- * changes, so that each waiting agent can say so and knows it when its
- * join times out.
+ * changes (intervals that grow with the round past 512 nodes), so that
+ * each waiting agent can say so and knows it when its join times out.
  *
  * Each agent reports its workers (RANKS: pid, state, last progress step,
  * step rate) when they change, at most once per heartbeat interval; the
@@ -125,13 +125,13 @@ static void push_round_status(dr_server_t *s, uint64_t now) {
   dr_rdzv_t *r = &s->rdzv;
   dr_round_fig_t fig;
   dr__status_round_figures(s, now, &fig);
-  dr_node_rec_t nodes[DR_ROUND_LIST_MAX];
-  uint32_t missing[DR_ROUND_LIST_MAX];
+  dr_node_rec_t nodes[DR_ROUND_NODES_MAX];
+  uint32_t missing[DR_ROUND_MISSING_MAX];
   size_t n_nodes = 0, n_missing = 0;
-  for (size_t i = 0; i < r->n_round && n_nodes < DR_ROUND_LIST_MAX; i++)
+  for (size_t i = 0; i < r->n_round && n_nodes < DR_ROUND_NODES_MAX; i++)
     nodes[n_nodes++] = forming_rec(r->round[i], now);
   for (uint32_t k = 0; fig.is_static && k < fig.need_to &&
-                       n_missing < DR_ROUND_LIST_MAX;
+                       n_missing < DR_ROUND_MISSING_MAX;
        k++)
     if (r->rank_holder[k] == NULL)
       missing[n_missing++] = k;
@@ -172,6 +172,10 @@ static void round_sweep(dr_server_t *s, uint64_t now) {
   uint64_t every = hb_interval_ms(s);
   if (now - r->forming_ms < every)
     return;
+  /* A large round changes all the time as it forms, and each push goes to
+   * every node in it: its pushes are spaced out with its size (an
+   * interval more per 512 nodes). */
+  every *= 1 + r->n_round / 512;
   int changed = r->round_seq != r->round_sent_seq;
   if (r->round_sent_ms != 0 &&
       now - r->round_sent_ms < (changed ? every : 2 * every))

@@ -540,11 +540,12 @@ typedef struct {
  * more nodes it needs before it can complete (to MIN, and to every node
  * rank requested); waited_ms: since its first node joined; last_call_ms:
  * until it completes with the nodes it has (DR_NONE: not armed, too few);
- * nodes: the first DR_ROUND_LIST_MAX to have joined; missing: requested
+ * nodes: the first DR_ROUND_NODES_MAX to have joined; missing: requested
  * node ranks below what the round needs that no node holds, when every
- * node joined with one (static ranks), the first DR_ROUND_LIST_MAX of
- * n_missing. */
-#define DR_ROUND_LIST_MAX 64u
+ * node joined with one (static ranks), the first DR_ROUND_MISSING_MAX of
+ * n_missing. Small, since every waiting node gets one. */
+#define DR_ROUND_NODES_MAX 16u
+#define DR_ROUND_MISSING_MAX 64u
 typedef struct {
   uint64_t gen;
   uint32_t joined, min_nodes, max_nodes, needed;
