@@ -178,6 +178,13 @@ typedef struct {
   uint64_t start_ns;       /* uv_hrtime() at its start */
   uint64_t held;           /* signals (bit sig-1) waiting until it handles
                               them (sighold.c) */
+  /* Its progress as `ddprun status` shows it (agent_session.c): the
+   * slot's last reading, when its step last changed (loop ms, 0: never),
+   * and its step rate (steps/s, < 0 unknown), smoothed over samples
+   * half a second or more apart. */
+  uint64_t st_seq, st_step, st_change_ms;
+  uint64_t st_rate_ms, st_rate_step;
+  double st_rate;
 } dr_worker_t;
 
 typedef enum {
@@ -259,6 +266,12 @@ struct dr_agent {
   int64_t clock_skew_us;     /* DDPRUN_TEST_CLOCK_SKEW_MS, see there */
   uv_timer_t hold_timer;     /* polls workers holding signals */
   uint64_t held_next;        /* signals for the next generation's workers */
+  /* agent_session.c: the forming round this node waits in, as last said
+   * (its ROUND_STATUS, for the join timeout's message too), and the RANKS
+   * last sent. */
+  char round_said[1024];
+  uint64_t round_said_ms;
+  uint64_t ranks_digest, ranks_sent_ms;
 };
 
 /* agent_workers.c */
@@ -321,5 +334,14 @@ void dr__agent_send_join(dr_agent_t *ag);
 /* Tells the server this node leaves because ddprun received sig. */
 void dr__agent_leave(dr_agent_t *ag, int sig);
 void dr__agent_release_port(dr_agent_t *ag);
+
+/* The stacks of one worker for `ddprun status --stacks`, as text into out
+ * (NUL-terminated, at most n bytes): 0, or a negative code with why there
+ * is none in out. Runs on a thread of libuv's pool, never on the loop: it
+ * may take seconds (a debugger attaching), and must touch nothing of the
+ * agent's. The stack collection (stacks.c) defines it; without one, a weak
+ * definition in agent_session.c answers "stacks not available in this
+ * build" (-ENOSYS). */
+int dr_stacks_for_status(pid_t pid, char *out, size_t n);
 
 #endif /* DR_AGENT_INTERNAL_H */

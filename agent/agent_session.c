@@ -10,7 +10,14 @@
  * silent (stopped, a paused VM) keeps its connection: the agent waits for
  * it, and the heartbeats it queued meanwhile tell the server on waking that
  * nothing was lost. The reconnection is bounded by join_timeout only while
- * no workers run (joining, or waiting for the server's order). */
+ * no workers run (joining, or waiting for the server's order).
+ *
+ * While a round forms, the server says who is in and what it still needs
+ * (ROUND_STATUS); the agent says so too, on every change and every 10 s,
+ * and its join timeout names them. While workers run, it reports them
+ * (RANKS: pid, state, last progress step and step rate) when they change,
+ * at most once per heartbeat, and collects their stacks when asked
+ * (STACKS), off the loop: what `ddprun status` shows. */
 #include "agent_internal.h"
 
 #include "log.h"
@@ -18,6 +25,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +35,17 @@
 #include "errors.h"
 #include "events.h"
 #include "exit_codes.h"
+#include "progress.h"
+
+/* An unchanged round status is said again after this long. */
+#define ROUND_SAY_EVERY_MS 10000u
+/* Unchanged ranks are reported again after this long. */
+#define RANKS_REFRESH_MS 5000u
+/* The most one rank's stack may take in a STACK_DUMP (a record must fit
+ * the server's blob cap with its header), and all of them (well within
+ * the server's frame cap). */
+#define STACK_TEXT_MAX (60u * 1024u)
+#define STACK_DUMP_MAX (32u << 20)
 
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b) {
   if (ag->arz != NULL && ag->arz_ready)
@@ -66,6 +85,8 @@ static void on_join_timeout(uv_timer_t *t);
 
 void dr__agent_send_join(dr_agent_t *ag) {
   ag->state = DR_AG_JOINING;
+  ag->round_said[0] = '\0'; /* of the round before, if any */
+  ag->round_said_ms = 0;
   if (ag->cfg->master_port == 0 && ag->port_fd < 0) {
     int fd = reserve_port(&ag->port_offer);
     if (fd >= 0)
@@ -108,6 +129,12 @@ static void on_join_timeout(uv_timer_t *t) {
             "%s); gave up after join_timeout=%.3g s", ag->cfg->server_host,
             ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "
             "answer", ag->o->join_timeout_ms / 1000.0);
+  else if (ag->round_said[0] != '\0')
+    DR_SAY(DR_LOG_ERROR, "the rendezvous at %s:%u did not complete within "
+            "join_timeout=%.3g s: %s; are the other nodes started, with the "
+            "same --rdzv-id, --nnodes and --rdzv-endpoint?",
+            ag->cfg->server_host, ag->cfg->server_port,
+            ag->o->join_timeout_ms / 1000.0, ag->round_said);
   else
     DR_SAY(DR_LOG_ERROR, "the rendezvous at %s:%u did not complete within "
             "join_timeout=%.3g s; are the other nodes started with the same "
@@ -146,11 +173,292 @@ static void on_resumed(dr_agent_t *ag) {
                  (unsigned long long)(uv_now(&ag->loop) - ag->lost_ms));
   for (size_t i = 0; i < ag->n_fails; i++)
     dr__agent_report_failure(ag, &ag->fails[i]);
+  ag->ranks_sent_ms = 0; /* the workers again, at the next heartbeat */
   if (ag->state == DR_AG_WAITING && ag->n_fails == 0 && ag->n_alive == 0) {
     dr_buf_t b;
     dr_buf_init(&b);
     dr_enc_success(&b, 0, ag->asg.gen);
     dr__agent_send(ag, &b);
+  }
+}
+
+/* ---- the round this node waits in --------------------------------------- */
+
+/* Appends to out[*len..n), keeping it NUL-terminated when it is full. */
+static void add(char *out, size_t n, size_t *len, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void add(char *out, size_t n, size_t *len, const char *fmt, ...) {
+  if (*len >= n)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  int k = vsnprintf(out + *len, n - *len, fmt, ap);
+  va_end(ap);
+  if (k > 0)
+    *len = *len + (size_t)k < n ? *len + (size_t)k : n - 1;
+}
+
+/* What the round has and needs, without its times, so that an unchanged
+ * round reads the same: "2 of 3 nodes joined (node-a, node-b); 1 more
+ * needed", or with static ranks "...; missing node rank 2". */
+static void round_text(const dr_round_status_t *st, char *out, size_t n) {
+  size_t len = 0;
+  out[0] = '\0';
+  if (st->min_nodes == st->max_nodes)
+    add(out, n, &len, "%u of %u node%s joined", st->joined, st->max_nodes,
+        st->max_nodes == 1 ? "" : "s");
+  else
+    add(out, n, &len, "%u of %u:%u nodes joined", st->joined, st->min_nodes,
+        st->max_nodes);
+  uint32_t pos = 0, listed = 0;
+  dr_node_rec_t x;
+  while (dr_node_rec_next(&st->nodes, &pos, &x)) {
+    add(out, n, &len, "%s%.*s", listed == 0 ? " (" : ", ", (int)x.host.len,
+        (const char *)x.host.p);
+    if (x.node_rank != DR_NO_RANK)
+      add(out, n, &len, " as node %u", x.node_rank);
+    listed++;
+  }
+  if (listed > 0 && listed < st->joined)
+    add(out, n, &len, " and %u more", st->joined - listed);
+  if (listed > 0)
+    add(out, n, &len, ")");
+  if (st->n_missing > 0) {
+    add(out, n, &len, "; missing node rank%s", st->n_missing == 1 ? "" : "s");
+    uint32_t k, i = 0;
+    pos = 0;
+    while (dr_rank_u32_next(&st->missing, &pos, &k))
+      add(out, n, &len, "%s %u", i++ == 0 ? "" : ",", k);
+    if (i < st->n_missing)
+      add(out, n, &len, " and %u more", st->n_missing - i);
+  } else if (st->needed > 0) {
+    add(out, n, &len, "; %u more needed", st->needed);
+  } else if (st->last_call_ms != DR_NONE) {
+    add(out, n, &len, "; it completes at the last call unless more join");
+  }
+}
+
+/* Said when it changes, and every ROUND_SAY_EVERY_MS while it does not. */
+static void on_round_status(dr_agent_t *ag, const dr_round_status_t *st) {
+  if (ag->state != DR_AG_JOINING)
+    return;
+  char text[sizeof(ag->round_said)];
+  round_text(st, text, sizeof(text));
+  uint64_t now = uv_now(&ag->loop);
+  if (strcmp(text, ag->round_said) == 0 && ag->round_said_ms != 0 &&
+      now - ag->round_said_ms < ROUND_SAY_EVERY_MS)
+    return;
+  snprintf(ag->round_said, sizeof(ag->round_said), "%s", text);
+  ag->round_said_ms = now;
+  char when[64] = "";
+  if (st->needed == 0 && st->last_call_ms != DR_NONE)
+    snprintf(when, sizeof(when), "; last call in %.1f s",
+             st->last_call_ms / 1000.0);
+  DR_SAY(DR_LOG_INFO, "waiting %.1f s for the rendezvous at %s:%u (round "
+          "%llu): %s%s", st->waited_ms / 1000.0, ag->cfg->server_host,
+          ag->cfg->server_port, (unsigned long long)st->gen, text, when);
+}
+
+/* ---- the workers, as `ddprun status` shows them ------------------------- */
+
+/* 1 when pid is stopped (a signal, a debugger): state T or t. */
+static int is_stopped(pid_t pid) {
+  char path[64], buf[512];
+  snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return 0;
+  size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the name may hold spaces */
+  return p != NULL && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+static uint32_t rank_state(const dr_agent_t *ag, const dr_worker_t *w) {
+  if (w->pid <= 0)
+    return DR_RS_STARTING;
+  if (!w->alive)
+    return w->signal != 0 ? DR_RS_KILLED : DR_RS_EXITED;
+  if (ag->state == DR_AG_STOPPING)
+    return DR_RS_STOPPING;
+  return is_stopped(w->pid) ? DR_RS_STOPPED : DR_RS_RUNNING;
+}
+
+/* Reads w's progress slot: its step, when it changed, its rate. */
+static void track(dr_agent_t *ag, dr_worker_t *w, uint64_t now) {
+  dr_progress_sample_t smp = dr_progress_read(ag->progress, w->local_rank);
+  if (smp.seq == 0 || w->pid <= 0)
+    return; /* no report yet (the slot is reset as the worker starts) */
+  if (smp.seq != w->st_seq) {
+    if (w->st_change_ms == 0 || smp.step != w->st_step)
+      w->st_change_ms = now;
+    w->st_seq = smp.seq;
+    w->st_step = smp.step;
+  }
+  if (w->st_rate_ms == 0) {
+    w->st_rate_ms = now;
+    w->st_rate_step = smp.step;
+    w->st_rate = -1;
+  } else if (now - w->st_rate_ms >= 500) {
+    uint64_t d = smp.step >= w->st_rate_step ? smp.step - w->st_rate_step : 0;
+    double inst = (double)d * 1000.0 / (double)(now - w->st_rate_ms);
+    w->st_rate = w->st_rate < 0 ? inst : 0.5 * inst + 0.5 * w->st_rate;
+    w->st_rate_ms = now;
+    w->st_rate_step = smp.step;
+  }
+}
+
+static uint64_t fnv(uint64_t h, uint64_t v) {
+  for (int i = 0; i < 8; i++) {
+    h ^= (v >> (8 * i)) & 0xff;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+/* RANKS when the workers changed (pid, state, step), at most once per
+ * heartbeat, and every RANKS_REFRESH_MS while they do not. */
+static void report_ranks(dr_agent_t *ag) {
+  if (!ag->have_asg || ag->w == NULL || !ag->arz_ready ||
+      (ag->state != DR_AG_RUNNING && ag->state != DR_AG_STOPPING &&
+       ag->state != DR_AG_WAITING))
+    return;
+  uint64_t now = uv_now(&ag->loop);
+  dr_rank_rec_t *recs = calloc(ag->nproc, sizeof(*recs));
+  if (recs == NULL)
+    return;
+  uint64_t h = 1469598103934665603ull ^ ag->asg.gen;
+  for (uint32_t i = 0; i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    dr_rank_rec_t *x = &recs[i];
+    track(ag, w, now);
+    x->rank = ag->asg.first_rank + i;
+    x->local_rank = i;
+    x->node_rank = ag->asg.node_rank;
+    x->pid = w->pid > 0 ? (uint32_t)w->pid : 0;
+    x->state = rank_state(ag, w);
+    x->exit_code = x->state == DR_RS_EXITED ? w->exit_code : 0;
+    x->signal = x->state == DR_RS_KILLED ? (uint32_t)w->signal : 0;
+    x->step = w->st_change_ms != 0 ? w->st_step : DR_NONE;
+    x->step_age_ms = w->st_change_ms != 0 ? now - w->st_change_ms : DR_NONE;
+    x->rate_milli = w->alive && w->st_rate >= 0
+                        ? (uint64_t)(w->st_rate * 1000.0 + 0.5)
+                        : DR_NONE;
+    h = fnv(fnv(fnv(h, x->pid), x->state), x->step);
+    h = fnv(fnv(h, (uint32_t)x->exit_code), x->signal);
+  }
+  if (h != ag->ranks_digest || ag->ranks_sent_ms == 0 ||
+      now - ag->ranks_sent_ms >= RANKS_REFRESH_MS) {
+    dr_buf_t b;
+    dr_buf_init(&b);
+    if (dr_enc_ranks(&b, 0, ag->asg.gen, recs, ag->nproc) == 0) {
+      ag->ranks_digest = h;
+      ag->ranks_sent_ms = now;
+    }
+    dr__agent_send(ag, &b);
+  }
+  free(recs);
+}
+
+/* ---- the workers' stacks ----------------------------------------------- */
+
+__attribute__((weak)) int dr_stacks_for_status(pid_t pid, char *out,
+                                               size_t n) {
+  (void)pid;
+  snprintf(out, n, "stacks not available in this build");
+  return -ENOSYS;
+}
+
+/* One STACKS request: its workers' pids, collected off the loop. */
+typedef struct {
+  uv_work_t req;
+  dr_agent_t *ag;
+  uint64_t id;
+  uint32_t n;
+  struct {
+    dr_stack_rec_t rec;
+    int collect;   /* alive: its stack is collected */
+    char *text;    /* STACK_TEXT_MAX bytes, or NULL */
+    char why[160]; /* when it is not collected */
+  } r[];
+} stacks_work_t;
+
+static void stacks_work(uv_work_t *req) {
+  stacks_work_t *sw = req->data;
+  for (uint32_t i = 0; i < sw->n; i++) {
+    if (!sw->r[i].collect)
+      continue;
+    sw->r[i].text = malloc(STACK_TEXT_MAX);
+    if (sw->r[i].text == NULL) {
+      sw->r[i].rec.code = ENOMEM;
+      snprintf(sw->r[i].why, sizeof(sw->r[i].why), "out of memory");
+      continue;
+    }
+    sw->r[i].text[0] = '\0';
+    int rc = dr_stacks_for_status((pid_t)sw->r[i].rec.pid, sw->r[i].text,
+                                  STACK_TEXT_MAX);
+    sw->r[i].text[STACK_TEXT_MAX - 1] = '\0';
+    sw->r[i].rec.code = rc < 0 ? (uint32_t)-rc : 0;
+  }
+}
+
+static void stacks_done(uv_work_t *req, int status) {
+  stacks_work_t *sw = req->data;
+  dr_stack_rec_t *recs = calloc(sw->n > 0 ? sw->n : 1, sizeof(*recs));
+  if (recs != NULL && status == 0) {
+    size_t share = STACK_DUMP_MAX / (sw->n > 0 ? sw->n : 1);
+    for (uint32_t i = 0; i < sw->n; i++) {
+      recs[i] = sw->r[i].rec;
+      recs[i].text = dr_str(sw->r[i].text != NULL ? sw->r[i].text
+                                                  : sw->r[i].why);
+      if (recs[i].text.len > share) /* the innermost frames come first */
+        recs[i].text.len = (uint32_t)share;
+    }
+    dr_buf_t b;
+    dr_buf_init(&b);
+    dr_enc_stack_dump(&b, 0, sw->id, recs, sw->n);
+    dr__agent_send(sw->ag, &b);
+  }
+  free(recs);
+  for (uint32_t i = 0; i < sw->n; i++)
+    free(sw->r[i].text);
+  free(sw);
+}
+
+/* The server asks for the workers' stacks: collected on libuv's pool, so
+ * that the heartbeats go on meanwhile; answered with STACK_DUMP id. */
+static void on_stacks_request(dr_agent_t *ag, uint64_t id) {
+  uint32_t n = ag->w != NULL && ag->have_asg ? ag->nproc : 0;
+  stacks_work_t *sw = calloc(1, sizeof(*sw) + n * sizeof(sw->r[0]));
+  if (sw == NULL)
+    return; /* the server's deadline answers for this node */
+  sw->ag = ag;
+  sw->id = id;
+  sw->n = n;
+  sw->req.data = sw;
+  for (uint32_t i = 0; i < n; i++) {
+    dr_worker_t *w = &ag->w[i];
+    sw->r[i].rec.rank = ag->asg.first_rank + i;
+    sw->r[i].rec.node_rank = ag->asg.node_rank;
+    sw->r[i].rec.pid = w->pid > 0 ? (uint32_t)w->pid : 0;
+    sw->r[i].collect = w->pid > 0 && w->alive;
+    if (!sw->r[i].collect) {
+      sw->r[i].rec.code = ESRCH;
+      snprintf(sw->r[i].why, sizeof(sw->r[i].why), "rank %u is not "
+               "running (%s)", sw->r[i].rec.rank,
+               dr_rank_state_name(rank_state(ag, w)));
+    }
+  }
+  if (uv_queue_work(&ag->loop, &sw->req, stacks_work, stacks_done) != 0) {
+    for (uint32_t i = 0; i < n; i++)
+      if (sw->r[i].collect) {
+        sw->r[i].collect = 0;
+        sw->r[i].rec.code = EAGAIN;
+        snprintf(sw->r[i].why, sizeof(sw->r[i].why), "cannot start the "
+                 "collection");
+      }
+    stacks_done(&sw->req, 0);
   }
 }
 
@@ -231,6 +539,12 @@ static void on_event(void *arg, const dr_sess_event_t *ev) {
     break;
   case DR_SESS_REFUSED:
     on_refused(ag, ev);
+    break;
+  case DR_SESS_ROUND:
+    on_round_status(ag, &ev->round);
+    break;
+  case DR_SESS_STACKS:
+    on_stacks_request(ag, ev->id);
     break;
   default: /* HEARTBEAT: hearing it is enough */
     break;
@@ -385,6 +699,7 @@ static void on_heartbeat(uv_timer_t *t) {
     return;
   }
   dr_arz_heartbeat(ag->arz, ag->asg.gen);
+  report_ranks(ag);
 }
 
 /* Fault injection for tests: DDPRUN_TEST_CLOCK_SKEW_MS=N (signed

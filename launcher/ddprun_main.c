@@ -22,6 +22,7 @@
 #include "options.h"
 #include "plan_cmd.h"
 #include "server.h"
+#include "status_cmd.h"
 #include "watchdog.h"
 
 extern char **environ;
@@ -157,6 +158,8 @@ int main(int argc, char **argv) {
     return dr_plan_main(argc - 1, argv + 1); /* the bucket planner */
   if (argc > 1 && strcmp(argv[1], "diagnose") == 0)
     return dr_diagnose_main(argc - 1, argv + 1); /* why a job is slow */
+  if (argc > 1 && strcmp(argv[1], "status") == 0)
+    return dr_status_main(argc - 1, argv + 1); /* a running job, live */
   dr_options_t o;
   char err[512];
   int rc = dr_options_parse(argc, argv, environ, &o, err, sizeof(err));

@@ -201,6 +201,51 @@ static void render_clocks(dr_server_t *s, dr_buf_t *b) {
   render_clock_series(s, b, 1);
 }
 
+/* The forming round: who is in, what it still needs. The per-node and
+ * per-rank series exist while a round forms (the families always). */
+static void render_round(dr_server_t *s, dr_buf_t *b) {
+  const dr_rdzv_t *r = &s->rdzv;
+  uint64_t now = dr__now_ms(s);
+  dr_round_fig_t fig;
+  dr__status_round_figures(s, now, &fig);
+  gauge(b, "round_nodes_joined",
+        "Nodes that joined the forming round; 0 while no round forms.",
+        fig.joined);
+  gauge(b, "round_nodes_needed",
+        "More nodes the forming round needs before it can complete (to "
+        "--nnodes MIN, and to every node rank asked for); 0 while a round "
+        "runs or the job is done.",
+        fig.needed);
+  gauge(b, "round_waiting_seconds",
+        "How long the forming round has waited since its first node "
+        "joined; 0 while no round forms.",
+        (double)fig.waited_ms / 1000.0);
+  family(b, "round_node_info", "gauge",
+         "Always 1: one series per node in the forming round, with the node "
+         "rank it asked for (any: none), its host and the address it "
+         "connected from.");
+  char esc[600];
+  for (size_t i = 0; r->state == DR_JOB_FORMING && i < r->n_round; i++) {
+    const dr_node_t *x = r->round[i];
+    char rank[24];
+    if (x->req_rank != DR_NONE)
+      snprintf(rank, sizeof(rank), "%" PRIu64, x->req_rank);
+    else
+      snprintf(rank, sizeof(rank), "any");
+    /* The peer keeps two nodes of one host apart. */
+    put(b, "ddprun_rdzv_round_node_info{node=\"%s\",host=\"%s\",peer=\"%s\"} "
+           "1\n",
+        rank, label_escape(x->host, esc, sizeof(esc)),
+        x->conn != NULL ? x->conn->peer : "gone");
+  }
+  family(b, "round_rank_missing", "gauge",
+         "Always 1: one series per node rank that the forming round needs "
+         "and no node holds, when every node in it asked for its rank.");
+  for (uint32_t k = 0; fig.is_static && k < fig.need_to; k++)
+    if (r->rank_holder[k] == NULL)
+      put(b, "ddprun_rdzv_round_rank_missing{node=\"%u\"} 1\n", k);
+}
+
 static void render_store(dr_server_t *s, dr_buf_t *b) {
   dr_store_stats_t st;
   dr__store_stats(s->store, &st);
@@ -274,6 +319,7 @@ int dr__metrics_render(dr_server_t *s, dr_buf_t *out,
                        const uint64_t *http_counts) {
   render_job(s, out);
   render_nodes(s, out);
+  render_round(s, out);
   render_clocks(s, out);
   render_store(s, out);
   render_conns(s, out, http_counts);

@@ -23,6 +23,7 @@ void dr__rdzv_node_free(dr_node_t *n) {
   if (n->conn != NULL)
     n->conn->node = NULL;
   free(n->boot);
+  free(n->ranks);
   free(n);
 }
 
@@ -99,7 +100,9 @@ static const char *node_peer(const dr_node_t *n) {
 static void stop_job(dr_server_t *s, int code, const char *reason) {
   dr_rdzv_t *r = &s->rdzv;
   r->state = DR_JOB_DONE;
+  r->state_ms = dr__now_ms(s);
   r->exit_code = code;
+  dr__status_round_changed(s);
   dr__state_remove(s);
   uv_timer_stop(&r->hold);
   r->holding = 0;
@@ -209,6 +212,8 @@ static void try_complete(dr_server_t *s) {
   r->rounds_completed++;
   uv_timer_stop(&r->last_call);
   uint64_t now = dr__now_ms(s);
+  r->state_ms = now;
+  dr__status_round_changed(s);
   uint32_t first = 0;
   for (size_t i = 0; i < n; i++) {
     dr_node_t *x = r->round[i];
@@ -297,6 +302,7 @@ static void open_generation(dr_server_t *s, const char *reason) {
       r->rank_holder[n->req_rank] = n;
   }
   r->n_waiting = 0;
+  dr__status_round_changed(s);
   update_last_call(s);
   try_complete(s);
 }
@@ -490,6 +496,7 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
       r->rank_holder[n->req_rank] = n;
     DR_DEBUG("node '%s' (%s) joined round %" PRIu64 " (%zu of %u)", n->host,
              c->peer, r->gen, r->n_round, s->cfg.max_nodes);
+    dr__status_round_changed(s);
     update_last_call(s);
     try_complete(s);
     return;
@@ -696,6 +703,7 @@ void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why) {
     DR_INFO("node '%s' left round %" PRIu64 " before it completed: %s",
             n->host, r->gen, why);
     dr__rdzv_node_free(n);
+    dr__status_round_changed(s);
     update_last_call(s);
     try_complete(s);
     return;

@@ -50,6 +50,7 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
   }
   r->gen = gen;
   r->state = DR_JOB_RUNNING;
+  r->state_ms = dr__now_ms(s);
   r->resuming = 1;
   r->resume_world = world;
   r->resume_deadline = dr__now_ms(s) + resume_window_ms(s);

@@ -72,6 +72,7 @@ static void on_sweep(uv_timer_t *t) {
   s->last_sweep_ms = now;
   dr__conn_sweep(s, now);
   dr__rdzv_sweep(s, now);
+  dr__status_sweep(s, now);
   dr_rl_tick(&s->bad_rl, now);
   dr_rl_tick(&s->fd_rl, now);
 }
@@ -96,6 +97,7 @@ static void on_stop_async(uv_async_t *a) {
 static void free_server(dr_server_t *s) {
   void (*on_closed)(void *) = s->cfg.on_closed;
   void *arg = s->cfg.cb_arg;
+  dr__status_free(s);
   dr__rdzv_free(s);
   dr__metrics_free(&s->metrics);
   dr__store_free(&s->store);

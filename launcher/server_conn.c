@@ -66,6 +66,7 @@ void dr__conn_close(dr_conn_t *c, const char *why) {
   c->prev = c->next = NULL;
   s->n_conns--;
   dr__store_drop_conn(c);
+  dr__status_drop_conn(c);
   if (c->node != NULL) {
     dr_node_t *n = c->node;
     c->node = NULL;
@@ -253,8 +254,9 @@ static void conn_drop(dr_conn_t *c, dr_drop_t why, int code,
 
 /* The deadlines past the handshake of a client that is not a node. A
  * connection is idle when it has nothing in flight either way: no partial
- * frame (the frame deadline covers it), no reply being written, and no
- * store request blocked on it (a GET or BARRIER may wait legitimately). */
+ * frame (the frame deadline covers it), no reply being written, no store
+ * request blocked on it (a GET or BARRIER may wait legitimately) and no
+ * STATUS collecting stacks for it. */
 /* A deadline counts from t, or from the loop's wake-up after a stall when
  * that is later: time the server did not run is no client's fault. */
 static uint64_t since(const dr_server_t *s, uint64_t t) {
@@ -278,6 +280,7 @@ static void check_client(dr_conn_t *c, uint64_t now) {
               cfg->frame_timeout_ms / 1000.0);
   } else if (cfg->idle_timeout_ms > 0 && c->in_len == 0 &&
              c->out_pending == 0 && c->waiters == NULL &&
+             c->status_waiting == 0 &&
              now - since(s, c->active_ms) > cfg->idle_timeout_ms) {
     conn_drop(c, DR_DROP_IDLE, -ETIMEDOUT, "idle",
               "idle for %" PRIu64 " ms (--idle-timeout %.3g s)",

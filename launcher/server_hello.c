@@ -123,6 +123,11 @@ void dr__conn_dispatch(dr_conn_t *c, const dr_msg_t *m) {
   case DR_MSG_BARRIER:
     dr__store_handle(c, m);
     break;
+  case DR_MSG_RANKS:
+  case DR_MSG_STATUS:
+  case DR_MSG_STACK_DUMP:
+    dr__status_handle(c, m);
+    break;
   case DR_MSG_JOIN:
   case DR_MSG_HEARTBEAT:
   case DR_MSG_FAILURE:

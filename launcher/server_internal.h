@@ -102,6 +102,7 @@ struct dr_conn {
   int clock_warned;        /* said that its offset was clock_warned_us */
   int64_t clock_warned_us;
   int refused;          /* counted in stats.refused already */
+  int status_waiting;   /* STATUS requests of it collecting stacks */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
   dr_waiter_t *waiters; /* store requests blocked on this connection */
@@ -135,6 +136,12 @@ struct dr_node {
                              and that its node has not yet claimed */
   int leave_signal;       /* the node said it leaves (LEAVE): its signal */
   char leave_reason[256];
+  /* Its workers as its agent last reported them (RANKS), for STATUS:
+   * n_ranks records (their node_rank is this node's), received at
+   * ranks_ms (0: none this generation). */
+  dr_rank_rec_t *ranks;
+  uint32_t n_ranks;
+  uint64_t ranks_ms;
 };
 
 typedef enum {
@@ -174,6 +181,14 @@ typedef struct {
   int holding;
   int held_code, held_exit, held_signal;
   char held_what[1024];
+  /* What the job's status says (rdzv_status.c): since when the state is
+   * what it is (forming: since the round's first node joined, 0 while it
+   * has none), and the changes of the forming round's membership, to push
+   * ROUND_STATUS to its waiting nodes when it changes, at most once per
+   * heartbeat interval (and every two while nothing changes). */
+  uint64_t state_ms;
+  uint64_t forming_ms;
+  uint64_t round_seq, round_sent_seq, round_sent_ms;
 } dr_rdzv_t;
 
 struct dr_server {
@@ -211,6 +226,8 @@ struct dr_server {
   struct dr_events *events;
   dr_server_stats_t stats;
   dr_metrics_t *metrics;   /* NULL when the metrics endpoint is off */
+  struct dr_stacks_job *stacks; /* STATUS requests collecting stacks */
+  uint64_t stacks_next_id;
   uint64_t start_unix_ms;
   uint8_t rbuf[64 * 1024]; /* shared read buffer, see on_alloc() */
   int closing;
@@ -329,6 +346,34 @@ int dr__rdzv_refuse_if_done(dr_conn_t *c, uint32_t req);
 int dr__rdzv_is_run(const dr_server_t *s, dr_bytes_t run_id);
 /* Nodes of the round whose agents are connected, plus those waiting. */
 size_t dr__rdzv_alive(const dr_server_t *s);
+
+/* ---- rdzv_status.c: the job's status ----------------------------------- */
+/* The forming round began, changed its members, or ended: call after any
+ * change of r->round while forming, and after every change of state. */
+void dr__status_round_changed(dr_server_t *s);
+/* Pushes ROUND_STATUS to the waiting nodes when due; answers the STATUS
+ * requests whose stacks are in, late, or of an ended generation. */
+void dr__status_sweep(dr_server_t *s, uint64_t now);
+/* Handles RANKS, STATUS, STACK_DUMP. */
+void dr__status_handle(dr_conn_t *c, const dr_msg_t *m);
+/* c is closing: its STATUS requests are dropped. */
+void dr__status_drop_conn(dr_conn_t *c);
+void dr__status_free(dr_server_t *s);
+
+/* The forming round, as ROUND_STATUS and the metrics tell it (all zero,
+ * last_call_ms DR_NONE, when no round forms). */
+typedef struct {
+  uint32_t joined;      /* nodes in it */
+  uint32_t needed;      /* more it needs before it can complete */
+  int is_static;        /* every node in it asked for its node rank */
+  uint32_t n_missing;   /* is_static: ranks below what it needs, free */
+  uint64_t waited_ms;   /* since its first node joined */
+  uint64_t last_call_ms; /* until it completes as it is; DR_NONE: not armed */
+  uint32_t need_to;     /* nodes it needs in all (MIN, or to every rank
+                           asked for) */
+} dr_round_fig_t;
+void dr__status_round_figures(const dr_server_t *s, uint64_t now,
+                              dr_round_fig_t *out);
 
 /* ---- rdzv_clock.c: the nodes' clock offsets ----------------------------- */
 /* A clock stamp from c's peer (JOIN, RESUME, HEARTBEAT), received at

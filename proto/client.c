@@ -437,6 +437,45 @@ int dr_client_report_success(dr_client_t *c, uint64_t gen) {
   return rc != 0 ? rc : send_only(c);
 }
 
+int dr_client_report_ranks(dr_client_t *c, uint64_t gen,
+                           const dr_rank_rec_t *ranks, size_t n_ranks) {
+  uint32_t id;
+  if (ranks == NULL && n_ranks > 0)
+    return DR_EBADARG;
+  int rc = dr__client_begin(c, &id);
+  if (rc == 0)
+    rc = dr_enc_ranks(&c->wbuf, 0, gen, ranks, n_ranks);
+  return rc != 0 ? rc : send_only(c);
+}
+
+int dr_client_report_stacks(dr_client_t *c, uint64_t sid,
+                            const dr_stack_rec_t *stacks, size_t n_stacks) {
+  uint32_t id;
+  if (stacks == NULL && n_stacks > 0)
+    return DR_EBADARG;
+  int rc = dr__client_begin(c, &id);
+  if (rc == 0)
+    rc = dr_enc_stack_dump(&c->wbuf, 0, sid, stacks, n_stacks);
+  return rc != 0 ? rc : send_only(c);
+}
+
+int dr_client_status(dr_client_t *c, uint32_t flags, uint64_t wait_ms,
+                     dr_msg_t *reply) {
+  uint32_t id;
+  if (reply == NULL)
+    return DR_EBADARG;
+  int rc = dr__client_begin(c, &id);
+  if (rc == 0)
+    rc = dr_enc_status(&c->wbuf, id, flags, wait_ms);
+  if (rc == 0)
+    rc = dr__client_request(c, id, wait_ms, DR_MSG_JOB_STATUS, reply);
+  if (rc == 0) {
+    dr_job_status_t js;
+    rc = dr_msg_job_status(reply, &js);
+  }
+  return rc;
+}
+
 int dr_client_recv(dr_client_t *c, int timeout_ms, dr_msg_t *msg) {
   if (c == NULL || msg == NULL)
     return DR_EBADARG;

@@ -2,7 +2,8 @@
  *
  * One connection, one request in flight at a time; not thread-safe (use one
  * client per thread). Every call has a deadline; nothing blocks forever.
- * Messages the server pushes (RESTART, STOP, HEARTBEAT; request id 0) that
+ * Messages the server pushes (RESTART, STOP, HEARTBEAT, ROUND_STATUS,
+ * STACKS; request id 0) that
  * arrive while a reply is awaited are queued and handed out by
  * dr_client_recv(). Never logs, never exits: every function returns 0 or a
  * negative code (dr_strerror). When the server answered ERROR the code is
@@ -135,7 +136,23 @@ int dr_client_heartbeat(dr_client_t *c, uint64_t gen);
 int dr_client_report_failure(dr_client_t *c, const dr_failure_t *f);
 int dr_client_report_success(dr_client_t *c, uint64_t gen);
 
-/* A message the server pushed (RESTART, STOP, HEARTBEAT). Waits up to
+/* The workers of this node as its agent sees them (RANKS); unanswered. */
+int dr_client_report_ranks(dr_client_t *c, uint64_t gen,
+                           const dr_rank_rec_t *ranks, size_t n_ranks);
+/* The answer to the server's STACKS id (STACK_DUMP); unanswered. */
+int dr_client_report_stacks(dr_client_t *c, uint64_t id,
+                            const dr_stack_rec_t *stacks, size_t n_stacks);
+
+/* The job's status (STATUS, answered by JOB_STATUS): flags DR_STATUS_*;
+ * with DR_STATUS_STACKS the server collects every rank's stack for up to
+ * wait_ms first (the call waits that much longer than the I/O timeout).
+ * 0 and *reply, borrowed from the client until its next call: read it with
+ * dr_msg_job_status() and the record iterators of wire.h. */
+int dr_client_status(dr_client_t *c, uint32_t flags, uint64_t wait_ms,
+                     dr_msg_t *reply);
+
+/* A message the server pushed (RESTART, STOP, HEARTBEAT, ROUND_STATUS,
+ * STACKS). Waits up to
  * timeout_ms (0: only what is already queued or readable; -ETIMEDOUT when
  * none). *msg borrows from the client until its next call. */
 int dr_client_recv(dr_client_t *c, int timeout_ms, dr_msg_t *msg);

@@ -89,12 +89,14 @@ static int read_frame(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
 
 static int is_push_type(uint8_t type) {
   return type == DR_MSG_RESTART || type == DR_MSG_STOP ||
-         type == DR_MSG_HEARTBEAT;
+         type == DR_MSG_HEARTBEAT || type == DR_MSG_ROUND_STATUS ||
+         type == DR_MSG_STACKS;
 }
 
 /* Queues a copy of the frame read_frame() just returned. Only the latest
- * HEARTBEAT matters, so a new one replaces a queued one: the queue stays
- * bounded however long the caller leaves it. */
+ * HEARTBEAT and ROUND_STATUS matter, so a new one replaces a queued one of
+ * its type: the queue stays bounded however long the caller leaves it
+ * (the server asks for stacks only when someone asks it to). */
 static int queue_push(dr_client_t *c, uint8_t type) {
   dr__push_t *p = malloc(sizeof(*p) + c->rskip);
   if (p == NULL)
@@ -103,9 +105,9 @@ static int queue_push(dr_client_t *c, uint8_t type) {
   p->type = type;
   p->len = c->rskip;
   memcpy(p->data, c->rbuf, c->rskip);
-  if (type == DR_MSG_HEARTBEAT) {
+  if (type == DR_MSG_HEARTBEAT || type == DR_MSG_ROUND_STATUS) {
     for (dr__push_t **pp = &c->q_head; *pp != NULL; pp = &(*pp)->next) {
-      if ((*pp)->type != DR_MSG_HEARTBEAT)
+      if ((*pp)->type != type)
         continue;
       dr__push_t *old = *pp;
       *pp = old->next;

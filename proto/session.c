@@ -247,6 +247,19 @@ int dr_sess_on_frame(dr_sess_t *s, const dr_msg_t *m, uint32_t reply_req,
     ev->text = t.reason;
     return 0;
   }
+  case DR_MSG_ROUND_STATUS:
+    if (dr_msg_round_status(m, &ev->round) != 0)
+      return broke(s, DR_EFIELD, "a malformed ROUND_STATUS", NULL);
+    ev->type = DR_SESS_ROUND;
+    return 0;
+  case DR_MSG_STACKS: {
+    dr_stacks_req_t q;
+    dr_msg_stacks(m, &q);
+    ev->type = DR_SESS_STACKS;
+    ev->id = q.id;
+    ev->gen = q.gen;
+    return 0;
+  }
   case DR_MSG_HEARTBEAT: {
     dr_heartbeat_t h;
     dr_msg_heartbeat(m, &h);

@@ -1,6 +1,7 @@
 /* The client side of the rendezvous protocol, without I/O: the handshake
  * (HELLO, WELCOME, AUTH, OK), JOIN and its assignment, RESUME, heartbeats
- * with their clock stamps, and the server's orders, as typed events. Both
+ * with their clock stamps, the status of the round being waited for, and
+ * the server's orders and requests, as typed events. Both
  * clients drive it: the blocking client (client.c) and the agent's libuv
  * connection (agent/agent_rdzv.c), so the tests of the one exercise the
  * code the other runs.
@@ -32,6 +33,8 @@ typedef enum {
   DR_SESS_RESTART,   /* order: stop the workers, join generation ev->gen */
   DR_SESS_STOP,      /* order: stop with ev->exit_code */
   DR_SESS_HEARTBEAT, /* the server is alive */
+  DR_SESS_ROUND,     /* the forming round this node waits in: ev->round */
+  DR_SESS_STACKS,    /* request: the workers' stacks, as STACK_DUMP ev->id */
   DR_SESS_OTHER      /* another message (a store reply): the caller's */
 } dr_sess_ev_type_t;
 
@@ -39,11 +42,13 @@ typedef struct {
   dr_sess_ev_type_t type;
   uint8_t to;             /* REFUSED: the message type refused */
   int code;               /* REFUSED: the server's code (negative) */
-  uint64_t gen;           /* RESTART, HEARTBEAT */
+  uint64_t gen;           /* RESTART, HEARTBEAT, STACKS */
+  uint64_t id;            /* STACKS: what the answer quotes */
   uint32_t restart_count; /* RESTART */
   int exit_code;          /* STOP */
   dr_bytes_t text;        /* REFUSED, RESTART, STOP: borrowed from the frame */
   dr_assignment_t asg;    /* ASSIGNED: owned by the caller from then on */
+  dr_round_status_t round; /* ROUND: borrowed from the frame */
 } dr_sess_event_t;
 
 typedef struct {

@@ -47,7 +47,8 @@
 
 /* Schema letters: u = u64; s = short string (max_str); k = store key
  * (max_key); v = store value (max_value); b = blob (max_blob);
- * K = list of keys; V = list of values (count <= max_count).
+ * K = list of keys; V = list of values; B = list of blobs, here records
+ * (each list: count <= max_count, items capped as their letter's).
  *
  * X(NAME, id, schema, fields documented as "name, ...") */
 #define DR_MSG_TYPES(X)                                                      \
@@ -99,7 +100,26 @@
     "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
     "restart_count, echo_us, echo_rx_us, tx_us")                             \
   /* agent -> server: this node leaves on purpose (a signal to ddprun) */   \
-  X(LEAVE, 25, "uub", "gen, signal, reason")
+  X(LEAVE, 25, "uub", "gen, signal, reason")                                 \
+  /* server -> the nodes waiting in a forming round, pushed: who is in and \
+   * what the round still needs (see dr_round_status_t) */                   \
+  X(ROUND_STATUS, 26, "uuuuuuuuBB",                                          \
+    "gen, joined, min_nodes, max_nodes, needed, waited_ms, last_call_ms, "   \
+    "n_missing, nodes (node records), missing (u32 node ranks)")             \
+  /* agent -> server, unanswered: its workers as it sees them */             \
+  X(RANKS, 27, "uB", "gen, ranks (rank records)")                            \
+  /* client -> server: the job's status, answered by JOB_STATUS; flags:    \
+   * DR_STATUS_STACKS */                                                     \
+  X(STATUS, 28, "uu", "flags, wait_ms")                                      \
+  /* exit_code: DR_NONE before the job is done */                          \
+  X(JOB_STATUS, 29, "uuuuuuubuBBB",                                          \
+    "gen, state, restarts_used, max_restarts, min_nodes, max_nodes, "        \
+    "exit_code, reason, elapsed_ms, nodes (node records), "                  \
+    "ranks (rank records), stacks (stack records)")                          \
+  /* server -> agents, pushed: send the workers' stacks as STACK_DUMP id */  \
+  X(STACKS, 30, "uu", "id, gen")                                             \
+  /* agent -> server, unanswered: the answer to STACKS id */                 \
+  X(STACK_DUMP, 31, "uB", "id, stacks (stack records)")
 
 typedef enum {
 #define DR__MSG_ENUM(name, id, schema, doc) DR_MSG_##name = id,
@@ -417,5 +437,190 @@ int dr_msg_assign(const dr_msg_t *msg, dr_assign_t *out);
 int dr_msg_failure(const dr_msg_t *msg, dr_failure_t *out);
 int dr_msg_resume(const dr_msg_t *msg, dr_resume_t *out);
 int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
+
+/* ---- the job's status: the round that forms, the ranks, their stacks --- */
+
+/* Records. The lists of ROUND_STATUS, RANKS, JOB_STATUS and STACK_DUMP
+ * (schema letter B) hold one record per item, its integers big-endian at
+ * fixed offsets, then for some a text that fills the rest of the item:
+ *
+ *   node  (32 + host)  node_rank u32, nproc u32, first_rank u32, state u32,
+ *                      hb_age_ms u64, report_age_ms u64, host
+ *   rank  (52)         rank u32, local_rank u32, node_rank u32, pid u32,
+ *                      state u32, exit_code u32, signal u32, step u64,
+ *                      step_age_ms u64, rate_milli u64
+ *   stack (16 + text)  rank u32, node_rank u32, pid u32, code u32, text
+ *   missing (4)        node_rank u32
+ *
+ * The views check every record of a message (its length, its states, the
+ * host's length); the iterators below then only read them. */
+#define DR_NODE_REC_LEN 32u
+#define DR_RANK_REC_LEN 52u
+#define DR_STACK_REC_LEN 16u
+#define DR_HOST_MAX 255u
+#define DR_NO_RANK UINT32_MAX /* a node rank not assigned (yet) */
+
+/* X(NAME, value, name) */
+#define DR_JOB_STATES(X)                                                     \
+  X(FORMING, 0, "forming")                                                   \
+  X(RUNNING, 1, "running")                                                   \
+  X(DONE, 2, "done")
+
+/* What a node is to the job. */
+#define DR_NODE_STATES(X)                                                    \
+  X(FORMING, 0, "joined")     /* in the forming round, waiting for it */     \
+  X(RUNNING, 1, "running")    /* assigned its place in the running round */  \
+  X(WAITING, 2, "waiting")    /* joined while a round runs: in the next */   \
+  X(DETACHED, 3, "detached")  /* its place kept after a server restart, */   \
+                              /* not yet claimed by a RESUME */              \
+  X(SUCCEEDED, 4, "succeeded") /* every worker of it exited 0 */
+
+/* What a worker is, as its agent sees it. */
+#define DR_RANK_STATES(X)                                                    \
+  X(STARTING, 0, "starting")  /* not started yet */                         \
+  X(RUNNING, 1, "running")                                                   \
+  X(STOPPED, 2, "stopped")    /* stopped by a signal or a debugger (T) */    \
+  X(STOPPING, 3, "stopping")  /* its agent is stopping the group */          \
+  X(EXITED, 4, "exited")      /* exit_code says how */                       \
+  X(KILLED, 5, "killed")      /* by signal */
+
+typedef enum {
+#define DR__JS_ENUM(name, v, str) DR_JS_##name = v,
+  DR_JOB_STATES(DR__JS_ENUM)
+#undef DR__JS_ENUM
+  DR__JS_N
+} dr_job_st_t;
+
+typedef enum {
+#define DR__NS_ENUM(name, v, str) DR_NS_##name = v,
+  DR_NODE_STATES(DR__NS_ENUM)
+#undef DR__NS_ENUM
+  DR__NS_N
+} dr_node_st_t;
+
+typedef enum {
+#define DR__RS_ENUM(name, v, str) DR_RS_##name = v,
+  DR_RANK_STATES(DR__RS_ENUM)
+#undef DR__RS_ENUM
+  DR__RS_N
+} dr_rank_st_t;
+
+/* "forming", "joined", "running", ...; "unknown" out of range. */
+const char *dr_job_state_name(uint32_t st);
+const char *dr_node_state_name(uint32_t st);
+const char *dr_rank_state_name(uint32_t st);
+
+typedef struct {
+  uint32_t node_rank;     /* DR_NO_RANK: none; forming: the one requested */
+  uint32_t nproc;
+  uint32_t first_rank;    /* DR_NO_RANK before the round runs */
+  uint32_t state;         /* dr_node_st_t */
+  uint64_t hb_age_ms;     /* since the node was last heard; DR_NONE: gone */
+  uint64_t report_age_ms; /* since its last RANKS; DR_NONE: none */
+  dr_bytes_t host;        /* at most DR_HOST_MAX bytes */
+} dr_node_rec_t;
+
+typedef struct {
+  uint32_t rank, local_rank, node_rank, pid; /* pid 0: not started */
+  uint32_t state;       /* dr_rank_st_t */
+  int32_t exit_code;    /* EXITED */
+  uint32_t signal;      /* KILLED */
+  uint64_t step;        /* its last progress report; DR_NONE: none */
+  uint64_t step_age_ms; /* since that step was first seen; DR_NONE: none */
+  uint64_t rate_milli;  /* steps per 1000 s, lately; DR_NONE: unknown */
+} dr_rank_rec_t;
+
+typedef struct {
+  uint32_t rank, node_rank, pid;
+  uint32_t code;   /* 0, or the positive code of why there is no stack */
+  dr_bytes_t text; /* the stack, or why there is none */
+} dr_stack_rec_t;
+
+/* ROUND_STATUS: the forming round of generation gen. needed: how many
+ * more nodes it needs before it can complete (to MIN, and to every node
+ * rank requested); waited_ms: since its first node joined; last_call_ms:
+ * until it completes with the nodes it has (DR_NONE: not armed, too few);
+ * nodes: the first DR_ROUND_NODES_MAX to have joined; missing: requested
+ * node ranks below what the round needs that no node holds, when every
+ * node joined with one (static ranks), the first DR_ROUND_MISSING_MAX of
+ * n_missing. Small, since every waiting node gets one. */
+#define DR_ROUND_NODES_MAX 16u
+#define DR_ROUND_MISSING_MAX 64u
+typedef struct {
+  uint64_t gen;
+  uint32_t joined, min_nodes, max_nodes, needed;
+  uint64_t waited_ms, last_call_ms;
+  uint32_t n_missing;
+  dr_list_t nodes;   /* node records: dr_node_rec_next() */
+  dr_list_t missing; /* u32 node ranks: dr_rank_u32_next() */
+} dr_round_status_t;
+
+/* RANKS: gen, and the rank records of the node's workers. */
+typedef struct {
+  uint64_t gen;
+  dr_list_t ranks;
+} dr_ranks_t;
+
+/* STATUS flags */
+#define DR_STATUS_STACKS 1u
+
+typedef struct {
+  uint32_t flags;   /* DR_STATUS_* */
+  uint64_t wait_ms; /* for the stacks */
+} dr_status_req_t;
+
+typedef struct {
+  uint64_t gen;
+  uint32_t state; /* dr_job_st_t */
+  uint32_t restarts_used, max_restarts, min_nodes, max_nodes;
+  uint64_t exit_code; /* DR_NONE: not done */
+  dr_bytes_t reason; /* why the job ended; empty before */
+  uint64_t elapsed_ms; /* in the current state: since the round began to
+                          form, ran, or the job ended */
+  dr_list_t nodes, ranks, stacks;
+} dr_job_status_t;
+
+typedef struct {
+  uint64_t id;
+  uint64_t gen;
+} dr_stacks_req_t;
+
+typedef struct {
+  uint64_t id;
+  dr_list_t stacks;
+} dr_stack_dump_t;
+
+/* Encoders: the records are given as arrays of structs. */
+int dr_enc_round_status(dr_buf_t *b, uint32_t req, const dr_round_status_t *st,
+                        const dr_node_rec_t *nodes, size_t n_nodes,
+                        const uint32_t *missing, size_t n_missing);
+int dr_enc_ranks(dr_buf_t *b, uint32_t req, uint64_t gen,
+                 const dr_rank_rec_t *ranks, size_t n_ranks);
+int dr_enc_status(dr_buf_t *b, uint32_t req, uint32_t flags,
+                  uint64_t wait_ms);
+int dr_enc_job_status(dr_buf_t *b, uint32_t req, const dr_job_status_t *js,
+                      const dr_node_rec_t *nodes, size_t n_nodes,
+                      const dr_rank_rec_t *ranks, size_t n_ranks,
+                      const dr_stack_rec_t *stacks, size_t n_stacks);
+int dr_enc_stacks(dr_buf_t *b, uint32_t req, uint64_t id, uint64_t gen);
+int dr_enc_stack_dump(dr_buf_t *b, uint32_t req, uint64_t id,
+                      const dr_stack_rec_t *stacks, size_t n_stacks);
+
+/* Views: as the others, and DR_EBADARG for a record of the wrong length,
+ * a state out of range or a host over DR_HOST_MAX. The lists of the view
+ * (js->nodes, ...) are the ones to iterate. */
+int dr_msg_round_status(const dr_msg_t *msg, dr_round_status_t *out);
+int dr_msg_ranks(const dr_msg_t *msg, dr_ranks_t *out);
+int dr_msg_status(const dr_msg_t *msg, dr_status_req_t *out);
+int dr_msg_job_status(const dr_msg_t *msg, dr_job_status_t *out);
+int dr_msg_stacks(const dr_msg_t *msg, dr_stacks_req_t *out);
+int dr_msg_stack_dump(const dr_msg_t *msg, dr_stack_dump_t *out);
+
+/* Iterate the record lists of a checked view, as dr_list_next(): 1 and
+ * *out (borrowed like the message), or 0 at the end. */
+int dr_node_rec_next(const dr_list_t *l, uint32_t *pos, dr_node_rec_t *out);
+int dr_rank_rec_next(const dr_list_t *l, uint32_t *pos, dr_rank_rec_t *out);
+int dr_stack_rec_next(const dr_list_t *l, uint32_t *pos, dr_stack_rec_t *out);
+int dr_rank_u32_next(const dr_list_t *l, uint32_t *pos, uint32_t *out);
 
 #endif /* DR_WIRE_H */

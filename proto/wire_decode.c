@@ -21,7 +21,7 @@ static uint32_t field_cap(const dr_limits_t *lim, char cls) {
   case 'v':
   case 'V':
     return lim->max_value;
-  default:
+  default: /* b, B */
     return lim->max_blob;
   }
 }
@@ -34,7 +34,7 @@ static int parse_field(const dr_limits_t *lim, char cls, const uint8_t *body,
 
   if (cls == 'u')
     want = DR_FIELD_U64;
-  else if (cls == 'K' || cls == 'V')
+  else if (cls == 'K' || cls == 'V' || cls == 'B')
     want = DR_FIELD_LIST;
   else
     want = DR_FIELD_BYTES;

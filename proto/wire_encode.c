@@ -353,3 +353,140 @@ int dr_enc_leave(dr_buf_t *b, uint32_t req, const dr_leave_t *l) {
   put_bytes(&f, l->reason);
   return frame_end(&f);
 }
+
+/* ---- the job's status: lists of records (wire.h, "Records") ------------ */
+
+/* One list item: its length, then head[0..n_head) and tail. */
+static void put_item(frame_t *f, const uint8_t *head, size_t n_head,
+                     dr_bytes_t tail) {
+  size_t n = n_head + tail.len;
+  uint8_t x[4];
+  if (n > UINT32_MAX) {
+    if (f->b->err == 0)
+      f->b->err = DR_ETOOBIG;
+    return;
+  }
+  dr__store_be32(x, (uint32_t)n);
+  dr_buf_append(f->b, x, sizeof(x));
+  dr_buf_append(f->b, head, n_head);
+  dr_buf_append(f->b, tail.p, tail.len);
+}
+
+static const dr_bytes_t no_tail = {NULL, 0};
+
+static void put_node_recs(frame_t *f, const dr_node_rec_t *v, size_t n) {
+  put_len(f, DR_FIELD_LIST, n);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t h[DR_NODE_REC_LEN];
+    dr__store_be32(h, v[i].node_rank);
+    dr__store_be32(h + 4, v[i].nproc);
+    dr__store_be32(h + 8, v[i].first_rank);
+    dr__store_be32(h + 12, v[i].state);
+    dr__store_be64(h + 16, v[i].hb_age_ms);
+    dr__store_be64(h + 24, v[i].report_age_ms);
+    put_item(f, h, sizeof(h), v[i].host);
+  }
+}
+
+static void put_rank_recs(frame_t *f, const dr_rank_rec_t *v, size_t n) {
+  put_len(f, DR_FIELD_LIST, n);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t h[DR_RANK_REC_LEN];
+    dr__store_be32(h, v[i].rank);
+    dr__store_be32(h + 4, v[i].local_rank);
+    dr__store_be32(h + 8, v[i].node_rank);
+    dr__store_be32(h + 12, v[i].pid);
+    dr__store_be32(h + 16, v[i].state);
+    dr__store_be32(h + 20, (uint32_t)v[i].exit_code);
+    dr__store_be32(h + 24, v[i].signal);
+    dr__store_be64(h + 28, v[i].step);
+    dr__store_be64(h + 36, v[i].step_age_ms);
+    dr__store_be64(h + 44, v[i].rate_milli);
+    put_item(f, h, sizeof(h), no_tail);
+  }
+}
+
+static void put_stack_recs(frame_t *f, const dr_stack_rec_t *v, size_t n) {
+  put_len(f, DR_FIELD_LIST, n);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t h[DR_STACK_REC_LEN];
+    dr__store_be32(h, v[i].rank);
+    dr__store_be32(h + 4, v[i].node_rank);
+    dr__store_be32(h + 8, v[i].pid);
+    dr__store_be32(h + 12, v[i].code);
+    put_item(f, h, sizeof(h), v[i].text);
+  }
+}
+
+int dr_enc_round_status(dr_buf_t *b, uint32_t req, const dr_round_status_t *st,
+                        const dr_node_rec_t *nodes, size_t n_nodes,
+                        const uint32_t *missing, size_t n_missing) {
+  frame_t f = frame_begin(b, DR_MSG_ROUND_STATUS, req);
+  put_u64(&f, st->gen);
+  put_u64(&f, st->joined);
+  put_u64(&f, st->min_nodes);
+  put_u64(&f, st->max_nodes);
+  put_u64(&f, st->needed);
+  put_u64(&f, st->waited_ms);
+  put_u64(&f, st->last_call_ms);
+  put_u64(&f, st->n_missing);
+  put_node_recs(&f, nodes, n_nodes);
+  put_len(&f, DR_FIELD_LIST, n_missing);
+  for (size_t i = 0; i < n_missing; i++) {
+    uint8_t x[4];
+    dr__store_be32(x, missing[i]);
+    put_item(&f, x, sizeof(x), no_tail);
+  }
+  return frame_end(&f);
+}
+
+int dr_enc_ranks(dr_buf_t *b, uint32_t req, uint64_t gen,
+                 const dr_rank_rec_t *ranks, size_t n_ranks) {
+  frame_t f = frame_begin(b, DR_MSG_RANKS, req);
+  put_u64(&f, gen);
+  put_rank_recs(&f, ranks, n_ranks);
+  return frame_end(&f);
+}
+
+int dr_enc_status(dr_buf_t *b, uint32_t req, uint32_t flags,
+                  uint64_t wait_ms) {
+  frame_t f = frame_begin(b, DR_MSG_STATUS, req);
+  put_u64(&f, flags);
+  put_u64(&f, wait_ms);
+  return frame_end(&f);
+}
+
+int dr_enc_job_status(dr_buf_t *b, uint32_t req, const dr_job_status_t *js,
+                      const dr_node_rec_t *nodes, size_t n_nodes,
+                      const dr_rank_rec_t *ranks, size_t n_ranks,
+                      const dr_stack_rec_t *stacks, size_t n_stacks) {
+  frame_t f = frame_begin(b, DR_MSG_JOB_STATUS, req);
+  put_u64(&f, js->gen);
+  put_u64(&f, js->state);
+  put_u64(&f, js->restarts_used);
+  put_u64(&f, js->max_restarts);
+  put_u64(&f, js->min_nodes);
+  put_u64(&f, js->max_nodes);
+  put_u64(&f, js->exit_code);
+  put_bytes(&f, js->reason);
+  put_u64(&f, js->elapsed_ms);
+  put_node_recs(&f, nodes, n_nodes);
+  put_rank_recs(&f, ranks, n_ranks);
+  put_stack_recs(&f, stacks, n_stacks);
+  return frame_end(&f);
+}
+
+int dr_enc_stacks(dr_buf_t *b, uint32_t req, uint64_t id, uint64_t gen) {
+  frame_t f = frame_begin(b, DR_MSG_STACKS, req);
+  put_u64(&f, id);
+  put_u64(&f, gen);
+  return frame_end(&f);
+}
+
+int dr_enc_stack_dump(dr_buf_t *b, uint32_t req, uint64_t id,
+                      const dr_stack_rec_t *stacks, size_t n_stacks) {
+  frame_t f = frame_begin(b, DR_MSG_STACK_DUMP, req);
+  put_u64(&f, id);
+  put_stack_recs(&f, stacks, n_stacks);
+  return frame_end(&f);
+}

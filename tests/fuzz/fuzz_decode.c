@@ -104,7 +104,7 @@ static void check_msg(const dr_decoder_t *d, const dr_msg_t *m,
     uint32_t cap = cap_of(&d->lim, cls);
     if (cls == 'u') {
       CHECK(f->kind == DR_FIELD_U64);
-    } else if (cls == 'K' || cls == 'V') {
+    } else if (cls == 'K' || cls == 'V' || cls == 'B') {
       CHECK(f->kind == DR_FIELD_LIST);
       CHECK(f->l.count <= d->lim.max_count);
       check_inside((dr_bytes_t){f->l.p, f->l.len}, body, end);
@@ -142,6 +142,38 @@ static void check_msg(const dr_decoder_t *d, const dr_msg_t *m,
   CHECK(m->type == DR_MSG_HEARTBEAT ? rh == 0 : rh == DR_EUNEXPECTED);
   CHECK(m->type == DR_MSG_RESUME ? rq == 0 || rq == DR_EBADARG
                                  : rq == DR_EUNEXPECTED);
+  /* The status views: a record they accept is read inside the frame. */
+  dr_round_status_t rs;
+  dr_ranks_t rk;
+  dr_job_status_t js;
+  dr_stack_dump_t sd;
+  int rr = dr_msg_round_status(m, &rs), rn = dr_msg_ranks(m, &rk),
+      rjs = dr_msg_job_status(m, &js), rsd = dr_msg_stack_dump(m, &sd);
+  CHECK(m->type == DR_MSG_ROUND_STATUS ? rr == 0 || rr == DR_EBADARG
+                                       : rr == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_RANKS ? rn == 0 || rn == DR_EBADARG
+                                : rn == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_JOB_STATUS ? rjs == 0 || rjs == DR_EBADARG
+                                     : rjs == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_STACK_DUMP ? rsd == 0 || rsd == DR_EBADARG
+                                     : rsd == DR_EUNEXPECTED);
+  uint32_t pos = 0;
+  dr_node_rec_t nr;
+  dr_rank_rec_t kr;
+  dr_stack_rec_t sr;
+  uint32_t u;
+  while (rr == 0 && dr_node_rec_next(&rs.nodes, &pos, &nr))
+    check_inside(nr.host, body, end);
+  for (pos = 0; rr == 0 && dr_rank_u32_next(&rs.missing, &pos, &u);)
+    sink = (uint8_t)u;
+  for (pos = 0; rn == 0 && dr_rank_rec_next(&rk.ranks, &pos, &kr);)
+    CHECK(kr.state < DR__RS_N);
+  for (pos = 0; rjs == 0 && dr_node_rec_next(&js.nodes, &pos, &nr);)
+    CHECK(nr.state < DR__NS_N && nr.host.len <= DR_HOST_MAX);
+  for (pos = 0; rjs == 0 && dr_stack_rec_next(&js.stacks, &pos, &sr);)
+    check_inside(sr.text, body, end);
+  for (pos = 0; rsd == 0 && dr_stack_rec_next(&sd.stacks, &pos, &sr);)
+    check_inside(sr.text, body, end);
   if (rj == 0)
     check_inside(j.bootstrap_offer, body, end);
   if (ra == 0)

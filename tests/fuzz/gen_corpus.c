@@ -28,6 +28,16 @@ static int encode(dr_buf_t *b, uint8_t type) {
   const dr_leave_t l = {3, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
   const dr_failure_t f = {3, 9, 1, 4242, -1, 11, DR_FAIL_SIGNAL,
                           dr_str("segfault")};
+  const dr_node_rec_t nodes[] = {
+      {0, 2, 0, DR_NS_RUNNING, 150, 400, dr_str("node-a")},
+      {DR_NO_RANK, 2, DR_NO_RANK, DR_NS_WAITING, DR_NONE, DR_NONE,
+       dr_str("node-b")}};
+  const dr_rank_rec_t ranks[] = {
+      {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 1200, 80, 12500},
+      {1, 1, 0, 4243, DR_RS_KILLED, 0, 9, DR_NONE, DR_NONE, DR_NONE}};
+  const dr_stack_rec_t stacks[] = {
+      {0, 0, 4242, 0, dr_str("#0 main () at train.c:1\n")},
+      {1, 0, 4243, 3, dr_str("rank 1 is not running (killed)")}};
   switch (type) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, 1, dr_str("job7"), dr_str("node-a"));
@@ -79,6 +89,26 @@ static int encode(dr_buf_t *b, uint8_t type) {
     return dr_enc_resume(b, 15, &q);
   case DR_MSG_LEAVE:
     return dr_enc_leave(b, 0, &l);
+  case DR_MSG_ROUND_STATUS: {
+    const dr_round_status_t st = {3, 2, 3, 3, 1, 1400, DR_NONE, 1,
+                                  {0, NULL, 0}, {0, NULL, 0}};
+    const uint32_t missing[] = {2};
+    return dr_enc_round_status(b, 0, &st, nodes, 2, missing, 1);
+  }
+  case DR_MSG_RANKS:
+    return dr_enc_ranks(b, 0, 3, ranks, 2);
+  case DR_MSG_STATUS:
+    return dr_enc_status(b, 16, DR_STATUS_STACKS, 10000);
+  case DR_MSG_JOB_STATUS: {
+    const dr_job_status_t js = {3, DR_JS_RUNNING, 1, 3, 2, 2, DR_NONE,
+                                dr_str(""), 12000, {0, NULL, 0},
+                                {0, NULL, 0}, {0, NULL, 0}};
+    return dr_enc_job_status(b, 16, &js, nodes, 2, ranks, 2, stacks, 2);
+  }
+  case DR_MSG_STACKS:
+    return dr_enc_stacks(b, 0, 7, 3);
+  case DR_MSG_STACK_DUMP:
+    return dr_enc_stack_dump(b, 0, 7, stacks, 2);
   default:
     return DR_ETYPE;
   }

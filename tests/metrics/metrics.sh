@@ -65,7 +65,8 @@ health() {
 families=(job_info start_time_seconds job_state job_exit_code generation
   rounds_completed_total restarts_total max_restarts worker_failures_total
   nodes_lost_total nodes_alive nodes_waiting nodes_min nodes_max world_size
-  heartbeat_age_max_seconds heartbeat_timeout_seconds store_keys
+  heartbeat_age_max_seconds heartbeat_timeout_seconds round_nodes_joined
+  round_nodes_needed round_waiting_seconds store_keys
   store_operations_total store_stale_requests_total store_waiters
   connections connections_accepted_total handshakes_refused_total
   connections_dropped_total
@@ -73,15 +74,29 @@ families=(job_info start_time_seconds job_state job_exit_code generation
 # The families of one series per node of the running round: their HELP and
 # TYPE always, their series only while a round runs.
 node_families=(node_clock_offset_seconds node_clock_uncertainty_seconds)
+# The families of one series per node or missing rank of a forming round:
+# their HELP and TYPE always, their series only while a round forms.
+round_families=(round_node_info round_rank_missing)
 all_present() {
   local f
   for f in "${families[@]}"; do
     grep -q "^ddprun_rdzv_$f[{ ]" "$tmp/$1.prom" ||
       fail "scrape $1 lacks ddprun_rdzv_$f"
   done
-  for f in "${node_families[@]}"; do
+  for f in "${node_families[@]}" "${round_families[@]}"; do
     grep -qx "# TYPE ddprun_rdzv_$f gauge" "$tmp/$1.prom" ||
       fail "scrape $1 lacks the family ddprun_rdzv_$f"
+  done
+}
+# no_round TAG NEEDED: the scrape TAG shows no node in a forming round,
+# and NEEDED nodes needed (0 while a round runs).
+no_round() {
+  local f
+  expect "$1" ddprun_rdzv_round_nodes_joined 0
+  expect "$1" ddprun_rdzv_round_nodes_needed "$2"
+  for f in "${round_families[@]}"; do
+    ! grep -q "^ddprun_rdzv_$f{" "$tmp/$1.prom" ||
+      fail "scrape $1 has series of ddprun_rdzv_$f with no round forming"
   done
 }
 # nodes_present TAG N: each per-node family has N series in the scrape TAG.
@@ -133,6 +148,8 @@ job)
   expect forming ddprun_rdzv_max_restarts 1
   expect forming ddprun_rdzv_nodes_min 2
   expect forming ddprun_rdzv_heartbeat_timeout_seconds 2
+  no_round forming 2 # no node yet
+  expect forming ddprun_rdzv_round_waiting_seconds 0
   health 200
 
   # Store requests and refusals whose counts the job cannot change: its
@@ -155,6 +172,7 @@ job)
   scrape running
   all_present running
   nodes_present running 2
+  no_round running 0
   expect running 'ddprun_rdzv_job_state{state="running"}' 1
   expect running ddprun_rdzv_generation 1
   expect running ddprun_rdzv_nodes_alive 2

@@ -70,6 +70,50 @@ static dr_failure_t sample_failure(void) {
   return f;
 }
 
+/* The status messages' records: every kind of value, DR_NONE and
+ * DR_NO_RANK included, a negative exit code, an empty text. */
+#define BYTES(s) {(const uint8_t *)(s), sizeof(s) - 1}
+static const dr_node_rec_t s_nodes[2] = {
+    {0, 8, 0, DR_NS_RUNNING, 120, 340, BYTES("node-a")},
+    {DR_NO_RANK, 4, DR_NO_RANK, DR_NS_WAITING, DR_NONE, DR_NONE,
+     BYTES("node-b.example")}};
+static const dr_rank_rec_t s_ranks[2] = {
+    {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 0x100000001ull, 56, 12345},
+    {9, 1, 1, 4343, DR_RS_EXITED, -1, 0, DR_NONE, DR_NONE, DR_NONE}};
+static const dr_stack_rec_t s_stacks[2] = {
+    {0, 0, 4242, 0, BYTES("Thread 1 (main):\n  #0 step () at train.c:12\n")},
+    {9, 1, 4343, ENOSYS, BYTES("")}};
+static const uint32_t s_missing[2] = {2, 0xfffffffeu};
+
+static dr_round_status_t sample_round(void) {
+  dr_round_status_t st;
+  memset(&st, 0, sizeof(st));
+  st.gen = 15;
+  st.joined = 2;
+  st.min_nodes = 3;
+  st.max_nodes = 5;
+  st.needed = 1;
+  st.waited_ms = 1333;
+  st.last_call_ms = DR_NONE;
+  st.n_missing = 3; /* of which the list holds 2 */
+  return st;
+}
+
+static dr_job_status_t sample_job(void) {
+  dr_job_status_t js;
+  memset(&js, 0, sizeof(js));
+  js.gen = 14;
+  js.state = DR_JS_DONE;
+  js.restarts_used = 1;
+  js.max_restarts = 3;
+  js.min_nodes = 2;
+  js.max_nodes = 4;
+  js.exit_code = 137;
+  js.reason = dr_str("restart budget spent");
+  js.elapsed_ms = 1500;
+  return js;
+}
+
 static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
   dr_join_t j = sample_join();
   dr_assign_t a = sample_assign();
@@ -130,6 +174,23 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     dr_leave_t l = {13, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
     return dr_enc_leave(b, req, &l);
   }
+  case DR_MSG_ROUND_STATUS: {
+    dr_round_status_t st = sample_round();
+    return dr_enc_round_status(b, req, &st, s_nodes, 2, s_missing, 2);
+  }
+  case DR_MSG_RANKS:
+    return dr_enc_ranks(b, req, 16, s_ranks, 2);
+  case DR_MSG_STATUS:
+    return dr_enc_status(b, req, DR_STATUS_STACKS, 7000);
+  case DR_MSG_JOB_STATUS: {
+    dr_job_status_t js = sample_job();
+    return dr_enc_job_status(b, req, &js, s_nodes, 2, s_ranks, 2, s_stacks,
+                             2);
+  }
+  case DR_MSG_STACKS:
+    return dr_enc_stacks(b, req, 0x123456789ull, 17);
+  case DR_MSG_STACK_DUMP:
+    return dr_enc_stack_dump(b, req, 0x123456789ull, s_stacks, 2);
   default:
     fail_msg("no sample for type %u", type);
     return -1;
@@ -158,6 +219,128 @@ static void assert_list(const dr_list_t *l, const dr_bytes_t *want, size_t n) {
   }
   assert_int_equal(i, n);
   assert_int_equal(pos, l->len);
+}
+
+static void check_nodes(const dr_list_t *l) {
+  uint32_t pos = 0, i = 0;
+  dr_node_rec_t x;
+  assert_int_equal(l->count, 2);
+  while (dr_node_rec_next(l, &pos, &x)) {
+    const dr_node_rec_t *w = &s_nodes[i++];
+    assert_int_equal(x.node_rank, w->node_rank);
+    assert_int_equal(x.nproc, w->nproc);
+    assert_int_equal(x.first_rank, w->first_rank);
+    assert_int_equal(x.state, w->state);
+    assert_int_equal(x.hb_age_ms, w->hb_age_ms);
+    assert_int_equal(x.report_age_ms, w->report_age_ms);
+    assert_bytes(x.host, w->host.p, w->host.len);
+  }
+  assert_int_equal(i, 2);
+}
+
+static void check_ranks(const dr_list_t *l) {
+  uint32_t pos = 0, i = 0;
+  dr_rank_rec_t x;
+  assert_int_equal(l->count, 2);
+  while (dr_rank_rec_next(l, &pos, &x)) {
+    const dr_rank_rec_t *w = &s_ranks[i++];
+    assert_int_equal(x.rank, w->rank);
+    assert_int_equal(x.local_rank, w->local_rank);
+    assert_int_equal(x.node_rank, w->node_rank);
+    assert_int_equal(x.pid, w->pid);
+    assert_int_equal(x.state, w->state);
+    assert_int_equal(x.exit_code, w->exit_code);
+    assert_int_equal(x.signal, w->signal);
+    assert_int_equal(x.step, w->step);
+    assert_int_equal(x.step_age_ms, w->step_age_ms);
+    assert_int_equal(x.rate_milli, w->rate_milli);
+  }
+  assert_int_equal(i, 2);
+}
+
+static void check_stacks(const dr_list_t *l) {
+  uint32_t pos = 0, i = 0;
+  dr_stack_rec_t x;
+  assert_int_equal(l->count, 2);
+  while (dr_stack_rec_next(l, &pos, &x)) {
+    const dr_stack_rec_t *w = &s_stacks[i++];
+    assert_int_equal(x.rank, w->rank);
+    assert_int_equal(x.node_rank, w->node_rank);
+    assert_int_equal(x.pid, w->pid);
+    assert_int_equal(x.code, w->code);
+    assert_bytes(x.text, w->text.p, w->text.len);
+  }
+  assert_int_equal(i, 2);
+}
+
+static void check_status_sample(const dr_msg_t *m) {
+  switch (m->type) {
+  case DR_MSG_ROUND_STATUS: {
+    dr_round_status_t st, w = sample_round();
+    assert_int_equal(dr_msg_round_status(m, &st), 0);
+    assert_int_equal(st.gen, w.gen);
+    assert_int_equal(st.joined, w.joined);
+    assert_int_equal(st.min_nodes, w.min_nodes);
+    assert_int_equal(st.max_nodes, w.max_nodes);
+    assert_int_equal(st.needed, w.needed);
+    assert_int_equal(st.waited_ms, w.waited_ms);
+    assert_int_equal(st.last_call_ms, DR_NONE);
+    assert_int_equal(st.n_missing, 3);
+    check_nodes(&st.nodes);
+    uint32_t pos = 0, k, i = 0;
+    while (dr_rank_u32_next(&st.missing, &pos, &k))
+      assert_int_equal(k, s_missing[i++]);
+    assert_int_equal(i, 2);
+    break;
+  }
+  case DR_MSG_RANKS: {
+    dr_ranks_t q;
+    assert_int_equal(dr_msg_ranks(m, &q), 0);
+    assert_int_equal(q.gen, 16);
+    check_ranks(&q.ranks);
+    break;
+  }
+  case DR_MSG_STATUS: {
+    dr_status_req_t q;
+    assert_int_equal(dr_msg_status(m, &q), 0);
+    assert_int_equal(q.flags, DR_STATUS_STACKS);
+    assert_int_equal(q.wait_ms, 7000);
+    break;
+  }
+  case DR_MSG_JOB_STATUS: {
+    dr_job_status_t js, w = sample_job();
+    assert_int_equal(dr_msg_job_status(m, &js), 0);
+    assert_int_equal(js.gen, w.gen);
+    assert_int_equal(js.state, w.state);
+    assert_int_equal(js.restarts_used, w.restarts_used);
+    assert_int_equal(js.max_restarts, w.max_restarts);
+    assert_int_equal(js.min_nodes, w.min_nodes);
+    assert_int_equal(js.max_nodes, w.max_nodes);
+    assert_int_equal(js.exit_code, w.exit_code);
+    assert_str(js.reason, "restart budget spent");
+    assert_int_equal(js.elapsed_ms, w.elapsed_ms);
+    check_nodes(&js.nodes);
+    check_ranks(&js.ranks);
+    check_stacks(&js.stacks);
+    break;
+  }
+  case DR_MSG_STACKS: {
+    dr_stacks_req_t q;
+    assert_int_equal(dr_msg_stacks(m, &q), 0);
+    assert_int_equal(q.id, 0x123456789ull);
+    assert_int_equal(q.gen, 17);
+    break;
+  }
+  case DR_MSG_STACK_DUMP: {
+    dr_stack_dump_t d;
+    assert_int_equal(dr_msg_stack_dump(m, &d), 0);
+    assert_int_equal(d.id, 0x123456789ull);
+    check_stacks(&d.stacks);
+    break;
+  }
+  default:
+    fail_msg("unexpected type %u", m->type);
+  }
 }
 
 static void check_sample(const dr_msg_t *m) {
@@ -312,7 +495,7 @@ static void check_sample(const dr_msg_t *m) {
     assert_str(f[2].b, "ddprun on 'node-a' received SIGTERM");
     break;
   default:
-    fail_msg("unexpected type %u", m->type);
+    check_status_sample(m);
   }
 }
 
@@ -541,9 +724,10 @@ static void test_round_trip_every_type(void **state) {
     const char *schema = dr_msg_schema(t);
     assert_int_equal(m.n_fields, strlen(schema));
     for (uint32_t k = 0; k < m.n_fields; k++) {
-      uint8_t want = schema[k] == 'u'                      ? DR_FIELD_U64
-                     : schema[k] == 'K' || schema[k] == 'V' ? DR_FIELD_LIST
-                                                            : DR_FIELD_BYTES;
+      uint8_t want = schema[k] == 'u' ? DR_FIELD_U64
+                     : schema[k] == 'K' || schema[k] == 'V' || schema[k] == 'B'
+                         ? DR_FIELD_LIST
+                         : DR_FIELD_BYTES;
       assert_int_equal(m.f[k].kind, want);
     }
     check_sample(&m);
@@ -1085,6 +1269,155 @@ static void test_views_reject_wide_integers(void **state) {
   assert_int_equal(view_of(f, &r), DR_EBADARG);
 }
 
+/* The status views reject every malformed record, and no other type. */
+static int status_view(const fx_t *f, const uint8_t *p, size_t n) {
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  assert_int_equal(dr_decode(&f->dflt, p, n, &m, &consumed, &need, &err),
+                   DR_DECODE_OK);
+  dr_round_status_t rs;
+  dr_ranks_t rk;
+  dr_status_req_t sq;
+  dr_job_status_t js;
+  dr_stacks_req_t kq;
+  dr_stack_dump_t sd;
+  int rc[6] = {dr_msg_round_status(&m, &rs), dr_msg_ranks(&m, &rk),
+               dr_msg_status(&m, &sq),       dr_msg_job_status(&m, &js),
+               dr_msg_stacks(&m, &kq),       dr_msg_stack_dump(&m, &sd)};
+  static const uint8_t types[6] = {DR_MSG_ROUND_STATUS, DR_MSG_RANKS,
+                                   DR_MSG_STATUS,       DR_MSG_JOB_STATUS,
+                                   DR_MSG_STACKS,       DR_MSG_STACK_DUMP};
+  int mine = DR_EUNEXPECTED;
+  for (int i = 0; i < 6; i++) {
+    if (types[i] == m.type)
+      mine = rc[i];
+    else
+      assert_int_equal(rc[i], DR_EUNEXPECTED);
+  }
+  return mine;
+}
+
+static void test_status_views_other_types(void **state) {
+  fx_t *f = *state;
+  for (size_t i = 0; i < N_TYPES; i++) {
+    dr_buf_reset(&f->b);
+    assert_int_equal(encode_sample(&f->b, all_types[i], 1), 0);
+    int rc = status_view(f, f->b.data, f->b.len);
+    assert_int_equal(rc, all_types[i] >= DR_MSG_ROUND_STATUS ? 0
+                                                             : DR_EUNEXPECTED);
+  }
+}
+
+/* One record of n bytes (first the u32s given, then filler) in a RANKS,
+ * or the other list messages. */
+static void rec_frame(raw_t *r, uint8_t type, const uint32_t *head,
+                      size_t n_head, size_t n) {
+  raw_begin(r, type);
+  if (type == DR_MSG_RANKS || type == DR_MSG_STACK_DUMP)
+    raw_u64f(r, 1);
+  if (type == DR_MSG_ROUND_STATUS)
+    for (int i = 0; i < 8; i++)
+      raw_u64f(r, 1);
+  raw_listf(r, 1);
+  raw_be32(r, (uint32_t)n);
+  for (size_t i = 0; i < n_head; i++)
+    raw_be32(r, head[i]);
+  raw_fill(r, n - 4 * n_head);
+  if (type == DR_MSG_ROUND_STATUS)
+    raw_listf(r, 0);
+  raw_end(r);
+}
+
+static void test_status_views_strict(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  /* A rank record is 52 bytes, its state (at 16) one of the states. */
+  const uint32_t rank_ok[5] = {1, 0, 0, 99, DR_RS_KILLED};
+  const uint32_t rank_bad[5] = {1, 0, 0, 99, DR__RS_N};
+  rec_frame(&r, DR_MSG_RANKS, rank_ok, 5, DR_RANK_REC_LEN);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  rec_frame(&r, DR_MSG_RANKS, rank_ok, 5, DR_RANK_REC_LEN - 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  rec_frame(&r, DR_MSG_RANKS, rank_ok, 5, DR_RANK_REC_LEN + 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  rec_frame(&r, DR_MSG_RANKS, rank_bad, 5, DR_RANK_REC_LEN);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  /* A node record: 32 bytes and a host of at most DR_HOST_MAX; its state
+   * (at 12) one of the states. */
+  const uint32_t node_ok[4] = {0, 1, 0, DR_NS_SUCCEEDED};
+  const uint32_t node_bad[4] = {0, 1, 0, DR__NS_N};
+  rec_frame(&r, DR_MSG_ROUND_STATUS, node_ok, 4, DR_NODE_REC_LEN);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  rec_frame(&r, DR_MSG_ROUND_STATUS, node_ok, 4,
+            DR_NODE_REC_LEN + DR_HOST_MAX);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  rec_frame(&r, DR_MSG_ROUND_STATUS, node_ok, 4,
+            DR_NODE_REC_LEN + DR_HOST_MAX + 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  rec_frame(&r, DR_MSG_ROUND_STATUS, node_ok, 4, DR_NODE_REC_LEN - 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  rec_frame(&r, DR_MSG_ROUND_STATUS, node_bad, 4, DR_NODE_REC_LEN);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  /* A stack record: at least its 16-byte head. */
+  const uint32_t stack[4] = {0, 0, 1, 0};
+  rec_frame(&r, DR_MSG_STACK_DUMP, stack, 4, DR_STACK_REC_LEN);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  rec_frame(&r, DR_MSG_STACK_DUMP, stack, 3, DR_STACK_REC_LEN - 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  /* ROUND_STATUS: missing ranks are 4 bytes each, no more of them than
+   * n_missing says; counts are 32-bit. */
+  for (int c = 0; c < 4; c++) {
+    raw_begin(&r, DR_MSG_ROUND_STATUS);
+    for (int i = 0; i < 8; i++)
+      raw_u64f(&r, c == 2 && i == 1 ? 1ull << 32 : c == 3 && i == 7 ? 0 : 1);
+    raw_listf(&r, 0);
+    raw_listf(&r, 1);
+    raw_item(&r, c == 1 ? 3 : 4, c == 1 ? 3 : 4);
+    raw_end(&r);
+    assert_int_equal(status_view(f, r.b, r.len), c == 0 ? 0 : DR_EBADARG);
+  }
+  /* STATUS: a flag this build does not know. */
+  raw_begin(&r, DR_MSG_STATUS);
+  raw_u64f(&r, DR_STATUS_STACKS | 2);
+  raw_u64f(&r, 0);
+  raw_end(&r);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  /* JOB_STATUS: a state out of range; an exit code that is neither 32-bit
+   * nor DR_NONE. */
+  for (int c = 0; c < 4; c++) {
+    raw_begin(&r, DR_MSG_JOB_STATUS);
+    raw_u64f(&r, 1);
+    raw_u64f(&r, c == 1 ? DR__JS_N : DR_JS_RUNNING);
+    for (int i = 0; i < 4; i++)
+      raw_u64f(&r, 1);
+    raw_u64f(&r, c == 2 ? 1ull << 32 : c == 3 ? DR_NONE : 0);
+    raw_bytesf(&r, 0, 0);
+    raw_u64f(&r, 5);
+    for (int i = 0; i < 3; i++)
+      raw_listf(&r, 0);
+    raw_end(&r);
+    assert_int_equal(status_view(f, r.b, r.len),
+                     c == 1 || c == 2 ? DR_EBADARG : 0);
+  }
+}
+
+/* Lists of records (schema letter B) cap their items as blobs. */
+static void test_record_list_cap(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  const uint32_t stack[4] = {0, 0, 1, 0};
+  rec_frame(&r, DR_MSG_STACK_DUMP, stack, 4, small.max_blob);
+  expect_ok(&f->lim, &r);
+  rec_frame(&r, DR_MSG_STACK_DUMP, stack, 4, small.max_blob + 1);
+  expect_too_big(&f->lim, &r);
+  raw_begin(&r, DR_MSG_RANKS);
+  raw_u64f(&r, 1);
+  raw_listf(&r, small.max_count + 1);
+  raw_end(&r);
+  expect_too_big(&f->lim, &r);
+}
+
 /* ---- encoder allocation failure ------------------------------------------- */
 
 static void test_encoder_enomem_keeps_frames(void **state) {
@@ -1179,6 +1512,9 @@ int main(void) {
       T(test_trailing_bytes),
       T(test_views_reject_other_types),
       T(test_views_reject_wide_integers),
+      T(test_status_views_other_types),
+      T(test_status_views_strict),
+      T(test_record_list_cap),
       T(test_encoder_enomem_keeps_frames),
       T(test_encoder_enomem_on_empty_buffer),
   };
