@@ -65,12 +65,17 @@ size_t dr_plan_group(const double *bytes, const double *ready_ms, size_t n,
 }
 
 size_t dr_plan_best(const dr_plan_result_t *r, size_t n) {
-  size_t best = 0;
-  for (size_t i = 1; i < n; i++) {
-    double d = r[i].step_ms - r[best].step_ms;
-    if (d < -1e-9 || (fabs(d) <= 1e-9 && r[i].n_buckets < r[best].n_buckets))
+  double least = r[0].step_ms;
+  for (size_t i = 1; i < n; i++)
+    if (r[i].step_ms < least)
+      least = r[i].step_ms;
+  /* Steps this close are the model's noise, not a reason for more calls. */
+  double tie = least + fabs(least) * DR_PLAN_TIE + 1e-9;
+  size_t best = n;
+  for (size_t i = 0; i < n; i++)
+    if (r[i].step_ms <= tie &&
+        (best == n || r[i].n_buckets < r[best].n_buckets))
       best = i;
-  }
   return best;
 }
 

@@ -73,8 +73,10 @@ size_t dr_plan_group(const double *bytes, const double *ready_ms, size_t n,
                      double cap_bytes, double first_cap_bytes,
                      dr_plan_bucket_t *b);
 
-/* Index of the best result of r[0..n): the shortest step; a tie (within
- * 1e-9 ms) goes to fewer buckets, then to the earlier one. n >= 1. */
+/* Index of the best result of r[0..n): the shortest step; of the steps
+ * within DR_PLAN_TIE of the shortest (a tie: closer than the model can
+ * tell), the one with the fewest buckets, then the earlier one. n >= 1. */
+#define DR_PLAN_TIE 0.001
 size_t dr_plan_best(const dr_plan_result_t *r, size_t n);
 
 /* Fits t = alpha + bytes / B to n measured all-reduces (bytes[i] took

@@ -180,11 +180,13 @@ static void test_best(void **state) {
   near(r[1].step_ms, 102);
   near(r[2].step_ms, 103.5);
   assert_int_equal(dr_plan_best(r, 5), 1);
-  /* A tie goes to fewer buckets. */
+  /* A tie (within 0.1%) goes to fewer buckets. */
   dr_plan_result_t t[2] = {r[1], r[1]};
   t[1].n_buckets = 3;
   assert_int_equal(dr_plan_best(t, 2), 1);
-  t[0].step_ms -= 0.001;
+  t[0].step_ms -= 0.05; /* 0.05% shorter: still a tie */
+  assert_int_equal(dr_plan_best(t, 2), 1);
+  t[0].step_ms -= 0.1; /* 0.15% shorter */
   assert_int_equal(dr_plan_best(t, 2), 0);
 }
 
