@@ -335,13 +335,4 @@ void dr__agent_send_join(dr_agent_t *ag);
 void dr__agent_leave(dr_agent_t *ag, int sig);
 void dr__agent_release_port(dr_agent_t *ag);
 
-/* The stacks of one worker for `ddprun status --stacks`, as text into out
- * (NUL-terminated, at most n bytes): 0, or a negative code with why there
- * is none in out. Runs on a thread of libuv's pool, never on the loop: it
- * may take seconds (a debugger attaching), and must touch nothing of the
- * agent's. The stack collection (stacks.c) defines it; without one, a weak
- * definition in agent_session.c answers "stacks not available in this
- * build" (-ENOSYS). */
-int dr_stacks_for_status(pid_t pid, char *out, size_t n);
-
 #endif /* DR_AGENT_INTERNAL_H */

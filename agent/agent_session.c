@@ -36,6 +36,7 @@
 #include "events.h"
 #include "exit_codes.h"
 #include "progress.h"
+#include "stacks.h"
 
 /* An unchanged round status is said again after this long. */
 #define ROUND_SAY_EVERY_MS 10000u
@@ -45,6 +46,9 @@
  * the server's blob cap with its header), and all of them (well within
  * the server's frame cap). */
 #define STACK_TEXT_MAX (60u * 1024u)
+/* How long the workers' stacks for one STACKS request may take, in all:
+ * below the server's default wait for them (10 s). */
+#define STACKS_BUDGET_MS 5000
 #define STACK_DUMP_MAX (32u << 20)
 
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b) {
@@ -363,13 +367,6 @@ static void report_ranks(dr_agent_t *ag) {
 
 /* ---- the workers' stacks ----------------------------------------------- */
 
-__attribute__((weak)) int dr_stacks_for_status(pid_t pid, char *out,
-                                               size_t n) {
-  (void)pid;
-  snprintf(out, n, "stacks not available in this build");
-  return -ENOSYS;
-}
-
 /* One STACKS request: its workers' pids, collected off the loop. */
 typedef struct {
   uv_work_t req;
@@ -380,27 +377,51 @@ typedef struct {
     dr_stack_rec_t rec;
     int collect;   /* alive: its stack is collected */
     char *text;    /* STACK_TEXT_MAX bytes, or NULL */
-    char why[160]; /* when it is not collected */
+    char why[300]; /* when it is not collected */
   } r[];
 } stacks_work_t;
 
 static void stacks_work(uv_work_t *req) {
   stacks_work_t *sw = req->data;
+  dr_stack_req_t *reqs = calloc(sw->n + 1, sizeof(*reqs));
+  dr_stack_t *out = calloc(sw->n + 1, sizeof(*out));
+  if (reqs == NULL || out == NULL) {
+    for (uint32_t i = 0; i < sw->n; i++)
+      if (sw->r[i].collect) {
+        sw->r[i].rec.code = ENOMEM;
+        snprintf(sw->r[i].why, sizeof(sw->r[i].why), "out of memory");
+      }
+    free(reqs);
+    free(out);
+    return;
+  }
+  /* Every live worker's at once: the tools run side by side. */
+  for (uint32_t i = 0; i < sw->n; i++)
+    reqs[i] = (dr_stack_req_t){sw->r[i].collect ? (pid_t)sw->r[i].rec.pid
+                                                : 0, -1};
+  dr_stacks_collect_all(reqs, sw->n, STACKS_BUDGET_MS, out);
   for (uint32_t i = 0; i < sw->n; i++) {
     if (!sw->r[i].collect)
       continue;
+    if (out[i].tool[0] == '\0' && out[i].text == NULL) {
+      sw->r[i].rec.code = out[i].missing[0] != '\0' ? ENODATA : ESRCH;
+      snprintf(sw->r[i].why, sizeof(sw->r[i].why), "%s",
+               out[i].missing[0] != '\0' ? out[i].missing
+                                         : "the process is gone");
+      continue;
+    }
     sw->r[i].text = malloc(STACK_TEXT_MAX);
     if (sw->r[i].text == NULL) {
       sw->r[i].rec.code = ENOMEM;
       snprintf(sw->r[i].why, sizeof(sw->r[i].why), "out of memory");
       continue;
     }
-    sw->r[i].text[0] = '\0';
-    int rc = dr_stacks_for_status((pid_t)sw->r[i].rec.pid, sw->r[i].text,
-                                  STACK_TEXT_MAX);
-    sw->r[i].text[STACK_TEXT_MAX - 1] = '\0';
-    sw->r[i].rec.code = rc < 0 ? (uint32_t)-rc : 0;
+    dr_stack_format(&out[i], NULL, sw->r[i].text, STACK_TEXT_MAX);
   }
+  for (uint32_t i = 0; i < sw->n; i++)
+    dr_stack_free(&out[i]);
+  free(reqs);
+  free(out);
 }
 
 static void stacks_done(uv_work_t *req, int status) {

@@ -171,14 +171,16 @@ static void write_stacks(struct dr_hang *h, char *dir, size_t n) {
       DR_SAY(DR_LOG_WARN, "cannot write %s (%s)", path, strerror(errno));
       continue;
     }
-    fprintf(f, "rank %u (local rank %u, pid %d): %s, %s\n", ag->w[i].rank, i,
-            (int)s->pid, s->tool[0] != '\0' ? s->tool : "no tool",
-            dr_place_name(s->place));
-    if (s->where[0] != '\0')
-      fprintf(f, "where: %s\n", s->where);
-    if (s->missing[0] != '\0')
-      fprintf(f, "missing: %s\n", s->missing);
-    fprintf(f, "\n%s", s->text != NULL ? s->text : "");
+    char who[96];
+    snprintf(who, sizeof(who), "rank %u (local rank %u, pid %d)",
+             ag->w[i].rank, i, (int)s->pid);
+    size_t cap = (s->text != NULL ? strlen(s->text) : 0) + 2048;
+    char *text = malloc(cap);
+    if (text != NULL) {
+      size_t len = dr_stack_format(s, who, text, cap);
+      fwrite(text, 1, len, f);
+      free(text);
+    }
     fclose(f);
     snprintf(dir, n, "%s", d);
   }

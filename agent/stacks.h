@@ -128,4 +128,17 @@ char *dr_ranks_format(const uint32_t *ranks, size_t n, char *out,
 
 const char *dr_place_name(dr_place_t p);
 
+/* ---- the kept text (stacks_format.c) ---------------------------------- */
+
+/* s as the text kept in stack.txt and sent for `ddprun status --stacks`:
+ * "WHO: TOOL, PLACE" (who may be NULL), "where: ..." and "missing: ..."
+ * when known, a blank line, then the full stacks. Writes at most n bytes
+ * (NUL included, cut at the end); returns the length written. */
+size_t dr_stack_format(const dr_stack_t *s, const char *who, char *out,
+                       size_t n);
+
+/* The "where:" line of such a text (len bytes, not NUL-terminated) into
+ * out: 0, or -1 (out "") when its header has none. */
+int dr_stack_text_where(const char *text, size_t len, char *out, size_t n);
+
 #endif /* DR_STACKS_H */

@@ -19,6 +19,7 @@ packages=(
   libcmocka-dev                      # unit tests
   libjansson-dev zlib1g-dev          # ddprun diagnose: trace JSON, gzip'd traces
   clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
+  elfutils                           # eu-stack: a stuck native rank's stack
   iproute2                           # network-namespace tests
   systemd strace python3             # tests/systemd and tests/metrics
   python3-yaml                       # deploy tests: parse the Kubernetes manifests

@@ -14,6 +14,7 @@
 #include "client.h"
 #include "errors.h"
 #include "exit_codes.h"
+#include "stacks.h"
 #include "wire.h"
 
 #define DEFAULT_PORT 29400u
@@ -389,7 +390,8 @@ static void print_ranks(const report_t *r) {
          "stepped %s ago", s->rank, s->node_rank, host, s->pid,
          (unsigned long long)s->step, secs(s->step_age_ms, ago, sizeof(ago)));
   if (r->behind >= 1)
-    printf("; %.0f steps behind the fastest", r->behind);
+    printf("; %.0f step%s behind the fastest", r->behind,
+           r->behind >= 0.5 && r->behind < 1.5 ? "" : "s");
   else
     printf("; in step with the others");
   if (s->state == DR_RS_STOPPED)
@@ -399,7 +401,43 @@ static void print_ranks(const report_t *r) {
   printf("\n");
 }
 
+/* Where rank x is, from its stack's "where:" line, else why none. */
+static void stack_where(const dr_stack_rec_t *x, char *out, size_t n) {
+  if (x->code == 0 &&
+      dr_stack_text_where((const char *)x->text.p, x->text.len, out, n) == 0)
+    return;
+  size_t len = strcspn((const char *)x->text.p, "\n");
+  if (len > x->text.len)
+    len = x->text.len;
+  snprintf(out, n, "%s%.*s", x->code != 0 ? "no stack: " : "unknown: ",
+           (int)len, (const char *)x->text.p);
+}
+
+/* The ranks grouped by where they are, over every node, then each one's
+ * full stacks. */
 static void print_stacks(const report_t *r) {
+  if (r->n_stacks > 0) {
+    dr_rank_where_t *rw = calloc(r->n_stacks, sizeof(*rw));
+    char(*where)[200] = calloc(r->n_stacks, sizeof(*where));
+    size_t cap = 256 * r->n_stacks + 256;
+    char *groups = malloc(cap);
+    if (rw != NULL && where != NULL && groups != NULL) {
+      for (size_t i = 0; i < r->n_stacks; i++) {
+        stack_where(&r->stacks[i], where[i], sizeof(where[i]));
+        rw[i] = (dr_rank_where_t){r->stacks[i].rank, where[i]};
+      }
+      dr_stacks_group(rw, r->n_stacks, "\n", groups, cap);
+      printf("where the ranks are:\n");
+      for (const char *p = groups; *p != '\0';) {
+        size_t len = strcspn(p, "\n");
+        printf("  %.*s\n", (int)len, p);
+        p += len + (p[len] == '\n');
+      }
+    }
+    free(rw);
+    free(where);
+    free(groups);
+  }
   for (size_t i = 0; i < r->n_stacks; i++) {
     const dr_stack_rec_t *x = &r->stacks[i];
     const dr_node_rec_t *n = node_of(r, x->node_rank);
@@ -527,8 +565,12 @@ static void print_json(const args_t *a, const report_t *r) {
     for (size_t i = 0; i < r->n_stacks; i++) {
       const dr_stack_rec_t *x = &r->stacks[i];
       printf("%s\n  {\"rank\": %u, \"node_rank\": %u, \"pid\": %u, "
-             "\"ok\": %s, \"text\": ", i == 0 ? "" : ",", x->rank,
+             "\"ok\": %s, \"where\": ", i == 0 ? "" : ",", x->rank,
              x->node_rank, x->pid, x->code == 0 ? "true" : "false");
+      char where[200];
+      stack_where(x, where, sizeof(where));
+      jstr(dr_str(where));
+      printf(", \"text\": ");
       jstr(x->text);
       printf("}");
     }

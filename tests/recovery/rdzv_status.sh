@@ -12,8 +12,9 @@
 #   status               a 2 x 2 job with a secret, training: ddprun status
 #                        shows 4 ranks whose steps advance between two calls
 #                        a second apart and names the slowest (a SIGSTOPped
-#                        rank: stopped, and the slowest); --stacks gives one
-#                        entry per rank; without the secret, or with a wrong
+#                        rank: stopped, and the slowest); --stacks gives
+#                        every rank's stack, grouped by where the ranks
+#                        are; without the secret, or with a wrong
 #                        one, one line and exit 2; against nothing
 #                        listening, one line and exit 3 within --timeout.
 #
@@ -202,16 +203,35 @@ EOF
     grep -q "^slowest: rank [0-3] (node [01] on $host, pid [0-9]*) at step" "$tmp/s3.txt" ||
     fail "ddprun status does not show 4 running ranks and the slowest"
 
-  # --stacks: one entry per rank (this build: no stack collection).
+  # --stacks: every rank's stack, taken by its agent, grouped by where the
+  # ranks are, then each in full.
   status "${sf[@]}" --stacks >"$tmp/stacks.txt" || fail "ddprun status --stacks failed"
-  [ "$(grep -c '^--- rank [0-3] (node [01] on .*, pid [1-9][0-9]*)' "$tmp/stacks.txt")" = 4 ] ||
-    { cat "$tmp/stacks.txt"; fail "--stacks does not give one entry per rank"; }
+  [ "$(grep -c '^--- rank [0-3] (node [01] on .*, pid [1-9][0-9]*)$' "$tmp/stacks.txt")" = 4 ] ||
+    { cat "$tmp/stacks.txt"; fail "--stacks does not give one stack per rank"; }
+  python3 - "$tmp/stacks.txt" <<'EOF' ||
+import re, sys
+text = open(sys.argv[1]).read()
+head = text.split("\n--- rank")[0].split("\n")
+assert "where the ranks are:" in head, head
+ranks = []
+for line in head[head.index("where the ranks are:") + 1:]:
+    m = re.match(r"  ranks? ([0-9, -]+): (.+)$", line)
+    assert m, line
+    assert not m.group(2).startswith(("no stack", "unknown")), line
+    for part in m.group(1).split(", "):
+        a, _, b = part.partition("-")
+        ranks += range(int(a), int(b or a) + 1)
+assert sorted(ranks) == [0, 1, 2, 3], ranks
+EOF
+    { cat "$tmp/stacks.txt"; fail "--stacks does not group the 4 ranks by where they are"; }
   status "${sf[@]}" --stacks --json >"$tmp/stacks.json" || fail "--stacks --json failed"
   python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))["stacks"]
 assert sorted(x["rank"] for x in s) == [0, 1, 2, 3], s
-assert all(x["text"] for x in s), s' "$tmp/stacks.json" ||
-    fail "--stacks --json does not give one entry per rank"
-  echo "--stacks: $(grep -A1 -m1 '^--- rank 0' "$tmp/stacks.txt" | tail -n 1)"
+assert all(x["ok"] and x["where"] and x["text"] for x in s), s' "$tmp/stacks.json" ||
+    fail "--stacks --json does not give a stack per rank"
+  echo "--stacks:"
+  sed -n '/^where the ranks are:/,/^---/p' "$tmp/stacks.txt" | sed '$d'
+  grep -A1 -m1 '^--- rank 0' "$tmp/stacks.txt"
 
   # A stopped rank: "stopped", and the slowest.
   pid3=$(python3 -c 'import json,sys

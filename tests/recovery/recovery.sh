@@ -35,6 +35,8 @@
 #   hang_busy_cpu   the same in a program that does not report: rank 3,
 #                   busy while its peers use no CPU, is named.
 #   hang_sleep_cpu  ... rank 3 sleeps instead: named, by its stack.
+#   hang_spin       train itself, rank 3 busy-looping at step 150
+#                   (DDPRUN_SPIN_TEST): rank 3 named, busy on the CPU.
 #   root_cause      --max-restarts 0, a worker SIGKILLed while its agent is
 #                   slow to notice: the peers that lost it are reported
 #                   first, but every ddprun exits 137 naming the SIGKILL.
@@ -405,24 +407,34 @@ hang | hang_blame | hang_prompt)
   fi
   ;;
 
-hang_busy | hang_busy_cpu | hang_sleep_cpu)
+hang_busy | hang_busy_cpu | hang_sleep_cpu | hang_spin)
   # Rank 3 (node 1) gets stuck at step 150 (1.5 s in), the others wait for
   # it, blocked; --max-restarts 0: the job ends with exit 4 on the verdict.
-  [ -n "$hangprobe" ] || fail "no hangprobe given"
+  # hang_spin: train itself, whose rank 3 busy-loops at its step 150
+  # (DDPRUN_SPIN_TEST).
   how=spin
   [ "$mode" = hang_sleep_cpu ] && how=sleep
   probe_args=(--rank 3 --at 150 --how "$how" --marker "$tmp/")
   [ "$mode" = hang_busy ] || probe_args+=(--no-report)
+  program=("$hangprobe" "${probe_args[@]}")
   case $mode in
   hang_busy) want="it is busy on the CPU" ;;
   hang_busy_cpu) want="it is busy on the CPU while its peers wait" ;;
+  hang_spin)
+    want="it is busy on the CPU"
+    agent_env=(DDPRUN_SPIN_TEST=3@150)
+    program=("$train" --layers 2 --width 128 --input-dim 32 --classes 8
+      --samples 8192 --eval-samples 256 --batch 16 --steps 2000
+      --log-every 50 --seed 11 --ckpt-dir "$tmp/ckpt")
+    ;;
   *) want="it sleeps" ;;
   esac
+  [ "$mode" = hang_spin ] || [ -n "$hangprobe" ] || fail "no hangprobe given"
   server srv 2 0
   s=$srv_pid
   agent_opts=(--hang-timeout 3)
   for n in n0 n1; do
-    agent $n 2 0 "$hangprobe" "${probe_args[@]}"
+    agent $n 2 0 "${program[@]}"
     apid[$n]=$agent_pid
   done
   for n in n0 n1; do
@@ -439,11 +451,21 @@ hang_busy | hang_busy_cpu | hang_sleep_cpu)
     fail "rank 3 is not blamed with '$want': $(grep 'to blame' "$tmp/all")"
   [ "$(grep -c 'is to blame' "$tmp/all")" = 1 ] ||
     fail "more than one rank blamed: $(grep 'to blame' "$tmp/all")"
-  stuck=$(sed -n 's/^.*hangprobe: rank 3 stuck at step 150 ([a-z]*) at \([0-9.]*\)$/\1/p' \
-    "$tmp/all" | head -n 1)
-  [ -n "$stuck" ] || fail "rank 3 did not say when it got stuck"
-  t_named=$(events "$(ev srv)" failure | head -n 1 | field time)
-  took=$(awk -v a="$stuck" -v b="$t_named" 'BEGIN { printf "%.2f", b - a }')
+  if [ "$mode" = hang_spin ]; then
+    grep -q "rank 3: test hook: .* step 150 (DDPRUN_SPIN_TEST)" "$tmp/all" ||
+      fail "rank 3 did not announce its spin at step 150"
+    # From the spin's start: rank 3's last report (its step 149), as the
+    # verdict gives it ("for X s after step N").
+    took=$(sed -n 's/.*made no progress for \([0-9.]*\) s after step.*/\1/p' \
+      "$tmp/$k.err" | head -n 1)
+    [ -n "$took" ] || fail "the verdict does not say for how long"
+  else
+    stuck=$(sed -n 's/^.*hangprobe: rank 3 stuck at step 150 ([a-z]*) at \([0-9.]*\)$/\1/p' \
+      "$tmp/all" | head -n 1)
+    [ -n "$stuck" ] || fail "rank 3 did not say when it got stuck"
+    t_named=$(events "$(ev srv)" failure | head -n 1 | field time)
+    took=$(awk -v a="$stuck" -v b="$t_named" 'BEGIN { printf "%.2f", b - a }')
+  fi
   awk -v t="$took" 'BEGIN { exit !(t <= 5.0) }' ||
     fail "rank 3 was named $took s after it got stuck, not within 5 s"
   grep -A2 "^ddprun: where the ranks of this node are (stacks by " \

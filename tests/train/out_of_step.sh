@@ -14,20 +14,23 @@
 #    (TORCHELASTIC_RESTART_COUNT=1: the hook is off) completes, and ddprun
 #    exits 0.
 # Each rank's stderr is stamped line by line as it is written.
+# nodes: the same on a 2-node job on 127.0.0.1 (a ddprun-rdzv on port 0,
+# one ddprun per node, WORLD/2 ranks each): rank 1 and its peers on the
+# other node.
 #
-# Usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp
+# Usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp|nodes [DDPRUN-RDZV]
 set -u
 name=out_of_step_$3_$4
 . "$(dirname "$0")/lib.sh"
 
-ddprun=${1:?usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp}
+ddprun=${1:?usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp|nodes [DDPRUN-RDZV]}
 train=${2:?}
 world=${3:?}
 via=${4:?}
 case $via in
   tcp) export DR_PG_FORCE_TCP=1 ;;
-  shm) unset DR_PG_FORCE_TCP ;;
-  *) fail "usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp" ;;
+  shm | nodes) unset DR_PG_FORCE_TCP ;;
+  *) fail "usage: out_of_step.sh DDPRUN TRAIN WORLD shm|tcp|nodes [DDPRUN-RDZV]" ;;
 esac
 
 small="--layers 2 --width 64 --input-dim 32 --classes 8 --samples 2048
@@ -50,10 +53,50 @@ rc=$?
 wait $!
 echo "rank $RANK attempt $a exit $rc" >>"$OOS_DIR/codes"
 exit $rc'
-OOS_DIR=$tmp DDPRUN_COLL_TEST_EXTRA=1@5 run 120 job "$ddprun" --standalone \
-  --nproc-per-node "$world" --max-restarts 1 --stop-grace 5 \
-  --log-level warn bash -c "$wrapper" "$train" $small
-[ "$rc" -eq 0 ] || { show job; cat "$tmp"/codes >&2; fail "ddprun exited $rc"; }
+export OOS_DIR=$tmp DDPRUN_COLL_TEST_EXTRA=1@5
+if [ "$via" = nodes ]; then
+  rdzv=${5:?usage: out_of_step.sh DDPRUN TRAIN WORLD nodes DDPRUN-RDZV}
+  timeout -k 2 120 "$rdzv" --host 127.0.0.1 --port 0 --nnodes 2 \
+    --rdzv-id oos --max-restarts 1 --heartbeat-timeout 2 \
+    --last-call-timeout 1 >"$tmp/srv.out" 2>"$tmp/srv.err" &
+  srv=$!
+  pids="$pids $srv"
+  port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's/.* listening on 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$tmp/srv.err")
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { cat "$tmp/srv.err" >&2; fail "ddprun-rdzv did not say its port"; }
+  for n in 0 1; do
+    timeout -k 2 120 "$ddprun" --nnodes 2 --nproc-per-node $((world / 2)) \
+      --rdzv-endpoint "127.0.0.1:$port" --rdzv-id oos \
+      --rdzv-conf is_host=0,join_timeout=30 --max-restarts 1 \
+      --stop-grace 5 --log-level warn bash -c "$wrapper" "$train" $small \
+      >"$tmp/n$n.out" 2>"$tmp/n$n.err" &
+    eval "a$n=\$!"
+    pids="$pids $!"
+  done
+  for n in 0 1; do
+    eval "p=\$a$n"
+    rc=0
+    wait "$p" || rc=$?
+    [ "$rc" -eq 0 ] || { show "n$n"; cat "$tmp"/codes >&2; fail "node $n's ddprun exited $rc"; }
+  done
+  rc=0
+  wait "$srv" || rc=$?
+  [ "$rc" -eq 0 ] || { show srv; fail "ddprun-rdzv exited $rc"; }
+  cat "$tmp/n0.out" "$tmp/n1.out" >"$tmp/job.out"
+  cat "$tmp/n0.err" "$tmp/n1.err" >"$tmp/job.err"
+  grep -q '"event":"restart"' "$tmp/srv.err" "$tmp"/*.out 2>/dev/null ||
+    grep -q "restarting the workers" "$tmp/job.err" ||
+    { show job; fail "the group was not restarted"; }
+else
+  run 120 job "$ddprun" --standalone \
+    --nproc-per-node "$world" --max-restarts 1 --stop-grace 5 \
+    --log-level warn bash -c "$wrapper" "$train" $small
+  [ "$rc" -eq 0 ] || { show job; cat "$tmp"/codes >&2; fail "ddprun exited $rc"; }
+fi
 # The ranks' stderr bypasses run's own check.
 if grep -l "runtime error:\|Sanitizer" "$tmp"/r*.err >&2; then
   cat "$tmp"/r*.err >&2
