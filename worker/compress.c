@@ -1,0 +1,466 @@
+/* Gradient compression as the reducer's launch hook. See compress.h. */
+#include "compress.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data.h"
+#include "errors.h"
+#include "half.h"
+#include "powersgd.h"
+
+/* One gradient of a bucket. */
+typedef struct {
+  size_t param;
+  float *g;            /* in the bucket's memory */
+  size_t rows, cols;
+  int psgd;            /* sent as P and Q */
+  size_t off1;         /* in buf1: the tensor, or its P */
+  size_t off2;         /* in buf2: its Q */
+} item_t;
+
+/* How a bucket went out this step. */
+enum { SENT_F32 = 0, SENT_HALF, SENT_PSGD };
+
+typedef struct {
+  float *data;         /* the bucket's memory and size: the cache key */
+  size_t n_elems;
+  item_t *items;
+  size_t n_items;
+  uint16_t *half;      /* fp16, bf16: n_elems */
+  float *buf1, *buf2;  /* PowerSGD: uncompressed + P's; Q's */
+  size_t n1, n2;
+  dr_work_t *w2;
+  int sent;
+} bkt_t;
+
+struct dr_cmp {
+  dr_cmp_config_t cfg;
+  dr_model_t *m;
+  dr_pg_t *pg;
+  uint32_t world;
+  bkt_t *b;
+  size_t nb;
+  size_t *launched;    /* bucket indices in launch order, this step */
+  size_t n_launched;
+  uint64_t step;
+  float scale;
+  int poison;
+  float poison_value;
+  int local_bad;
+  size_t n_params;
+  size_t *q_off, *ef_off; /* per parameter; SIZE_MAX: not compressed */
+  float *q, *q_next, *ef, *ef_next;
+  size_t q_elems, ef_elems, n_matrices;
+  float *scratch;      /* the largest compressed matrix */
+  uint64_t extra_us, sent_bytes;
+  char desc[160];
+};
+
+int dr_cmp_parse(const char *v, dr_cmp_config_t *c, char *err, size_t n) {
+  c->rank = DR_CMP_PSGD_RANK;
+  if (strcmp(v, "none") == 0)
+    c->kind = DR_CMP_NONE;
+  else if (strcmp(v, "fp16") == 0)
+    c->kind = DR_CMP_FP16;
+  else if (strcmp(v, "bf16") == 0)
+    c->kind = DR_CMP_BF16;
+  else if (strncmp(v, "powersgd", 8) == 0 && (v[8] == '\0' || v[8] == ':')) {
+    c->kind = DR_CMP_POWERSGD;
+    if (v[8] == ':') {
+      char *end;
+      errno = 0;
+      unsigned long r = strtoul(v + 9, &end, 10);
+      if (errno != 0 || end == v + 9 || *end != '\0' || r < 1 || r > 1024) {
+        snprintf(err, n, "--grad-compress '%s': the PowerSGD rank must be a "
+                 "whole number from 1 to 1024", v);
+        return DR_EBADARG;
+      }
+      c->rank = (uint32_t)r;
+    }
+  } else {
+    snprintf(err, n, "--grad-compress '%s': expected none, fp16, bf16, "
+             "powersgd or powersgd:RANK", v);
+    return DR_EBADARG;
+  }
+  return 0;
+}
+
+const char *dr_cmp_name(dr_cmp_kind_t kind, uint32_t rank, char *buf,
+                        size_t n) {
+  switch (kind) {
+  case DR_CMP_FP16:
+    snprintf(buf, n, "fp16");
+    break;
+  case DR_CMP_BF16:
+    snprintf(buf, n, "bf16");
+    break;
+  case DR_CMP_POWERSGD:
+    snprintf(buf, n, "powersgd:%u", rank);
+    break;
+  default:
+    snprintf(buf, n, "none");
+    break;
+  }
+  return buf;
+}
+
+static int nonfinite(const float *x, size_t n) {
+  int bad = 0;
+  for (size_t i = 0; i < n; i++)
+    bad |= !(x[i] - x[i] == 0.0f); /* NaN for an infinity or a NaN */
+  return bad;
+}
+
+int dr_cmp_new(const dr_cmp_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
+               dr_cmp_t **out) {
+  dr_cmp_t *c = calloc(1, sizeof(*c));
+  if (c == NULL)
+    return -ENOMEM;
+  c->cfg = *cfg;
+  c->m = m;
+  c->pg = pg;
+  c->world = dr_pg_world(pg);
+  c->scale = 1.0f;
+  c->n_params = dr_model_n_params(m);
+  size_t np = c->n_params > 0 ? c->n_params : 1;
+  c->q_off = malloc(np * sizeof(size_t));
+  c->ef_off = malloc(np * sizeof(size_t));
+  c->launched = malloc(np * sizeof(size_t)); /* at most a bucket each */
+  if (c->q_off == NULL || c->ef_off == NULL || c->launched == NULL)
+    goto nomem;
+  size_t biggest = 0;
+  for (size_t i = 0; i < c->n_params; i++) {
+    const dr_param_t *p = dr_model_param(m, i);
+    c->q_off[i] = c->ef_off[i] = SIZE_MAX;
+    if (cfg->kind != DR_CMP_POWERSGD ||
+        !dr_psgd_worth(p->rows, p->cols, cfg->rank))
+      continue;
+    c->q_off[i] = c->q_elems;
+    c->ef_off[i] = c->ef_elems;
+    c->q_elems += p->cols * cfg->rank;
+    c->ef_elems += p->n_elems;
+    c->n_matrices++;
+    if (p->n_elems > biggest)
+      biggest = p->n_elems;
+  }
+  if (cfg->kind == DR_CMP_POWERSGD) {
+    size_t nq = c->q_elems > 0 ? c->q_elems : 1;
+    size_t ne = c->ef_elems > 0 ? c->ef_elems : 1;
+    c->q = calloc(nq, sizeof(float));
+    c->q_next = calloc(nq, sizeof(float));
+    c->ef = calloc(ne, sizeof(float));
+    c->ef_next = calloc(ne, sizeof(float));
+    c->scratch = calloc(biggest > 0 ? biggest : 1, sizeof(float));
+    if (c->q == NULL || c->q_next == NULL || c->ef == NULL ||
+        c->ef_next == NULL || c->scratch == NULL)
+      goto nomem;
+    /* The same generator on every rank: Q starts the same everywhere. */
+    dr_rng_t rng;
+    dr_rng_seed(&rng, cfg->seed ^ 0x5053474451ull);
+    for (size_t i = 0; i < c->q_elems; i++)
+      c->q[i] = dr_rng_normal(&rng);
+  }
+  *out = c;
+  return 0;
+nomem:
+  dr_cmp_free(&c);
+  return -ENOMEM;
+}
+
+static void bkt_clear(bkt_t *b) {
+  if (b->w2 != NULL)
+    dr_work_free(&b->w2);
+  free(b->items);
+  free(b->half);
+  free(b->buf1);
+  free(b->buf2);
+  memset(b, 0, sizeof(*b));
+}
+
+void dr_cmp_free(dr_cmp_t **cp) {
+  dr_cmp_t *c = *cp;
+  if (c == NULL)
+    return;
+  for (size_t i = 0; i < c->nb; i++)
+    bkt_clear(&c->b[i]);
+  free(c->b);
+  free(c->launched);
+  free(c->q_off);
+  free(c->ef_off);
+  free(c->q);
+  free(c->q_next);
+  free(c->ef);
+  free(c->ef_next);
+  free(c->scratch);
+  free(c);
+  *cp = NULL;
+}
+
+void dr_cmp_begin_step(dr_cmp_t *c, uint64_t step, float scale) {
+  c->step = step;
+  c->scale = scale;
+  c->n_launched = 0;
+  c->local_bad = 0;
+  c->extra_us = 0;
+  c->sent_bytes = 0;
+}
+
+void dr_cmp_poison(dr_cmp_t *c, float value) {
+  c->poison = 1;
+  c->poison_value = value;
+}
+
+/* The gradients that lie in [data, data + n), in memory order, and the
+ * PowerSGD layout of the bucket's two buffers. Kept until the bucket's
+ * memory or size changes (a rebuild of the buckets). */
+static int bkt_prepare(dr_cmp_t *c, bkt_t *b, float *data, size_t n) {
+  if (b->data == data && b->n_elems == n)
+    return 0;
+  bkt_clear(b);
+  b->items = calloc(c->n_params > 0 ? c->n_params : 1, sizeof(item_t));
+  if (b->items == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < c->n_params; i++) {
+    dr_param_t *p = dr_model_param(c->m, i);
+    if (p->g < data || p->g >= data + n)
+      continue;
+    size_t k = b->n_items++;
+    /* Insertion by address: the bucket's own order, the same on every
+     * rank. */
+    while (k > 0 && b->items[k - 1].g > p->g) {
+      b->items[k] = b->items[k - 1];
+      k--;
+    }
+    b->items[k] = (item_t){.param = i, .g = p->g, .rows = p->rows,
+                           .cols = p->cols, .psgd = c->q_off[i] != SIZE_MAX};
+  }
+  size_t R = c->cfg.rank;
+  if (c->cfg.kind == DR_CMP_FP16 || c->cfg.kind == DR_CMP_BF16) {
+    b->half = malloc((n > 0 ? n : 1) * sizeof(uint16_t));
+    if (b->half == NULL)
+      return -ENOMEM;
+  }
+  if (c->cfg.kind == DR_CMP_POWERSGD) {
+    for (size_t k = 0; k < b->n_items; k++)
+      if (!b->items[k].psgd) {
+        b->items[k].off1 = b->n1;
+        b->n1 += b->items[k].rows * b->items[k].cols;
+      }
+    for (size_t k = 0; k < b->n_items; k++)
+      if (b->items[k].psgd) {
+        b->items[k].off1 = b->n1;
+        b->n1 += b->items[k].rows * R;
+        b->items[k].off2 = b->n2;
+        b->n2 += b->items[k].cols * R;
+      }
+    b->buf1 = malloc((b->n1 > 0 ? b->n1 : 1) * sizeof(float));
+    b->buf2 = malloc((b->n2 > 0 ? b->n2 : 1) * sizeof(float));
+    if (b->buf1 == NULL || b->buf2 == NULL)
+      return -ENOMEM;
+  }
+  b->data = data;
+  b->n_elems = n;
+  return 0;
+}
+
+static bkt_t *bkt_at(dr_cmp_t *c, size_t i) {
+  if (i >= c->nb) {
+    bkt_t *nb = realloc(c->b, (i + 1) * sizeof(*nb));
+    if (nb == NULL)
+      return NULL;
+    memset(nb + c->nb, 0, (i + 1 - c->nb) * sizeof(*nb));
+    c->b = nb;
+    c->nb = i + 1;
+  }
+  return &c->b[i];
+}
+
+/* PowerSGD's first round for bucket b: M = g / scale (+ the error
+ * feedback) in place, the uncompressed tensors and each P = M Q into
+ * buf1. */
+static void psgd_round1(dr_cmp_t *c, bkt_t *b) {
+  float inv = 1.0f / c->scale;
+  size_t R = c->cfg.rank;
+  for (size_t k = 0; k < b->n_items; k++) {
+    item_t *it = &b->items[k];
+    size_t n = it->rows * it->cols;
+    c->local_bad |= c->cfg.check && nonfinite(it->g, n);
+    if (!it->psgd) {
+      for (size_t i = 0; i < n; i++)
+        b->buf1[it->off1 + i] = it->g[i] * inv;
+      continue;
+    }
+    const float *e = c->ef + c->ef_off[it->param];
+    for (size_t i = 0; i < n; i++)
+      it->g[i] = it->g[i] * inv + (c->cfg.error_feedback ? e[i] : 0.0f);
+    dr_psgd_mq(it->g, it->rows, it->cols, c->q + c->q_off[it->param], R,
+               b->buf1 + it->off1);
+  }
+}
+
+int dr_cmp_launch(void *arg, size_t bucket, float *data, size_t n,
+                  dr_work_t **w) {
+  dr_cmp_t *c = arg;
+  *w = NULL;
+  bkt_t *b = bkt_at(c, bucket);
+  if (b == NULL || bkt_prepare(c, b, data, n) != 0)
+    return -ENOMEM;
+  if (c->poison && n > 0) {
+    data[0] = c->poison_value;
+    c->poison = 0;
+  }
+  c->launched[c->n_launched++] = bucket;
+  if (c->cfg.kind == DR_CMP_FP16 || c->cfg.kind == DR_CMP_BF16) {
+    int f16 = c->cfg.kind == DR_CMP_FP16;
+    float pre = 1.0f / (float)c->world;
+    int bad = f16 ? dr_f32_to_f16_scaled(data, pre, b->half, n)
+                  : dr_f32_to_bf16_scaled(data, pre, b->half, n);
+    c->local_bad |= c->cfg.check && bad;
+    b->sent = SENT_HALF;
+    c->sent_bytes += 2 * n;
+    return dr_pg_allreduce_typed(c->pg, b->half, n,
+                                 f16 ? DR_PG_F16 : DR_PG_BF16, DR_PG_SUM, w);
+  }
+  if (c->cfg.kind == DR_CMP_POWERSGD && c->step >= c->cfg.start_step) {
+    psgd_round1(c, b);
+    b->sent = SENT_PSGD;
+    c->sent_bytes += 4 * b->n1;
+    return dr_pg_allreduce(c->pg, b->buf1, b->n1, DR_PG_SUM, w);
+  }
+  c->local_bad |= c->cfg.check && nonfinite(data, n);
+  b->sent = SENT_F32;
+  c->sent_bytes += 4 * n;
+  return dr_pg_allreduce(c->pg, data, n, DR_PG_AVG, w);
+}
+
+/* After round one: P's orthonormalised, each Q = M^T P, their average
+ * launched. */
+static int psgd_round2(dr_cmp_t *c, bkt_t *b) {
+  float inv_w = 1.0f / (float)c->world;
+  size_t R = c->cfg.rank;
+  for (size_t k = 0; k < b->n_items; k++) {
+    item_t *it = &b->items[k];
+    if (!it->psgd) {
+      size_t n = it->rows * it->cols;
+      for (size_t i = 0; i < n; i++)
+        it->g[i] = b->buf1[it->off1 + i] * inv_w;
+      continue;
+    }
+    float *p = b->buf1 + it->off1;
+    dr_psgd_orthonormalise(p, it->rows, R);
+    dr_psgd_mtp(it->g, it->rows, it->cols, p, R, b->buf2 + it->off2);
+  }
+  c->sent_bytes += 4 * b->n2;
+  return dr_pg_allreduce(c->pg, b->buf2, b->n2, DR_PG_AVG, &b->w2);
+}
+
+/* After round two: M ~ P Q^T into the gradients, the residual and Q
+ * kept for the next step (committed by dr_cmp_commit). */
+static void psgd_decompress(dr_cmp_t *c, bkt_t *b) {
+  size_t R = c->cfg.rank;
+  for (size_t k = 0; k < b->n_items; k++) {
+    item_t *it = &b->items[k];
+    if (!it->psgd)
+      continue;
+    size_t n = it->rows * it->cols;
+    const float *q = b->buf2 + it->off2;
+    dr_psgd_pqt(b->buf1 + it->off1, q, it->rows, it->cols, R, c->scratch);
+    float *e = c->ef_next + c->ef_off[it->param];
+    for (size_t i = 0; i < n; i++) {
+      e[i] = c->cfg.error_feedback ? it->g[i] - c->scratch[i] : 0.0f;
+      it->g[i] = c->scratch[i];
+    }
+    memcpy(c->q_next + c->q_off[it->param], q, it->cols * R * sizeof(float));
+  }
+}
+
+int dr_cmp_finish(dr_cmp_t *c, int *local_bad, int *sum_bad, char *err,
+                  size_t err_len) {
+  float inv = 1.0f / c->scale;
+  int bad = 0, rc = 0;
+  for (size_t k = 0; k < c->n_launched; k++) {
+    bkt_t *b = &c->b[c->launched[k]];
+    if (b->sent == SENT_HALF) {
+      bad |= c->cfg.kind == DR_CMP_FP16
+                 ? dr_f16_to_f32_scaled(b->half, inv, b->data, b->n_elems)
+                 : dr_bf16_to_f32_scaled(b->half, inv, b->data, b->n_elems);
+    } else if (b->sent == SENT_F32) {
+      if (inv != 1.0f)
+        for (size_t i = 0; i < b->n_elems; i++)
+          b->data[i] *= inv;
+      bad |= c->cfg.check && nonfinite(b->data, b->n_elems);
+    } else if (rc == 0) {
+      /* Every rank launches the same second rounds in the same order,
+       * whatever fails: a failed one breaks the group for all. */
+      rc = psgd_round2(c, b);
+      if (rc != 0)
+        snprintf(err, err_len, "cannot launch PowerSGD's second all-reduce "
+                 "of bucket %zu (%s)", c->launched[k], dr_strerror(rc));
+    }
+  }
+  for (size_t k = 0; k < c->n_launched; k++) {
+    bkt_t *b = &c->b[c->launched[k]];
+    if (b->w2 == NULL)
+      continue;
+    char msg[256];
+    int w = dr_work_wait_keep(b->w2, msg, sizeof(msg));
+    uint64_t t0 = dr_work_start_us(b->w2), t1 = dr_work_end_us(b->w2);
+    if (t1 > t0)
+      c->extra_us += t1 - t0;
+    dr_work_free(&b->w2);
+    if (w != 0 && rc == 0) {
+      rc = w;
+      snprintf(err, err_len, "%s", msg);
+    }
+    if (rc == 0) {
+      psgd_decompress(c, b);
+      bad |= c->cfg.check && nonfinite(b->data, b->n_elems);
+    }
+  }
+  *local_bad = c->cfg.check && c->local_bad;
+  *sum_bad = c->cfg.check && bad;
+  return rc;
+}
+
+void dr_cmp_commit(dr_cmp_t *c, int applied) {
+  if (!applied || c->cfg.kind != DR_CMP_POWERSGD ||
+      c->step < c->cfg.start_step)
+    return;
+  float *t = c->q;
+  c->q = c->q_next;
+  c->q_next = t;
+  t = c->ef;
+  c->ef = c->ef_next;
+  c->ef_next = t;
+}
+
+uint64_t dr_cmp_extra_comm_us(const dr_cmp_t *c) { return c->extra_us; }
+uint64_t dr_cmp_sent_bytes(const dr_cmp_t *c) { return c->sent_bytes; }
+size_t dr_cmp_q_elems(const dr_cmp_t *c) { return c->q_elems; }
+size_t dr_cmp_ef_elems(const dr_cmp_t *c) { return c->ef_elems; }
+float *dr_cmp_q(dr_cmp_t *c) { return c->q; }
+float *dr_cmp_ef(dr_cmp_t *c) { return c->ef; }
+
+const char *dr_cmp_describe(dr_cmp_t *c) {
+  char name[32];
+  dr_cmp_name(c->cfg.kind, c->cfg.rank, name, sizeof(name));
+  if (c->cfg.kind != DR_CMP_POWERSGD) {
+    snprintf(c->desc, sizeof(c->desc), "%s", name);
+    return c->desc;
+  }
+  size_t total = dr_model_n_elems(c->m), sent = total - c->ef_elems;
+  for (size_t i = 0; i < c->n_params; i++)
+    if (c->q_off[i] != SIZE_MAX) {
+      const dr_param_t *p = dr_model_param(c->m, i);
+      sent += (p->rows + p->cols) * c->cfg.rank;
+    }
+  snprintf(c->desc, sizeof(c->desc), "%s: %zu of %zu tensors compressed "
+           "(%.1fx fewer bytes) from step %llu%s", name, c->n_matrices,
+           c->n_params, sent > 0 ? (double)total / (double)sent : 0.0,
+           (unsigned long long)c->cfg.start_step + 1,
+           c->cfg.error_feedback ? "" : ", no error feedback");
+  return c->desc;
+}
