@@ -180,6 +180,12 @@ static void peak_note(const char *what, const peak_t *p) {
 }
 
 int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
+  if (r->ls.mode != DR_LS_NONE) {
+    /* Each rank's own: the agreement on overflows keeps them equal. */
+    char ls[128];
+    fprintf(stderr, "train: rank %u: %s\n", r->rank,
+            dr_report_scale(r, " ", ls, sizeof(ls)) + 1);
+  }
   rank_end_t mine = {dr_model_crc32(r->model), 0, dr_peak_rss_bytes(),
                      dr_gpu_train_peak_bytes(r)};
   uint32_t crc = mine.crc;
