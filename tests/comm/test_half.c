@@ -148,6 +148,50 @@ static void test_sums_and_scaling(void **state) {
   assert_int_equal(bb[0], 0x4000);
 }
 
+/* The bulk paths (F16C where the host has it) against the scalar
+ * conversions, element by element, over values that round, overflow,
+ * underflow into subnormals, and NaN. */
+static void test_bulk_matches_scalar(void **state) {
+  (void)state;
+  enum { N = 1003 };
+  static float in[N], back[N], ref[N];
+  static uint16_t a[N], b[N], h[N];
+  uint32_t x = 12345;
+  for (size_t i = 0; i < N; i++) {
+    x = x * 1664525u + 1013904223u;
+    in[i] = f(x & 0xc7ffffffu); /* exponents that cover fp16's range */
+  }
+  in[5] = f(0x7fc00000u);
+  in[6] = 70000.0f;
+  in[7] = 0x1p-20f;
+  dr_f32_to_f16_scaled(in, 0.5f, h, N);
+  int any = 0;
+  for (size_t i = 0; i < N; i++) {
+    uint16_t want = dr_f32_to_f16(in[i] * 0.5f);
+    any |= dr_f16_nonfinite(want);
+    if (!(dr_f16_nonfinite(want) && (want & 0x3ff) != 0))
+      assert_int_equal(h[i], want);
+  }
+  assert_int_equal(dr_f32_to_f16_scaled(in, 0.5f, h, N), any);
+  dr_f16_to_f32_scaled(h, 3.0f, back, N);
+  for (size_t i = 0; i < N; i++) {
+    ref[i] = dr_f16_to_f32(h[i]) * 3.0f;
+    if (ref[i] == ref[i])
+      assert_memory_equal(&back[i], &ref[i], 4);
+  }
+  for (size_t i = 0; i < N; i++) {
+    a[i] = dr_f32_to_f16(in[i] * 0.01f);
+    b[i] = dr_f32_to_f16(in[(i * 7) % N] * 0.01f);
+  }
+  memcpy(h, a, sizeof(a));
+  dr_f16_add(h, b, N);
+  for (size_t i = 0; i < N; i++) {
+    uint16_t want = dr_f32_to_f16(dr_f16_to_f32(a[i]) + dr_f16_to_f32(b[i]));
+    if (!(dr_f16_nonfinite(want) && (want & 0x3ff) != 0))
+      assert_int_equal(h[i], want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f16_exact_and_range),
@@ -158,6 +202,7 @@ int main(void) {
       cmocka_unit_test(test_f16_against_compiler),
       cmocka_unit_test(test_bf16),
       cmocka_unit_test(test_sums_and_scaling),
+      cmocka_unit_test(test_bulk_matches_scalar),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
