@@ -54,7 +54,6 @@ struct dr_cmp {
   size_t *q_off, *ef_off; /* per parameter; SIZE_MAX: not compressed */
   float *q, *q_next, *ef, *ef_next;
   size_t q_elems, ef_elems, n_matrices;
-  float *scratch;      /* the largest compressed matrix */
   uint64_t extra_us, sent_bytes;
   char desc[160];
 };
@@ -131,7 +130,6 @@ int dr_cmp_new(const dr_cmp_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
   c->launched = malloc(np * sizeof(size_t)); /* at most a bucket each */
   if (c->q_off == NULL || c->ef_off == NULL || c->launched == NULL)
     goto nomem;
-  size_t biggest = 0;
   for (size_t i = 0; i < c->n_params; i++) {
     const dr_param_t *p = dr_model_param(m, i);
     c->q_off[i] = c->ef_off[i] = SIZE_MAX;
@@ -143,8 +141,6 @@ int dr_cmp_new(const dr_cmp_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
     c->q_elems += p->cols * cfg->rank;
     c->ef_elems += p->n_elems;
     c->n_matrices++;
-    if (p->n_elems > biggest)
-      biggest = p->n_elems;
   }
   if (cfg->kind == DR_CMP_POWERSGD) {
     size_t nq = c->q_elems > 0 ? c->q_elems : 1;
@@ -153,9 +149,8 @@ int dr_cmp_new(const dr_cmp_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
     c->q_next = calloc(nq, sizeof(float));
     c->ef = calloc(ne, sizeof(float));
     c->ef_next = calloc(ne, sizeof(float));
-    c->scratch = calloc(biggest > 0 ? biggest : 1, sizeof(float));
     if (c->q == NULL || c->q_next == NULL || c->ef == NULL ||
-        c->ef_next == NULL || c->scratch == NULL)
+        c->ef_next == NULL)
       goto nomem;
     /* The same generator on every rank: Q starts the same everywhere. */
     dr_rng_t rng;
@@ -194,7 +189,6 @@ void dr_cmp_free(dr_cmp_t **cp) {
   free(c->q_next);
   free(c->ef);
   free(c->ef_next);
-  free(c->scratch);
   free(c);
   *cp = NULL;
 }
@@ -278,9 +272,15 @@ static bkt_t *bkt_at(dr_cmp_t *c, size_t i) {
   return &c->b[i];
 }
 
+/* Where a compressed matrix's M lives from the first round to the
+ * decompression: in the next error feedback (which then becomes
+ * M - P Q^T in place), or, without error feedback, in the gradient. */
+static float *m_of(dr_cmp_t *c, const item_t *it) {
+  return c->cfg.error_feedback ? c->ef_next + c->ef_off[it->param] : it->g;
+}
+
 /* PowerSGD's first round for bucket b: M = g / scale (+ the error
- * feedback) in place, the uncompressed tensors and each P = M Q into
- * buf1. */
+ * feedback), the uncompressed tensors and each P = M Q into buf1. */
 static void psgd_round1(dr_cmp_t *c, bkt_t *b) {
   float inv = 1.0f / c->scale;
   size_t R = c->cfg.rank;
@@ -293,10 +293,16 @@ static void psgd_round1(dr_cmp_t *c, bkt_t *b) {
         b->buf1[it->off1 + i] = it->g[i] * inv;
       continue;
     }
-    const float *e = c->ef + c->ef_off[it->param];
-    for (size_t i = 0; i < n; i++)
-      it->g[i] = it->g[i] * inv + (c->cfg.error_feedback ? e[i] : 0.0f);
-    dr_psgd_mq(it->g, it->rows, it->cols, c->q + c->q_off[it->param], R,
+    float *m = m_of(c, it);
+    const float *restrict e = c->ef + c->ef_off[it->param];
+    const float *restrict g = it->g;
+    if (c->cfg.error_feedback)
+      for (size_t i = 0; i < n; i++)
+        m[i] = g[i] * inv + e[i];
+    else
+      for (size_t i = 0; i < n; i++)
+        m[i] = g[i] * inv;
+    dr_psgd_mq(m, it->rows, it->cols, c->q + c->q_off[it->param], R,
                b->buf1 + it->off1);
   }
 }
@@ -351,7 +357,7 @@ static int psgd_round2(dr_cmp_t *c, bkt_t *b) {
     }
     float *p = b->buf1 + it->off1;
     dr_psgd_orthonormalise(p, it->rows, R);
-    dr_psgd_mtp(it->g, it->rows, it->cols, p, R, b->buf2 + it->off2);
+    dr_psgd_mtp(m_of(c, it), it->rows, it->cols, p, R, b->buf2 + it->off2);
   }
   c->sent_bytes += 4 * b->n2;
   return dr_pg_allreduce(c->pg, b->buf2, b->n2, DR_PG_AVG, &b->w2);
@@ -365,14 +371,11 @@ static void psgd_decompress(dr_cmp_t *c, bkt_t *b) {
     item_t *it = &b->items[k];
     if (!it->psgd)
       continue;
-    size_t n = it->rows * it->cols;
-    const float *q = b->buf2 + it->off2;
-    dr_psgd_pqt(b->buf1 + it->off1, q, it->rows, it->cols, R, c->scratch);
-    float *e = c->ef_next + c->ef_off[it->param];
-    for (size_t i = 0; i < n; i++) {
-      e[i] = c->cfg.error_feedback ? it->g[i] - c->scratch[i] : 0.0f;
-      it->g[i] = c->scratch[i];
-    }
+    const float *q = b->buf2 + it->off2, *p = b->buf1 + it->off1;
+    dr_psgd_pqt(p, q, it->rows, it->cols, R, it->g);
+    /* The residual M - P Q^T, in place of M. */
+    if (c->cfg.error_feedback)
+      dr_psgd_sub_pqt(p, q, it->rows, it->cols, R, m_of(c, it));
     memcpy(c->q_next + c->q_off[it->param], q, it->cols * R * sizeof(float));
   }
 }

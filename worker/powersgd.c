@@ -4,10 +4,11 @@
 #include <cblas.h>
 #include <math.h>
 
+#include "plan.h"
+
 int dr_psgd_worth(size_t rows, size_t cols, size_t rank) {
-  if (rows < 2 || cols < 2 || rank == 0)
-    return 0;
-  return 2 * rank * (rows + cols) < rows * cols;
+  /* The planner's rule, so that its bytes are train's. */
+  return dr_plan_psgd_worth((double)rows, (double)cols, (unsigned)rank);
 }
 
 void dr_psgd_mq(const float *m, size_t rows, size_t cols, const float *q,
@@ -28,6 +29,13 @@ void dr_psgd_pqt(const float *p, const float *q, size_t rows, size_t cols,
                  size_t rank, float *out) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols,
               (int)rank, 1.0f, p, (int)rank, q, (int)rank, 0.0f, out,
+              (int)cols);
+}
+
+void dr_psgd_sub_pqt(const float *p, const float *q, size_t rows,
+                     size_t cols, size_t rank, float *m) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)cols,
+              (int)rank, -1.0f, p, (int)rank, q, (int)rank, 1.0f, m,
               (int)cols);
 }
 

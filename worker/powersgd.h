@@ -31,6 +31,9 @@ void dr_psgd_mtp(const float *m, size_t rows, size_t cols, const float *p,
 /* out := P Q^T */
 void dr_psgd_pqt(const float *p, const float *q, size_t rows, size_t cols,
                  size_t rank, float *out);
+/* m := m - P Q^T (the residual of the approximation, in place) */
+void dr_psgd_sub_pqt(const float *p, const float *q, size_t rows,
+                     size_t cols, size_t rank, float *m);
 /* Orthonormalises the columns of P (rows x rank) in place, left to right:
  * each column divided by its norm + eps, then removed from the columns
  * to its right. eps keeps a zero column finite. */

@@ -30,6 +30,7 @@ enum { ST_OFF, ST_PROFILE, ST_CHECK };
 struct dr_train_plan {
   int state;
   double alpha_ms, bytes_per_ms;
+  dr_plan_compress_t cmp;   /* the run's compression and its rates */
   size_t n_params;
   uint64_t prof_from;       /* executed-step index of the first profiled */
   size_t prof_n;
@@ -52,6 +53,12 @@ static int probe(dr_run_t *r) {
   if (r->rank == 0)
     printf("plan: all-reduce probe on %u ranks: alpha %.3f ms, bandwidth "
            "%.4f MiB/ms\n", r->world, p->alpha_ms, p->bytes_per_ms / MIB);
+  if (r->rank == 0 && r->cmp != NULL) {
+    dr_train_rates(r, &p->cmp);
+    printf("plan: compute of the compression: products %.2f GFLOP/s, "
+           "elementwise %.3f MiB/ms\n", p->cmp.gemm_flops_per_ms / 1e6,
+           p->cmp.cast_bytes_per_ms / MIB);
+  }
   return 0;
 }
 
@@ -78,7 +85,9 @@ int dr_train_plan_start(dr_run_t *r) {
   }
   p->n_params = n;
   p->state = ST_PROFILE;
-  p->prof_from = PROF_FIRST;
+  /* PowerSGD's first steps go uncompressed: profile the compressed. */
+  p->prof_from = PROF_FIRST + (r->cmpc.kind == DR_CMP_POWERSGD
+                                   ? r->cmpc.start_step : 0);
   r->plan = p;
   return probe(r);
 }
@@ -121,7 +130,10 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
     for (size_t s = 0; s < p->prof_n; s++)
       v[s] = p->ready[s * p->n_params + k];
     prof->index[k] = order[k];
-    prof->bytes[k] = (double)dr_model_param(r->model, order[k])->n_elems * 4;
+    const dr_param_t *pa = dr_model_param(r->model, order[k]);
+    prof->bytes[k] = (double)pa->n_elems * 4;
+    prof->rows[k] = (double)pa->rows;
+    prof->cols[k] = (double)pa->cols;
     prof->ready_ms[k] = dr_median(v, p->prof_n);
   }
   prof->world = r->world;
@@ -133,6 +145,7 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
   prof->backward_ms = dr_median(p->bwd, p->prof_n);
   prof->optimizer_ms = dr_median(p->opt, p->prof_n);
   prof->measured_step_ms = dr_median(p->stp, p->prof_n);
+  prof->measured = p->cmp;
   return 0;
 }
 
@@ -173,7 +186,7 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
     caps[i] = caps_mib[i] * MIB;
   caps[N_CAPS] = (double)dr_reducer_cap_bytes(r->red); /* the cap in use */
   dr_plan_result_t res[N_CAPS + 1];
-  if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, res) != 0) {
+  if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, NULL, res) != 0) {
     dr_plan_profile_free(&prof);
     return dr_train_nomem(r, "the bucket planner's predictions");
   }

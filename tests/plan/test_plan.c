@@ -372,7 +372,7 @@ static void test_profile_round_trip(void **state) {
    * 2.25, 4.25, 1.25 ms: 1.5-3.75, 6-10.25, 12-13.25; the step adds 5. */
   double cap = 1 * MIB;
   dr_plan_result_t r;
-  assert_int_equal(dr_plan_profile_predict(&q, &cap, 1, &r), 0);
+  assert_int_equal(dr_plan_profile_predict(&q, &cap, 1, NULL, &r), 0);
   assert_int_equal(r.n_buckets, 3);
   near(r.finish_ms, 13.25);
   near(r.step_ms, 18.25);
