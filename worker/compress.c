@@ -34,6 +34,7 @@ typedef struct {
   size_t n1, n2;
   dr_work_t *w2;
   int sent;
+  uint64_t bytes1, bytes2, dur2_us; /* the last step's rounds */
 } bkt_t;
 
 struct dr_cmp {
@@ -326,6 +327,7 @@ int dr_cmp_launch(void *arg, size_t bucket, float *data, size_t n,
                   : dr_f32_to_bf16_scaled(data, pre, b->half, n);
     c->local_bad |= c->cfg.check && bad;
     b->sent = SENT_HALF;
+    b->bytes1 = 2 * n;
     c->sent_bytes += 2 * n;
     return dr_pg_allreduce_typed(c->pg, b->half, n,
                                  f16 ? DR_PG_F16 : DR_PG_BF16, DR_PG_SUM, w);
@@ -333,11 +335,13 @@ int dr_cmp_launch(void *arg, size_t bucket, float *data, size_t n,
   if (c->cfg.kind == DR_CMP_POWERSGD && c->step >= c->cfg.start_step) {
     psgd_round1(c, b);
     b->sent = SENT_PSGD;
+    b->bytes1 = 4 * b->n1;
     c->sent_bytes += 4 * b->n1;
     return dr_pg_allreduce(c->pg, b->buf1, b->n1, DR_PG_SUM, w);
   }
   c->local_bad |= c->cfg.check && nonfinite(data, n);
   b->sent = SENT_F32;
+  b->bytes1 = 4 * n;
   c->sent_bytes += 4 * n;
   return dr_pg_allreduce(c->pg, data, n, DR_PG_AVG, w);
 }
@@ -360,6 +364,7 @@ static int psgd_round2(dr_cmp_t *c, bkt_t *b) {
     dr_psgd_mtp(m_of(c, it), it->rows, it->cols, p, R, b->buf2 + it->off2);
   }
   c->sent_bytes += 4 * b->n2;
+  b->bytes2 = 4 * b->n2;
   return dr_pg_allreduce(c->pg, b->buf2, b->n2, DR_PG_AVG, &b->w2);
 }
 
@@ -411,8 +416,8 @@ int dr_cmp_finish(dr_cmp_t *c, int *local_bad, int *sum_bad, char *err,
     char msg[256];
     int w = dr_work_wait_keep(b->w2, msg, sizeof(msg));
     uint64_t t0 = dr_work_start_us(b->w2), t1 = dr_work_end_us(b->w2);
-    if (t1 > t0)
-      c->extra_us += t1 - t0;
+    b->dur2_us = t1 > t0 ? t1 - t0 : 0;
+    c->extra_us += b->dur2_us;
     dr_work_free(&b->w2);
     if (w != 0 && rc == 0) {
       rc = w;
@@ -441,6 +446,30 @@ void dr_cmp_commit(dr_cmp_t *c, int applied) {
 }
 
 uint64_t dr_cmp_extra_comm_us(const dr_cmp_t *c) { return c->extra_us; }
+
+uint64_t dr_cmp_bucket_bytes(const dr_cmp_t *c, size_t bucket) {
+  return bucket < c->nb ? c->b[bucket].bytes1 : 0;
+}
+
+size_t dr_cmp_n_round2(const dr_cmp_t *c) {
+  size_t n = 0;
+  for (size_t k = 0; k < c->n_launched; k++)
+    n += c->b[c->launched[k]].sent == SENT_PSGD;
+  return n;
+}
+
+void dr_cmp_round2(const dr_cmp_t *c, size_t k, uint64_t *n_bytes,
+                   uint64_t *dur_us) {
+  *n_bytes = *dur_us = 0;
+  for (size_t i = 0; i < c->n_launched; i++) {
+    const bkt_t *b = &c->b[c->launched[i]];
+    if (b->sent == SENT_PSGD && k-- == 0) {
+      *n_bytes = b->bytes2;
+      *dur_us = b->dur2_us;
+      return;
+    }
+  }
+}
 uint64_t dr_cmp_sent_bytes(const dr_cmp_t *c) { return c->sent_bytes; }
 size_t dr_cmp_q_elems(const dr_cmp_t *c) { return c->q_elems; }
 size_t dr_cmp_ef_elems(const dr_cmp_t *c) { return c->ef_elems; }

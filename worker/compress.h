@@ -98,6 +98,15 @@ uint64_t dr_cmp_extra_comm_us(const dr_cmp_t *c);
 /* Bytes this rank's last step handed to the process group (all rounds). */
 uint64_t dr_cmp_sent_bytes(const dr_cmp_t *c);
 
+/* The bytes the last launch of bucket handed to the process group (its
+ * first round); 0 for a bucket never launched. */
+uint64_t dr_cmp_bucket_bytes(const dr_cmp_t *c, size_t bucket);
+/* PowerSGD's second rounds of the last step: how many, and for the k-th
+ * its bytes and its duration (us). */
+size_t dr_cmp_n_round2(const dr_cmp_t *c);
+void dr_cmp_round2(const dr_cmp_t *c, size_t k, uint64_t *n_bytes,
+                   uint64_t *dur_us);
+
 /* The state a checkpoint keeps: Q (q_elems, the same on every rank) and
  * this rank's error feedback (ef_elems). Both 0 but for PowerSGD. The
  * pointers stay valid for the object's life. */

@@ -21,6 +21,7 @@
 #define DRIFT 0.20       /* a step this far from the prediction drifts */
 #define DRIFT_WINDOWS 2  /* consecutive drifting windows before a re-plan */
 #define MAX_REPLANS 3
+#define MAX_COLLS 256    /* all-reduces kept from the profiled steps */
 
 static const double caps_mib[] = {1, 2, 5, 10, 25, 50, 100};
 #define N_CAPS (sizeof(caps_mib) / sizeof(caps_mib[0]))
@@ -36,6 +37,10 @@ struct dr_train_plan {
   size_t prof_n;
   double *ready;            /* [PROF_STEPS][n_params], in fill order */
   double fwd[PROF_STEPS], bwd[PROF_STEPS], opt[PROF_STEPS], stp[PROF_STEPS];
+  /* With compression: the profiled steps' own all-reduces (bytes sent,
+   * ms), up to MAX_COLLS, for the fit of their cost. */
+  double coll_bytes[MAX_COLLS], coll_ms[MAX_COLLS];
+  size_t n_colls;
   double predicted_ms;      /* of the cap in use */
   uint64_t planned_at;      /* first executed step on the planned cap */
   uint64_t check_from;      /* first step of the current window */
@@ -111,11 +116,50 @@ static void record(dr_run_t *r, const dr_step_marks_t *m) {
     /* Never marked (unused): ready when the backward pass ends. */
     row[k] = t >= m->backward_us ? (t - m->backward_us) / 1e3 : bwd;
   }
+  if (r->cmp != NULL) {
+    const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
+    size_t nb = dr_reducer_n_buckets(r->red), n2 = dr_cmp_n_round2(r->cmp);
+    for (size_t i = 0; i < nb + n2 && p->n_colls < MAX_COLLS; i++) {
+      uint64_t bytes, us;
+      if (i < nb) {
+        bytes = dr_cmp_bucket_bytes(r->cmp, i);
+        us = t[i].end_us > t[i].start_us ? t[i].end_us - t[i].start_us : 0;
+      } else {
+        dr_cmp_round2(r->cmp, i - nb, &bytes, &us);
+      }
+      p->coll_bytes[p->n_colls] = (double)bytes;
+      p->coll_ms[p->n_colls++] = us / 1e3;
+    }
+  }
   p->fwd[p->prof_n] = (m->backward_us - m->start_us) / 1e3;
   p->bwd[p->prof_n] = bwd;
   p->opt[p->prof_n] = (m->end_us - m->comm_end_us) / 1e3;
   p->stp[p->prof_n] = (m->end_us - m->start_us) / 1e3;
   p->prof_n++;
+}
+
+/* With compression, the cost of an all-reduce as the profiled steps saw
+ * it: they overlap the compute, which slows them beside the probe's
+ * (run alone), and fewer bytes make that a larger share. Where they sent
+ * at least 1 MiB in one all-reduce, alpha and B from them; else (PowerSGD's
+ * small factors) the probe's B and their median excess over it. */
+static void fit_in_run(const struct dr_train_plan *p, double *alpha_ms,
+                       double *bytes_per_ms) {
+  if (p->n_colls < 2)
+    return;
+  double largest = 0, excess[MAX_COLLS];
+  for (size_t i = 0; i < p->n_colls; i++) {
+    if (p->coll_bytes[i] > largest)
+      largest = p->coll_bytes[i];
+    excess[i] = p->coll_ms[i] - p->coll_bytes[i] / *bytes_per_ms;
+  }
+  if (largest >= MIB) {
+    dr_plan_fit(p->coll_bytes, p->coll_ms, p->n_colls, alpha_ms,
+                bytes_per_ms);
+    return;
+  }
+  double a = dr_median(excess, p->n_colls);
+  *alpha_ms = a > 0 ? a : 0;
 }
 
 /* Rank 0: the profile of the recorded steps (medians). */
@@ -141,6 +185,7 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
   prof->first_cap_bytes = r->c.first_bucket_mb * MIB;
   prof->alpha_ms = p->alpha_ms;
   prof->bytes_per_ms = p->bytes_per_ms;
+  fit_in_run(p, &prof->alpha_ms, &prof->bytes_per_ms);
   prof->forward_ms = dr_median(p->fwd, p->prof_n);
   prof->backward_ms = dr_median(p->bwd, p->prof_n);
   prof->optimizer_ms = dr_median(p->opt, p->prof_n);
@@ -191,6 +236,10 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
     return dr_train_nomem(r, "the bucket planner's predictions");
   }
   size_t best = r->c.bucket_cap_auto ? dr_plan_best(res, N_CAPS) : N_CAPS;
+  if (prof.alpha_ms != p->alpha_ms || prof.bytes_per_ms != p->bytes_per_ms)
+    printf("plan: all-reduces of the profiled steps: alpha %.3f ms, "
+           "bandwidth %.4f MiB/ms (%zu of them)\n", prof.alpha_ms,
+           prof.bytes_per_ms / MIB, p->n_colls);
   printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
          "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms (the "
          "model's at this cap: %.2f ms)\n",
@@ -305,6 +354,7 @@ static int check(dr_run_t *r, uint64_t step, uint64_t i) {
   p->state = ST_PROFILE;
   p->prof_from = i + 1;
   p->prof_n = 0;
+  p->n_colls = 0;
   return probe(r);
 }
 
