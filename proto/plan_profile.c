@@ -77,11 +77,16 @@ int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p) {
           p->optimizer_ms, p->measured_step_ms, compress_name(&p->measured),
           p->measured.gemm_flops_per_ms / 1e6,
           p->measured.cast_bytes_per_ms / MIB);
-  for (size_t k = 0; k < p->n_params; k++)
+  for (size_t k = 0; k < p->n_params; k++) {
     fprintf(f, "%s\n  {\"index\": %zu, \"bytes\": %.17g, \"ready_ms\": "
-            "%.9g, \"rows\": %.17g, \"cols\": %.17g}",
-            k == 0 ? "" : ",", p->index[k], p->bytes[k], p->ready_ms[k],
-            p->rows[k], p->cols[k]);
+            "%.9g", k == 0 ? "" : ",", p->index[k], p->bytes[k],
+            p->ready_ms[k]);
+    /* A shape only where one is known. */
+    if (p->rows[k] >= 1 && p->cols[k] >= 1)
+      fprintf(f, ", \"rows\": %.17g, \"cols\": %.17g", p->rows[k],
+              p->cols[k]);
+    fprintf(f, "}");
+  }
   fprintf(f, "]}\n");
   return ferror(f) ? -EIO : 0;
 }

@@ -90,9 +90,12 @@ int dr_train_plan_start(dr_run_t *r) {
   }
   p->n_params = n;
   p->state = ST_PROFILE;
-  /* PowerSGD's first steps go uncompressed: profile the compressed. */
+  /* PowerSGD's first steps go uncompressed: profile the compressed,
+   * after two of them (the first touch of the error feedback's two
+   * buffers, which alternate, costs page faults that later steps do not
+   * pay). */
   p->prof_from = PROF_FIRST + (r->cmpc.kind == DR_CMP_POWERSGD
-                                   ? r->cmpc.start_step : 0);
+                                   ? r->cmpc.start_step + 2 : 0);
   r->plan = p;
   return probe(r);
 }

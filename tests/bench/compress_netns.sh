@@ -90,7 +90,7 @@ while [ "$r" -lt "$runs" ]; do
            "loss=$(field "$line" loss)"
       continue
     fi
-    pair_job "$tag" --grad-compress "$s" --bucket-cap-mb auto \
+    pair_job "$tag" --grad-compress "$s" --bucket-cap-mb auto ${DR_BENCH_EXTRA:-} \
       --profile-out "$tmp/prof.$tag.json"
     [ -z "$keep" ] || { mkdir -p "$keep" && cp "$tmp/$tag".* "$tmp/prof.$tag.json" "$keep/"; }
     sum=$(grep '^plan: bucket cap [0-9.]* MiB over steps' "$tmp/$tag.rank0" | tail -n 1)
