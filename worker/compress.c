@@ -1,5 +1,5 @@
 /* Gradient compression as the reducer's launch hook. See compress.h. */
-#include "compress.h"
+#include "compress_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,54 +10,6 @@
 #include "errors.h"
 #include "half.h"
 #include "powersgd.h"
-
-/* One gradient of a bucket. */
-typedef struct {
-  size_t param;
-  float *g;            /* in the bucket's memory */
-  size_t rows, cols;
-  int psgd;            /* sent as P and Q */
-  size_t off1;         /* in buf1: the tensor, or its P */
-  size_t off2;         /* in buf2: its Q */
-} item_t;
-
-/* How a bucket went out this step. */
-enum { SENT_F32 = 0, SENT_HALF, SENT_PSGD };
-
-typedef struct {
-  float *data;         /* the bucket's memory and size: the cache key */
-  size_t n_elems;
-  item_t *items;
-  size_t n_items;
-  uint16_t *half;      /* fp16, bf16: n_elems */
-  float *buf1, *buf2;  /* PowerSGD: uncompressed + P's; Q's */
-  size_t n1, n2;
-  dr_work_t *w2;
-  int sent;
-  uint64_t bytes1, bytes2, dur2_us; /* the last step's rounds */
-} bkt_t;
-
-struct dr_cmp {
-  dr_cmp_config_t cfg;
-  dr_model_t *m;
-  dr_pg_t *pg;
-  uint32_t world;
-  bkt_t *b;
-  size_t nb;
-  size_t *launched;    /* bucket indices in launch order, this step */
-  size_t n_launched;
-  uint64_t step;
-  float scale;
-  int poison;
-  float poison_value;
-  int local_bad;
-  size_t n_params;
-  size_t *q_off, *ef_off; /* per parameter; SIZE_MAX: not compressed */
-  float *q, *q_next, *ef, *ef_next;
-  size_t q_elems, ef_elems, n_matrices;
-  uint64_t extra_us, sent_bytes;
-  char desc[160];
-};
 
 int dr_cmp_parse(const char *v, dr_cmp_config_t *c, char *err, size_t n) {
   c->rank = DR_CMP_PSGD_RANK;
@@ -105,13 +57,6 @@ const char *dr_cmp_name(dr_cmp_kind_t kind, uint32_t rank, char *buf,
     break;
   }
   return buf;
-}
-
-static int nonfinite(const float *x, size_t n) {
-  int bad = 0;
-  for (size_t i = 0; i < n; i++)
-    bad |= !(x[i] - x[i] == 0.0f); /* NaN for an infinity or a NaN */
-  return bad;
 }
 
 int dr_cmp_new(const dr_cmp_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
@@ -273,41 +218,6 @@ static bkt_t *bkt_at(dr_cmp_t *c, size_t i) {
   return &c->b[i];
 }
 
-/* Where a compressed matrix's M lives from the first round to the
- * decompression: in the next error feedback (which then becomes
- * M - P Q^T in place), or, without error feedback, in the gradient. */
-static float *m_of(dr_cmp_t *c, const item_t *it) {
-  return c->cfg.error_feedback ? c->ef_next + c->ef_off[it->param] : it->g;
-}
-
-/* PowerSGD's first round for bucket b: M = g / scale (+ the error
- * feedback), the uncompressed tensors and each P = M Q into buf1. */
-static void psgd_round1(dr_cmp_t *c, bkt_t *b) {
-  float inv = 1.0f / c->scale;
-  size_t R = c->cfg.rank;
-  for (size_t k = 0; k < b->n_items; k++) {
-    item_t *it = &b->items[k];
-    size_t n = it->rows * it->cols;
-    c->local_bad |= c->cfg.check && nonfinite(it->g, n);
-    if (!it->psgd) {
-      for (size_t i = 0; i < n; i++)
-        b->buf1[it->off1 + i] = it->g[i] * inv;
-      continue;
-    }
-    float *m = m_of(c, it);
-    const float *restrict e = c->ef + c->ef_off[it->param];
-    const float *restrict g = it->g;
-    if (c->cfg.error_feedback)
-      for (size_t i = 0; i < n; i++)
-        m[i] = g[i] * inv + e[i];
-    else
-      for (size_t i = 0; i < n; i++)
-        m[i] = g[i] * inv;
-    dr_psgd_mq(m, it->rows, it->cols, c->q + c->q_off[it->param], R,
-               b->buf1 + it->off1);
-  }
-}
-
 int dr_cmp_launch(void *arg, size_t bucket, float *data, size_t n,
                   dr_work_t **w) {
   dr_cmp_t *c = arg;
@@ -333,56 +243,17 @@ int dr_cmp_launch(void *arg, size_t bucket, float *data, size_t n,
                                  f16 ? DR_PG_F16 : DR_PG_BF16, DR_PG_SUM, w);
   }
   if (c->cfg.kind == DR_CMP_POWERSGD && c->step >= c->cfg.start_step) {
-    psgd_round1(c, b);
+    dr__cmp_psgd_round1(c, b);
     b->sent = SENT_PSGD;
     b->bytes1 = 4 * b->n1;
     c->sent_bytes += 4 * b->n1;
     return dr_pg_allreduce(c->pg, b->buf1, b->n1, DR_PG_SUM, w);
   }
-  c->local_bad |= c->cfg.check && nonfinite(data, n);
+  c->local_bad |= c->cfg.check && dr__cmp_nonfinite(data, n);
   b->sent = SENT_F32;
   b->bytes1 = 4 * n;
   c->sent_bytes += 4 * n;
   return dr_pg_allreduce(c->pg, data, n, DR_PG_AVG, w);
-}
-
-/* After round one: P's orthonormalised, each Q = M^T P, their average
- * launched. */
-static int psgd_round2(dr_cmp_t *c, bkt_t *b) {
-  float inv_w = 1.0f / (float)c->world;
-  size_t R = c->cfg.rank;
-  for (size_t k = 0; k < b->n_items; k++) {
-    item_t *it = &b->items[k];
-    if (!it->psgd) {
-      size_t n = it->rows * it->cols;
-      for (size_t i = 0; i < n; i++)
-        it->g[i] = b->buf1[it->off1 + i] * inv_w;
-      continue;
-    }
-    float *p = b->buf1 + it->off1;
-    dr_psgd_orthonormalise(p, it->rows, R);
-    dr_psgd_mtp(m_of(c, it), it->rows, it->cols, p, R, b->buf2 + it->off2);
-  }
-  c->sent_bytes += 4 * b->n2;
-  b->bytes2 = 4 * b->n2;
-  return dr_pg_allreduce(c->pg, b->buf2, b->n2, DR_PG_AVG, &b->w2);
-}
-
-/* After round two: M ~ P Q^T into the gradients, the residual and Q
- * kept for the next step (committed by dr_cmp_commit). */
-static void psgd_decompress(dr_cmp_t *c, bkt_t *b) {
-  size_t R = c->cfg.rank;
-  for (size_t k = 0; k < b->n_items; k++) {
-    item_t *it = &b->items[k];
-    if (!it->psgd)
-      continue;
-    const float *q = b->buf2 + it->off2, *p = b->buf1 + it->off1;
-    dr_psgd_pqt(p, q, it->rows, it->cols, R, it->g);
-    /* The residual M - P Q^T, in place of M. */
-    if (c->cfg.error_feedback)
-      dr_psgd_sub_pqt(p, q, it->rows, it->cols, R, m_of(c, it));
-    memcpy(c->q_next + c->q_off[it->param], q, it->cols * R * sizeof(float));
-  }
 }
 
 int dr_cmp_finish(dr_cmp_t *c, int *local_bad, int *sum_bad, char *err,
@@ -399,11 +270,11 @@ int dr_cmp_finish(dr_cmp_t *c, int *local_bad, int *sum_bad, char *err,
       if (inv != 1.0f)
         for (size_t i = 0; i < b->n_elems; i++)
           b->data[i] *= inv;
-      bad |= c->cfg.check && nonfinite(b->data, b->n_elems);
+      bad |= c->cfg.check && dr__cmp_nonfinite(b->data, b->n_elems);
     } else if (rc == 0) {
       /* Every rank launches the same second rounds in the same order,
        * whatever fails: a failed one breaks the group for all. */
-      rc = psgd_round2(c, b);
+      rc = dr__cmp_psgd_round2(c, b);
       if (rc != 0)
         snprintf(err, err_len, "cannot launch PowerSGD's second all-reduce "
                  "of bucket %zu (%s)", c->launched[k], dr_strerror(rc));
@@ -424,8 +295,8 @@ int dr_cmp_finish(dr_cmp_t *c, int *local_bad, int *sum_bad, char *err,
       snprintf(err, err_len, "%s", msg);
     }
     if (rc == 0) {
-      psgd_decompress(c, b);
-      bad |= c->cfg.check && nonfinite(b->data, b->n_elems);
+      dr__cmp_psgd_decompress(c, b);
+      bad |= c->cfg.check && dr__cmp_nonfinite(b->data, b->n_elems);
     }
   }
   *local_bad = c->cfg.check && c->local_bad;

@@ -109,7 +109,8 @@ void dr_cmp_round2(const dr_cmp_t *c, size_t k, uint64_t *n_bytes,
 
 /* The state a checkpoint keeps: Q (q_elems, the same on every rank) and
  * this rank's error feedback (ef_elems). Both 0 but for PowerSGD. The
- * pointers stay valid for the object's life. */
+ * pointers are valid until the next dr_cmp_commit (which swaps the
+ * current state with the step's new one). */
 size_t dr_cmp_q_elems(const dr_cmp_t *c);
 size_t dr_cmp_ef_elems(const dr_cmp_t *c);
 float *dr_cmp_q(dr_cmp_t *c);
