@@ -15,8 +15,8 @@
 #             finite in fp16 but their fp16 sum is not: caught in the sum,
 #             the same way; overflows every step from a scale of 4 stop the
 #             run at the floor with exit 5, naming the step.
-#   resume    fp16 and PowerSGD (from step 3), each with a dynamic scale
-#             and an overflow at step 7: a run killed after step 12
+#   resume    none, fp16, bf16 and PowerSGD (from step 3), each with a
+#             dynamic scale and an overflow at step 7: a run killed after step 12
 #             resumes from step 10 to the weights, scale and skipped steps
 #             of the run that never stopped; a resume with another
 #             --grad-compress is refused naming both, and goes on with
@@ -130,7 +130,7 @@ resume)
   common="--layers 2 --width 64 --input-dim 32 --classes 8 --samples 1024
           --eval-samples 128 --steps 20 --warmup 5 --lr 0.01 --seed 5
           --log-every 1 --loss-scale dynamic --powersgd-start-step 3"
-  for c in fp16 powersgd; do
+  for c in none fp16 bf16 powersgd; do
     d=$tmp/$c.ckpt
     # shellcheck disable=SC2086
     DDPRUN_OVERFLOW_TEST=1@7 job "$c.ref" $common --grad-compress $c
