@@ -128,7 +128,7 @@ typedef struct {
 } dr_plan_param_t;
 
 /* 1 when PowerSGD sends a rows x cols gradient compressed at rank:
- * rank (rows + cols) at most half of rows x cols (train's rule too). */
+ * rank (rows + cols) below half of rows x cols (train's rule too). */
 int dr_plan_psgd_worth(double rows, double cols, unsigned rank);
 
 /* "none", "fp16", "bf16", "powersgd", "powersgd:R" into kind and rank

@@ -18,8 +18,8 @@
 
 #include <stddef.h>
 
-/* Compression pays when R (rows + cols) is well below rows x cols: at
- * least 2x fewer numbers, as PyTorch's min_compression_rate has it. */
+/* Compression pays when R (rows + cols) is well below rows x cols: more
+ * than 2x fewer numbers, as PyTorch's min_compression_rate has it. */
 int dr_psgd_worth(size_t rows, size_t cols, size_t rank);
 
 /* P := M Q */
