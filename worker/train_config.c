@@ -132,7 +132,8 @@ static const row_t rows[] = {
      "cast back); powersgd[:RANK] (each matrix gradient sent as two "
      "rank-RANK factors, default 4, with error feedback; 1-D and small "
      "tensors uncompressed). A checkpoint records it: a resume with "
-     "another setting is refused unless --allow-schedule-change. CPU only"},
+     "another setting is refused unless --allow-schedule-change. With "
+     "--device cuda: none, fp16 or bf16"},
     {"powersgd-start-step", K_U64, OFF(powersgd_start_step), "10", 0, 1e12,
      "powersgd: the first steps all-reduced uncompressed"},
     {"powersgd-no-error-feedback", K_FLAG, OFF(powersgd_no_ef), "0", 0, 1,
@@ -144,7 +145,7 @@ static const row_t rows[] = {
      "starts at INIT); or a fixed scale. The ranks agree on every overflow "
      "(of any rank's own gradients or of the reduced sum) and skip the same "
      "steps; an overflow at the floor stops the run (exit 5). Pairs with "
-     "--grad-compress fp16"},
+     "--grad-compress fp16. CPU only"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 

@@ -257,7 +257,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
   }
   double med = dr_report_median_step_ms(r, r->start_step, r->total_steps);
   char gpu_done[160] = "", gpu_final[160] = "", extra[256] = "";
-  if (r->cmp != NULL) {
+  if (r->cmp != NULL || r->cmpc.kind != DR_CMP_NONE) {
     char name[32];
     size_t o = (size_t)snprintf(extra, sizeof(extra), " grad_compress=%s",
                                 dr_cmp_name(r->cmpc.kind, r->cmpc.rank, name,
