@@ -56,9 +56,12 @@ static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
     dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", m->comm_end_us,
                   m->end_us);
     const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
+    /* The bytes each all-reduce moved: the compressed ones' own. */
     for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++)
       if (t[i].end_us > 0)
-        dr_trace_allreduce(r->trace, i, t[i].n_elems * sizeof(float),
+        dr_trace_allreduce(r->trace, i,
+                           r->cmp != NULL ? dr_cmp_bucket_bytes(r->cmp, i)
+                                          : t[i].n_elems * sizeof(float),
                            t[i].ready_us, t[i].start_us, t[i].end_us);
   }
   dr_reducer_stats_t rs;
