@@ -39,6 +39,8 @@
 #                          [--burst SIZE] [--gso-max-size BYTES]
 #                          [--keep DIR] DDPRUN DDPRUN_RDZV TRAIN
 #   --keep: copy each job's output and profile into DIR.
+#   DR_BENCH_EXTRA (environment): more train arguments for each full job,
+#   after the script's (e.g. "--log-every 1" for a line per step).
 #   --smoke: 8 steps per setting at --bucket-cap-mb 25 (PowerSGD from step
 #   3), no plan, no targets, well under a minute. The full run is also
 #   registered as the ctest bench_compress_netns, which skips (77) unless
