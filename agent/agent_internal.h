@@ -321,6 +321,11 @@ dr_failure_rec_t *dr__agent_new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid);
  * CPU time and GPU use, the culprit, and every rank's stack. Starts
  * ag->hang_timer when the option is set: 0, or -ENOMEM. */
 int dr__hang_start(dr_agent_t *ag);
+/* The group is stopped or restarted by the server while some local rank
+ * is stalled and its stacks are taken: says where this node's ranks are
+ * and keeps their stacks, as a verdict would (the culprit was named on
+ * another node). Nothing otherwise. */
+void dr__hang_tell(dr_agent_t *ag);
 /* After the loop has ended: frees the watch. */
 void dr__hang_free(dr_agent_t *ag);
 

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "errors.h"
 #include "session.h"
@@ -94,13 +95,42 @@ static void arz_lost(dr_arz_t *a, int code, const char *fmt, ...) {
     a->cb.on_lost(a->cb.arg, code, why);
 }
 
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void consume(dr_arz_t *a, size_t nread);
+
+/* A write failed: the server closed. What it sent before, a STOP and its
+ * reason, may still wait unread in the socket; it is read and handled
+ * first, so that the connection's end is judged by it. */
+static void drain_unread(dr_arz_t *a) {
+  uv_os_fd_t fd;
+  if (!a->tcp_open || uv_fileno((const uv_handle_t *)&a->tcp, &fd) != 0)
+    return;
+  while (a->state != ARZ_DEAD && !a->closing) {
+    uv_buf_t b;
+    on_alloc((uv_handle_t *)&a->tcp, 0, &b);
+    if (b.base == NULL || b.len == 0)
+      return;
+    ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
+    if (n <= 0)
+      return;
+    consume(a, (size_t)n);
+  }
+}
+
+static void write_failed(dr_arz_t *a, int status) {
+  drain_unread(a);
+  if (a->closing)
+    return;
+  arz_lost(a, status, "write to the rendezvous server %s:%u failed (%s)",
+           a->host, a->port, uv_strerror(status));
+}
+
 static void on_write(uv_write_t *req, int status) {
   arz_write_t *w = (arz_write_t *)req;
   dr_arz_t *a = w->a;
   free(w);
   if (status < 0 && status != UV_ECANCELED && !a->closing)
-    arz_lost(a, status, "write to the rendezvous server %s:%u failed (%s)",
-             a->host, a->port, uv_strerror(status));
+    write_failed(a, status);
 }
 
 void dr_arz_send(dr_arz_t *a, const dr_buf_t *b) {
@@ -117,8 +147,7 @@ void dr_arz_send(dr_arz_t *a, const dr_buf_t *b) {
   int rc = uv_write(&w->req, (uv_stream_t *)&a->tcp, &ub, 1, on_write);
   if (rc != 0) {
     free(w);
-    arz_lost(a, rc, "write to the rendezvous server %s:%u failed (%s)",
-             a->host, a->port, uv_strerror(rc));
+    write_failed(a, rc);
   }
 }
 
@@ -204,6 +233,8 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   buf->len = a->in_cap - a->in_len;
 }
 
+static void consume(dr_arz_t *a, size_t nread);
+
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   dr_arz_t *a = s->data;
   if (nread < 0 && a->state == ARZ_HANDSHAKE) {
@@ -221,7 +252,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
              a->port, nread == UV_EOF ? "end of stream" : uv_strerror((int)nread));
     return;
   }
-  a->in_len += (size_t)nread;
+  consume(a, (size_t)nread);
+}
+
+/* The nread bytes just added at a->in + a->in_len: every whole frame in
+ * the buffer is handled. */
+static void consume(dr_arz_t *a, size_t nread) {
+  a->in_len += nread;
   a->last_heard = uv_now(a->loop);
   size_t off = 0;
   while (a->state != ARZ_DEAD && !a->closing) {

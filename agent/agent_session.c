@@ -493,6 +493,7 @@ static void on_restart_order(dr_agent_t *ag, uint64_t gen,
           ag->o->max_restarts, (int)reason.len, (const char *)reason.p);
   snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
            (int)reason.len, (const char *)reason.p);
+  dr__hang_tell(ag);
   char esc[2500];
   dr_events_emit(ag->events, "restart",
                  ",\"gen\":%llu,\"restart_count\":%llu,\"reason\":\"%s\"",
@@ -547,6 +548,7 @@ static void on_event(void *arg, const dr_sess_event_t *ev) {
     on_restart_order(ag, ev->gen, ev->restart_count, ev->text);
     break;
   case DR_SESS_STOP:
+    dr__hang_tell(ag);
     dr__agent_end(ag, DR_END_SERVER, ev->exit_code);
     snprintf(ag->server_reason, sizeof(ag->server_reason), "%.*s",
              (int)ev->text.len, (const char *)ev->text.p);

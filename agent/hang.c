@@ -51,6 +51,7 @@ struct dr_hang {
   dr_rank_view_t *views;
   uint64_t episode;   /* bumped when a stall begins or ends */
   int stalled;        /* in a stall: a rank is stalled */
+  int suspect;        /* a rank has been quiet for half the timeout */
   int collecting;     /* a collection of this agent is in flight */
   collect_t *done;    /* the stacks of this stall, or NULL */
   int budget_ms;      /* what collecting the stacks may take */
@@ -186,6 +187,44 @@ static void write_stacks(struct dr_hang *h, char *dir, size_t n) {
   }
 }
 
+/* Writes the stacks beside the logs and says where this node's ranks are,
+ * grouped: "where the ranks of this node are (TOOLS)SUFFIX:", a line per
+ * group, and where the full stacks are. The directory, the tools line and
+ * the groups are left in dir, tools and groups. */
+static void say_where(struct dr_hang *h, const char *suffix, char *dir,
+                      size_t dir_n, char *tools, size_t tools_n,
+                      char *groups, size_t groups_n) {
+  dr_agent_t *ag = h->ag;
+  write_stacks(h, dir, dir_n);
+  tools_line(h, tools, tools_n);
+  groups[0] = '\0';
+  dr_rank_where_t *rw = calloc(h->n, sizeof(*rw));
+  size_t m = 0;
+  for (uint32_t k = 0; rw != NULL && k < h->n; k++) {
+    if (!ag->w[k].alive)
+      continue;
+    const dr_stack_t *s = stack_of(h, k);
+    rw[m++] = (dr_rank_where_t){ag->w[k].rank,
+                                s != NULL && s->where[0] ? s->where
+                                                         : "no stack"};
+  }
+  dr_stacks_group(rw, m, "\n", groups, groups_n);
+  free(rw);
+  DR_SAY(DR_LOG_ERROR, "where the ranks of this node are (%s)%s:", tools,
+         suffix);
+  for (const char *p = groups; *p != '\0';) {
+    size_t len = strcspn(p, "\n");
+    DR_SAY(DR_LOG_ERROR, "  %.*s", (int)len, p);
+    p += len + (p[len] == '\n');
+  }
+  if (dir[0] != '\0') {
+    char *slash = strrchr(dir, '/');
+    if (slash != NULL)
+      *slash = '\0';
+    DR_SAY(DR_LOG_ERROR, "full stacks: %s/<rank>/stack.txt", dir);
+  }
+}
+
 static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   dr_agent_t *ag = h->ag;
   uint32_t i = (uint32_t)vd->named;
@@ -227,37 +266,15 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
           st != NULL ? st->where : "");
 
   char dir[900], tools[500], groups[1200];
-  write_stacks(h, dir, sizeof(dir));
-  tools_line(h, tools, sizeof(tools));
-  dr_rank_where_t *rw = calloc(h->n, sizeof(*rw));
-  size_t m = 0;
-  for (uint32_t k = 0; rw != NULL && k < h->n; k++) {
-    if (!ag->w[k].alive)
-      continue;
-    const dr_stack_t *s = stack_of(h, k);
-    rw[m++] = (dr_rank_where_t){ag->w[k].rank,
-                                s != NULL && s->where[0] ? s->where
-                                                         : "no stack"};
-  }
-  dr_stacks_group(rw, m, "\n", groups, sizeof(groups));
-  free(rw);
-  DR_SAY(DR_LOG_ERROR, "where the ranks of this node are (%s):", tools);
-  for (const char *p = groups; *p != '\0';) {
-    size_t len = strcspn(p, "\n");
-    DR_SAY(DR_LOG_ERROR, "  %.*s", (int)len, p);
-    p += len + (p[len] == '\n');
-  }
-  if (dir[0] != '\0') {
-    char *slash = strrchr(dir, '/');
-    if (slash != NULL)
-      *slash = '\0';
-    DR_SAY(DR_LOG_ERROR, "full stacks: %s/<rank>/stack.txt", dir);
-  }
+  say_where(h, "", dir, sizeof(dir), tools, sizeof(tools), groups,
+            sizeof(groups));
 
   dr_failure_rec_t *f = dr__agent_new_failure(ag, w->local_rank, w->pid);
   if (f != NULL) {
     f->exit_code = DR_EXIT_TIMEOUT;
-    f->kind = DR_FAIL_HANG;
+    /* A rank named only because it waited longest may wait for a culprit
+     * on another node, whose agent names it: the server holds this. */
+    f->kind = vd->why == DR_WHY_WAITED ? DR_FAIL_HANG_WAIT : DR_FAIL_HANG;
     char indented[1300];
     size_t o = 0;
     indented[0] = '\0';
@@ -353,8 +370,8 @@ static void say_cpu(struct dr_hang *h, uint32_t i) {
 static void tick(struct dr_hang *h) {
   dr_agent_t *ag = h->ag;
   if (ag->state != DR_AG_RUNNING || ag->w == NULL) {
-    if (h->stalled) {
-      h->stalled = 0;
+    if (h->stalled || h->suspect) {
+      h->stalled = h->suspect = 0;
       h->episode++;
       collect_free(h->done);
       h->done = NULL;
@@ -414,18 +431,39 @@ static void tick(struct dr_hang *h) {
   }
   dr_verdict_t vd = dr_stall_judge(h->views, h->n, ag->o->hang_timeout_ms,
                                    h->wait_ms);
+  /* Quiet for half the timeout: suspect. Its stacks are taken then, so
+   * that a stop for a culprit named on another node can say where this
+   * node's ranks are, though none of them is stalled yet. */
+  int suspect = 0;
+  for (uint32_t i = 0; i < h->n; i++)
+    if (h->views[i].alive &&
+        h->views[i].quiet_ms >= ag->o->hang_timeout_ms / 2)
+      suspect = 1;
   if (vd.stalled == 0) {
-    if (h->stalled) { /* progress again: a new stall starts afresh */
-      h->stalled = 0;
+    if ((h->stalled || h->suspect) && !suspect) {
+      /* progress again: a new stall starts afresh */
+      h->stalled = h->suspect = 0;
       h->episode++;
       collect_free(h->done);
       h->done = NULL;
+      return;
     }
+    if (suspect && !h->suspect) {
+      h->suspect = 1;
+      h->episode++;
+    }
+    if (h->stalled) { /* a stalled rank ended, others are still quiet */
+      h->stalled = 0;
+      h->episode++;
+    }
+    if (suspect && !h->collecting &&
+        (h->done == NULL || h->done->episode != h->episode))
+      collect_start(h);
     return;
   }
   if (!h->stalled) {
     h->stalled = 1;
-    h->episode++;
+    h->episode++; /* fresh stacks for the verdict */
   }
   if (h->collecting)
     return;
@@ -473,6 +511,16 @@ int dr__hang_start(dr_agent_t *ag) {
   every = every < 50 ? 50 : every > 500 ? 500 : every;
   uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
   return 0;
+}
+
+void dr__hang_tell(dr_agent_t *ag) {
+  struct dr_hang *h = ag->hang;
+  if (h == NULL || (!h->stalled && !h->suspect) || h->done == NULL ||
+      ag->state != DR_AG_RUNNING)
+    return;
+  char dir[900], tools[500], groups[1200];
+  say_where(h, ", as the group stops", dir, sizeof(dir), tools,
+            sizeof(tools), groups, sizeof(groups));
 }
 
 void dr__hang_free(dr_agent_t *ag) {

@@ -426,15 +426,32 @@ static int kernel_view(pid_t pid, dr_stack_t *s) {
   return rc;
 }
 
-/* Adds the kernel's state and wait channel of the main thread to what a
- * tool said (py-spy sees no native frame: is it sleeping or waiting?). */
-static void refine(pid_t pid, dr_stack_t *s) {
-  char path[64], wchan[128] = "";
+/* The kernel's state and wait channel of the main thread. */
+typedef struct {
+  char state;
+  char wchan[128];
+} kstate_t;
+
+static void kernel_state(pid_t pid, kstate_t *k) {
+  char path[64];
   snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-  char state = task_state(path, NULL, 0);
+  k->state = task_state(path, NULL, 0);
   snprintf(path, sizeof(path), "/proc/%d/wchan", (int)pid);
-  read_small(path, wchan, sizeof(wchan));
-  dr_stack_refine(s, state, wchan);
+  k->wchan[0] = '\0';
+  read_small(path, k->wchan, sizeof(k->wchan));
+}
+
+/* Adds the kernel's view of the main thread to what a tool said (py-spy
+ * sees no native frame: is it sleeping or waiting?): as it was before the
+ * tool attached (a tool's ptrace stop, and the restarted system call after
+ * it, change both for a moment), else as it is now. */
+static void refine(pid_t pid, const kstate_t *before, dr_stack_t *s) {
+  dr_stack_refine(s, before->state, before->wchan);
+  if (s->place != DR_PLACE_UNKNOWN)
+    return;
+  kstate_t now;
+  kernel_state(pid, &now);
+  dr_stack_refine(s, now.state, now.wchan);
 }
 
 int dr_stacks_is_python(pid_t pid) {
@@ -460,6 +477,8 @@ static int collect_one(pid_t pid, int is_python, uint64_t deadline,
     is_python = dr_stacks_is_python(pid);
   tool_t order[T_END + 1];
   tool_order(is_python, order);
+  kstate_t before;
+  kernel_state(pid, &before);
   for (size_t i = 0; order[i] != T_END; i++) {
     if (order[i] == T_KERNEL)
       return kernel_view(pid, out) == 0 ? 0 : kill(pid, 0) != 0 ? -ESRCH
@@ -469,7 +488,7 @@ static int collect_one(pid_t pid, int is_python, uint64_t deadline,
       continue;
     }
     if (try_tool(order[i], pid, deadline, out) == 0) {
-      refine(pid, out);
+      refine(pid, &before, out);
       dr_stack_describe(out);
       return 0;
     }

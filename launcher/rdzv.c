@@ -601,9 +601,12 @@ static void handle_failure(dr_conn_t *c, const dr_msg_t *m) {
                  f.gen, f.rank, f.exit_code, f.signal, dr_fail_kind_name(f.kind),
                  dr_json_escape(what, esc, sizeof(esc)));
   int code = f.signal != 0 ? 128 + f.signal : f.exit_code;
-  /* A worker's own communication failure may echo another failure; an
-   * agent's verdict that a worker hung is a root cause itself. */
-  int echo = f.kind == DR_FAIL_EXIT && dr_exit_is_echo(f.exit_code, f.signal);
+  /* A worker's own communication failure may echo another failure, and
+   * so may a verdict on a rank that only waited (the culprit may be on
+   * another node, whose agent names it); an agent's verdict that names a
+   * stopped, sleeping or busy worker is a root cause itself. */
+  int echo = (f.kind == DR_FAIL_EXIT && dr_exit_is_echo(f.exit_code, f.signal)) ||
+             f.kind == DR_FAIL_HANG_WAIT;
   if (r->holding) {
     if (echo)
       return; /* the first echo is already held */

@@ -41,7 +41,7 @@ typedef struct {
   dr_list_t dump;       /* the answer's records, in data */
   uint8_t *data;
   char host[256];
-  char why[200];        /* for its ranks when there is no answer */
+  char why[360];        /* for its ranks when there is no answer */
 } stk_node_t;
 
 /* A STATUS waiting for the stacks of the running generation's nodes. */
@@ -363,17 +363,18 @@ static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
       }
       continue;
     }
+    char why[sizeof(sn->why)];
     if (!sn->asked)
-      snprintf(sn->why, sizeof(sn->why), "node %u ('%s') has no connection "
-               "to the server", sn->node_rank, sn->host);
+      snprintf(why, sizeof(why), "node %u ('%s') has no connection to the "
+               "server", sn->node_rank, sn->host);
     else if (s->rdzv.gen != j->gen || s->rdzv.state != DR_JOB_RUNNING)
-      snprintf(sn->why, sizeof(sn->why), "generation %" PRIu64 " ended "
-               "before node %u ('%s') answered", j->gen, sn->node_rank,
-               sn->host);
+      snprintf(why, sizeof(why), "generation %" PRIu64 " ended before node "
+               "%u ('%s') answered", j->gen, sn->node_rank, sn->host);
     else
-      snprintf(sn->why, sizeof(sn->why), "node %u ('%s') did not answer "
-               "within %.1f s", sn->node_rank, sn->host,
+      snprintf(why, sizeof(why), "node %u ('%s') did not answer within "
+               "%.1f s", sn->node_rank, sn->host,
                (double)(now - j->asked_ms) / 1000.0);
+    memcpy(sn->why, why, sizeof(why));
     for (uint32_t q = 0; q < sn->nproc; q++) {
       uint32_t rank = sn->first_rank + q;
       dr_stack_rec_t x = {rank, sn->node_rank, pid_of(s, j, sn, rank),

@@ -29,8 +29,8 @@ typedef enum { DR_EXIT_DONE, DR_EXIT_RESTART, DR_EXIT_STOP } dr_exit_policy_t;
     "the process group could not be set up, or the rendezvous was lost or "  \
     "never completed")                                                       \
   X(TIMEOUT, 4, DR_EXIT_RESTART, 1, "timeout",                               \
-    "a collective timed out or lost a peer, or the worker hung "             \
-    "(--hang-timeout)")                                                      \
+    "a collective timed out, lost a peer or found the ranks out of step, "  \
+    "or the worker hung (--hang-timeout)")                                   \
   X(NONFINITE, 5, DR_EXIT_STOP, 0, "non-finite loss",                        \
     "the loss became NaN or infinite, or the gradients overflowed with the " \
     "loss scale at its floor")                                               \

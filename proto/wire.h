@@ -313,7 +313,10 @@ typedef struct {
   X(EXIT, 0, "exited with a code other than 0")                              \
   X(SIGNAL, 1, "was killed by a signal")                                     \
   X(HANG, 2, "made no progress for --hang-timeout: the agent's verdict")     \
-  X(START, 3, "could not be started (exec or fork failed)")
+  X(START, 3, "could not be started (exec or fork failed)")                  \
+  X(HANG_WAIT, 4, "made no progress for --hang-timeout while it waited, "   \
+                  "with no culprit on its node: the agent's verdict, which " \
+                  "may echo a culprit on another node")
 
 typedef enum {
 #define DR__FAIL_ENUM(name, v, doc) DR_FAIL_##name = v,
@@ -322,7 +325,7 @@ typedef enum {
   DR__FAIL_KIND_N
 } dr_fail_kind_t;
 
-/* "exit", "signal", "hang", "start". */
+/* "exit", "signal", "hang", "start", "hang_wait". */
 const char *dr_fail_kind_name(dr_fail_kind_t k);
 
 typedef struct {

@@ -55,6 +55,8 @@ const char *dr_fail_kind_name(dr_fail_kind_t k) {
     return "hang";
   case DR_FAIL_START:
     return "start";
+  case DR_FAIL_HANG_WAIT:
+    return "hang_wait";
   default:
     return "unknown";
   }

@@ -225,6 +225,39 @@ DR_H_TEST(test_hang_verdict_is_not_held) {
   }
 }
 
+/* A verdict on a rank that only waited (kind HANG_WAIT) is held like an
+ * echo: a verdict naming the culprit on another node (kind HANG) that
+ * follows is the root cause. */
+DR_H_TEST(test_waiting_verdict_is_held) {
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "2", "--max-restarts", "3",
+                       "--heartbeat-timeout", HB_OFF),
+             NULL);
+  job_t job;
+  dr_h_join_t *jt[2];
+  dr_h_agent_t ag[2];
+  job_open(fx, &job, 2);
+  job_join(fx, &job, 2, jt);
+  report_kind(job.c[0], job.gen, 0, 4, DR_FAIL_HANG_WAIT,
+              "no progress for 9.0 s: it waits");
+  for (int i = 0; i < 2; i++) {
+    dr_h_order_t o;
+    int rc = dr_h_no_order(job.c[i], &o);
+    if (rc == 1)
+      fail_msg("a waiting verdict was not held: %s (%s)", dr_msg_name(o.type),
+               o.reason);
+    assert_int_equal(rc, 0);
+  }
+  report_kind(job.c[1], job.gen, 3, 4, DR_FAIL_HANG,
+              "no progress for 5.0 s: it sleeps");
+  job_orders(&job, 2, ag);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(ag[i].order.type, DR_MSG_RESTART);
+    assert_true(strstr(ag[i].order.reason, "rank 3") != NULL);
+    assert_true(strstr(ag[i].order.reason, "sleeps") != NULL);
+  }
+}
+
 DR_H_TEST(test_signal_is_reported_as_128_plus_signal) {
   dr_h_start(fx,
              DR_H_ARGS("--nnodes", "1", "--max-restarts", "0",
@@ -282,6 +315,7 @@ int main(void) {
       T(test_failures_spend_global_budget),
       T(test_exit_code_2_stops_at_once),
       T(test_hang_verdict_is_not_held),
+      T(test_waiting_verdict_is_held),
       T(test_signal_is_reported_as_128_plus_signal),
       T(test_success_from_all_nodes_ends_job),
 #undef T

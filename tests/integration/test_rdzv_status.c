@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "harness.h"
 
@@ -201,6 +202,27 @@ static void send_ranks(dr_h_fixture_t *fx, dr_h_raw_t *r, uint64_t gen,
   assert_int_equal(dr_h_raw_send_buf(r, &fx->buf), 0);
 }
 
+/* STATUS until it holds want rank records, the first at step first_step
+ * (the RANKS reports come on other connections, which the server may read
+ * after the STATUS), for at most 5 s. */
+static void status_with_ranks(dr_client_t *c, uint32_t want,
+                              uint64_t first_step, dr_msg_t *m,
+                              dr_job_status_t *js) {
+  for (int i = 0; i < 500; i++) {
+    assert_int_equal(dr_client_status(c, 0, 0, m), 0);
+    assert_int_equal(dr_msg_job_status(m, js), 0);
+    uint32_t pos = 0;
+    dr_rank_rec_t k;
+    if (js->ranks.count >= want && dr_rank_rec_next(&js->ranks, &pos, &k) &&
+        k.step == first_step)
+      return;
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+  }
+  fail_msg("STATUS held %u rank records after 5 s, not %u", js->ranks.count,
+           want);
+}
+
 DR_H_TEST(test_status_from_ranks) {
   dr_h_start(fx, DR_H_ARGS("--nnodes", "2", "--heartbeat-timeout", HB_OFF,
                            "--max-restarts", "2"),
@@ -212,9 +234,8 @@ DR_H_TEST(test_status_from_ranks) {
   send_ranks(fx, r[1], 1, 2, 50, 1); /* another shape: dropped */
   dr_client_t *c = dr_h_open(fx, "status-tool");
   dr_msg_t m;
-  assert_int_equal(dr_client_status(c, 0, 0, &m), 0);
   dr_job_status_t js;
-  assert_int_equal(dr_msg_job_status(&m, &js), 0);
+  status_with_ranks(c, 2, 40, &m, &js);
   assert_int_equal(js.gen, 1);
   assert_int_equal(js.state, DR_JS_RUNNING);
   assert_int_equal(js.min_nodes, 2);
@@ -250,8 +271,7 @@ DR_H_TEST(test_status_from_ranks) {
   /* A later report replaces the earlier. */
   send_ranks(fx, r[0], 1, 0, 60, 2);
   send_ranks(fx, r[1], 1, 2, 70, 2);
-  assert_int_equal(dr_client_status(c, 0, 0, &m), 0);
-  assert_int_equal(dr_msg_job_status(&m, &js), 0);
+  status_with_ranks(c, 4, 60, &m, &js);
   assert_int_equal(js.ranks.count, 4);
   pos = 0;
   for (uint32_t i = 0; dr_rank_rec_next(&js.ranks, &pos, &k); i++)

@@ -8,10 +8,13 @@ for `ddprun diagnose`: a stack of Linear layers, one DDP bucket per
   --trace-dir DIR      tensorboard_trace_handler's directory
   --slow-rank R --slow-ms MS
                        rank R sleeps MS in its data loading each step
+  --then-clean         then the same run again, untraced and without the
+                       sleep, in the same processes: the step without it
   --layers L --width W --batch B
 
 Prints, on rank 0, "step_ms median=... steps=..." over the profiled steps
-(the slowest rank's step, as all-reduces make every rank wait for it).
+(the slowest rank's step, as all-reduces make every rank wait for it), and
+with --then-clean "clean_step_ms median=..." for the second run.
 """
 import argparse
 import os
@@ -45,6 +48,7 @@ def main():
     ap.add_argument("--trace-dir", default="")
     ap.add_argument("--slow-rank", type=int, default=-1)
     ap.add_argument("--slow-ms", type=float, default=0.0)
+    ap.add_argument("--then-clean", action="store_true")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--width", type=int, default=512)
     ap.add_argument("--batch", type=int, default=64)
@@ -58,33 +62,44 @@ def main():
     ddp = DDP(model, bucket_cap_mb=a.bucket_cap_mb)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.001)
     sleep_s = a.slow_ms / 1000.0 if rank == a.slow_rank else 0.0
-    g = torch.Generator().manual_seed(rank)
-    data = list(torch.randn(a.batch * a.steps, a.width, generator=g))
-    loader = torch.utils.data.DataLoader(data, batch_size=a.batch,
-                                         collate_fn=slow_collate(sleep_s))
 
-    sched = schedule(wait=a.wait, warmup=a.warmup, active=a.active, repeat=1)
-    handler = tensorboard_trace_handler(a.trace_dir) if a.trace_dir else None
-    times = []
-    with profile(activities=[ProfilerActivity.CPU], schedule=sched,
-                 on_trace_ready=handler, record_shapes=True) as prof:
-        it = iter(loader)
-        for step in range(a.steps):
-            t0 = time.perf_counter()
-            xb = next(it)
-            opt.zero_grad()
-            loss = ddp(xb).square().mean()
-            loss.backward()
-            opt.step()
-            prof.step()
-            times.append((time.perf_counter() - t0) * 1000.0)
-    profiled = times[a.wait + a.warmup:a.wait + a.warmup + a.active]
-    mine = torch.tensor([statistics.median(profiled)])
-    dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+    def run(sleep_s, trace_dir):
+        """One profiled run of --steps; the median of its profiled steps,
+        the slowest rank's."""
+        g = torch.Generator().manual_seed(rank)
+        data = list(torch.randn(a.batch * a.steps, a.width, generator=g))
+        loader = torch.utils.data.DataLoader(
+            data, batch_size=a.batch, collate_fn=slow_collate(sleep_s))
+        sched = schedule(wait=a.wait, warmup=a.warmup, active=a.active,
+                         repeat=1)
+        handler = tensorboard_trace_handler(trace_dir) if trace_dir else None
+        times = []
+        with profile(activities=[ProfilerActivity.CPU], schedule=sched,
+                     on_trace_ready=handler, record_shapes=True) as prof:
+            it = iter(loader)
+            for step in range(a.steps):
+                t0 = time.perf_counter()
+                xb = next(it)
+                opt.zero_grad()
+                loss = ddp(xb).square().mean()
+                loss.backward()
+                opt.step()
+                prof.step()
+                times.append((time.perf_counter() - t0) * 1000.0)
+        del it, prof, loader
+        profiled = times[a.wait + a.warmup:a.wait + a.warmup + a.active]
+        mine = torch.tensor([statistics.median(profiled)])
+        dist.all_reduce(mine, op=dist.ReduceOp.MAX)
+        return mine.item(), len(profiled)
+
+    ms, n = run(sleep_s, a.trace_dir)
     if rank == 0:
-        os.write(1, f"step_ms median={mine.item():.3f} steps={len(profiled)}\n"
-                 .encode())
-    del ddp, loader, it, prof
+        os.write(1, f"step_ms median={ms:.3f} steps={n}\n".encode())
+    if a.then_clean:
+        ms, n = run(0.0, "")
+        if rank == 0:
+            os.write(1, f"clean_step_ms median={ms:.3f} steps={n}\n".encode())
+    del ddp
     dist.barrier()
     dist.destroy_process_group()
     # torch 2.11 at interpreter exit, after a profiled gloo job, aborted
