@@ -157,7 +157,7 @@ awk -v comm="$ref_comm" -v bwd="$ref_bwd" '
       ep = p / m - 1
       if ((ep < 0 ? -ep : ep) > 0.15) { printf "target missed: %s predicted %+.1f%% off (target 15%%)\n", s, ep * 100 > "/dev/stderr"; bad = 1 }
     }
-    printf "\nuncompressed: communication %.1f ms per step, backward pass %.1f ms (%.1fx)\n", comm, bwd, bwd > 0 ? comm / bwd : 0
+    printf "\nuncompressed: communication %.1f ms per step, backward pass %.1f ms (%.1fx)\n", comm, bwd, (bwd > 0 ? comm / bwd : 0)
     if (comm < 3 * bwd) { printf "target missed: communication under 3x the backward pass\n" > "/dev/stderr" }
     if (!bad) print "targets met: fp16 <= 0.6, powersgd <= 0.3 of the uncompressed step; plan predictions within 15%"
   }' "$tmp/rows"
