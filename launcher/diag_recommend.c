@@ -246,7 +246,7 @@ static int predict(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, size_t *pick,
     caps[k] = dr_dg_caps_mib[k] * DR__DG_MIB;
   }
   if (rc == 0)
-    rc = dr_plan_profile_predict(&p, caps, rec->n_caps, rec->cand);
+    rc = dr_plan_profile_predict(&p, caps, rec->n_caps, NULL, rec->cand);
   if (rc != 0)
     goto out;
   rec->best = dr_plan_best(rec->cand, rec->n_caps);

@@ -51,6 +51,18 @@ static const char usage_text[] =
     "                            B (which --alpha-ms and --bandwidth-mib-per-ms\n"
     "                            override); buckets are formed as train forms\n"
     "                            them, with the profile's first bucket size\n"
+    "  --compress C              the gradient compression in force: none\n"
+    "                            (default), fp16 or bf16 (half the bytes,\n"
+    "                            the casts charged at --cast-mib-per-ms),\n"
+    "                            powersgd[:R] (with --profile only: each\n"
+    "                            matrix by its shape; two rounds per bucket,\n"
+    "                            the products at --gemm-gflops). With a\n"
+    "                            profile, its own setting by default\n"
+    "  --gemm-gflops X           the host's rate for PowerSGD's products\n"
+    "                            (default: the profile's, else not charged)\n"
+    "  --cast-mib-per-ms Y       fp32 MiB per ms of an elementwise pass over\n"
+    "                            the gradients (a cast; default: the\n"
+    "                            profile's, else not charged)\n"
     "  --json                    print JSON instead of the table\n"
     "  -h, --help                this text\n"
     "\n"
@@ -69,6 +81,10 @@ typedef struct {
   size_t n_caps;
   const char *profile;
   int json;
+  const char *compress;     /* NULL: none, or the profile's */
+  dr_plan_compress_t cmp;
+  double gflops, cast_mib_ms;
+  int have_gflops, have_cast;
 } args_t;
 
 #define bad(...) dr_usage_error("ddprun plan", __VA_ARGS__)
@@ -127,6 +143,8 @@ static int parse(int argc, char **argv, args_t *a) {
       {"--bandwidth-mib-per-ms", &a->bw_mib_ms, &a->have_bw, 1},
       {"--forward-ms", &a->forward_ms, &a->have_forward, 0},
       {"--optimizer-ms", &a->optim_ms, &a->have_optim, 0},
+      {"--gemm-gflops", &a->gflops, &a->have_gflops, 0},
+      {"--cast-mib-per-ms", &a->cast_mib_ms, &a->have_cast, 0},
   };
   for (int i = 1; i < argc; i++) {
     const char *f = argv[i];
@@ -142,7 +160,8 @@ static int parse(int argc, char **argv, args_t *a) {
     while (k < sizeof(nums) / sizeof(nums[0]) && strcmp(nums[k].flag, f) != 0)
       k++;
     int known = k < sizeof(nums) / sizeof(nums[0]) ||
-                strcmp(f, "--bucket-mib") == 0 || strcmp(f, "--profile") == 0;
+                strcmp(f, "--bucket-mib") == 0 || strcmp(f, "--profile") == 0 ||
+                strcmp(f, "--compress") == 0;
     if (!known)
       return bad("unknown option '%s'", f);
     if (i + 1 >= argc)
@@ -154,6 +173,12 @@ static int parse(int argc, char **argv, args_t *a) {
     } else if (strcmp(f, "--profile") == 0) {
       a->profile = v;
       rc = 0;
+    } else if (strcmp(f, "--compress") == 0) {
+      a->compress = v;
+      rc = dr_plan_compress_parse(v, &a->cmp) != 0
+               ? bad("--compress '%s': expected none, fp16, bf16, powersgd "
+                     "or powersgd:R (R from 1 to 1024)", v)
+               : 0;
     } else {
       rc = number(f, v, 0, nums[k].strict, nums[k].v);
       *nums[k].have = 1;
@@ -175,6 +200,10 @@ static int parse(int argc, char **argv, args_t *a) {
                                             : NULL;
   if (missing != NULL)
     return bad("%s is missing (or give --profile FILE)", missing);
+  if (a->compress != NULL && a->cmp.kind == DR_PLAN_POWERSGD)
+    return bad("--compress %s needs --profile FILE: PowerSGD compresses each "
+               "gradient matrix by its shape, which a profile records",
+               a->compress);
   for (size_t k = 0; k < a->n_caps; k++)
     if (a->grad_mib / a->caps[k] > MAX_BUCKETS)
       return bad("--bucket-mib %g: %g MiB of gradients make over %.0f "
@@ -246,7 +275,24 @@ static int predict_uniform(const args_t *a, double cap_mib,
   n = dr_plan_uniform(a->grad_mib * MIB, cap_mib * MIB, a->backward_ms, b, n);
   dr_plan_cost_t cost = {a->alpha_ms, a->bw_mib_ms * MIB, a->backward_ms,
                          a->forward_ms + a->optim_ms};
-  dr_plan_eval(b, n, &cost, out);
+  if (a->compress == NULL || a->cmp.kind == DR_PLAN_F32) {
+    dr_plan_eval(b, n, &cost, out);
+  } else {
+    /* Each uniform bucket as one tensor that fills it exactly. */
+    dr_plan_param_t *q = malloc((n > 0 ? n : 1) * sizeof(*q));
+    if (q == NULL) {
+      free(b);
+      return -ENOMEM;
+    }
+    for (size_t k = 0; k < n; k++)
+      q[k] = (dr_plan_param_t){b[k].bytes, b[k].ready_ms, b[k].bytes / 4, 1};
+    dr_plan_compress_t c = a->cmp;
+    c.gemm_flops_per_ms = a->gflops * 1e6;
+    c.cast_bytes_per_ms = a->cast_mib_ms * MIB;
+    dr_plan_eval_params(q, n, cap_mib * MIB, cap_mib * MIB, &cost, &c, NULL,
+                        out);
+    free(q);
+  }
   out->cap_bytes = cap_mib * MIB;
   free(b);
   return 0;
@@ -273,7 +319,17 @@ int dr_plan_main(int argc, char **argv) {
     double caps[MAX_CAPS];
     for (size_t k = 0; k < a.n_caps; k++)
       caps[k] = a.caps[k] * MIB;
-    rc = dr_plan_profile_predict(&p, caps, a.n_caps, r);
+    /* The profile's own setting and rates unless told otherwise. */
+    dr_plan_compress_t c = p.measured;
+    if (a.compress != NULL) {
+      c.kind = a.cmp.kind;
+      c.rank = a.cmp.rank;
+    }
+    if (a.have_gflops)
+      c.gemm_flops_per_ms = a.gflops * 1e6;
+    if (a.have_cast)
+      c.cast_bytes_per_ms = a.cast_mib_ms * MIB;
+    rc = dr_plan_profile_predict(&p, caps, a.n_caps, &c, r);
     dr_plan_profile_free(&p);
   } else {
     for (size_t k = 0; k < a.n_caps && rc == 0; k++)

@@ -32,7 +32,8 @@ typedef enum { DR_EXIT_DONE, DR_EXIT_RESTART, DR_EXIT_STOP } dr_exit_policy_t;
     "a collective timed out, lost a peer or found the ranks out of step, "  \
     "or the worker hung (--hang-timeout)")                                   \
   X(NONFINITE, 5, DR_EXIT_STOP, 0, "non-finite loss",                        \
-    "the loss became NaN or infinite")                                       \
+    "the loss became NaN or infinite, or the gradients overflowed with the " \
+    "loss scale at its floor")                                               \
   X(STORAGE, 6, DR_EXIT_STOP, 0, "checkpoint storage failure",               \
     "a checkpoint could not be written or read (disk full, quota, read-only, "\
     "permission, I/O error); the previous checkpoint is kept")               \

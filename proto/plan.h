@@ -88,4 +88,67 @@ size_t dr_plan_best(const dr_plan_result_t *r, size_t n);
 void dr_plan_fit(const double *bytes, const double *ms, size_t n,
                  double *alpha_ms, double *bytes_per_ms);
 
+/* ---- gradient compression (plan_compress.c) ---------------------------
+ *
+ * The reducer forms its buckets by fp32 bytes whatever the compression;
+ * what changes is what each bucket sends and the work around it:
+ *
+ *   fp16, bf16  one all-reduce of half the bytes; the cast at launch
+ *               (on the compute thread, which delays the rest of the
+ *               backward pass) and the cast back after the last one.
+ *   powersgd    per bucket a first all-reduce of its uncompressed
+ *               tensors and each matrix's P (rows x R floats), launched
+ *               at ready time after P = M Q; after the last first round,
+ *               bucket by bucket, Q = M^T P and a second all-reduce of
+ *               the Q's (cols x R floats); after each, M = P Q^T and the
+ *               error feedback. A matrix is compressed when
+ *               dr_plan_psgd_worth says so.
+ *
+ * Compute is charged at gemm_flops_per_ms (2 rows cols R per product)
+ * and cast_bytes_per_ms (fp32 bytes converted, copied or added once);
+ * a rate of 0 charges nothing. */
+typedef enum {
+  DR_PLAN_F32 = 0,
+  DR_PLAN_FP16 = 1,
+  DR_PLAN_BF16 = 2,
+  DR_PLAN_POWERSGD = 3
+} dr_plan_kind_t;
+
+typedef struct {
+  dr_plan_kind_t kind;
+  unsigned rank;             /* PowerSGD's R */
+  double gemm_flops_per_ms;  /* PowerSGD's products */
+  double cast_bytes_per_ms;  /* elementwise passes over fp32 bytes */
+} dr_plan_compress_t;
+
+/* One parameter in fill order: bytes (fp32), ready time, and its shape
+ * (rows x cols; cols 1 for a vector). */
+typedef struct {
+  double bytes, ready_ms, rows, cols;
+} dr_plan_param_t;
+
+/* 1 when PowerSGD sends a rows x cols gradient compressed at rank:
+ * rank (rows + cols) below half of rows x cols (train's rule too). */
+int dr_plan_psgd_worth(double rows, double cols, unsigned rank);
+
+/* "none", "fp16", "bf16", "powersgd", "powersgd:R" into kind and rank
+ * (rates untouched); 0, or -1 for anything else. */
+int dr_plan_compress_parse(const char *v, dr_plan_compress_t *c);
+
+/* The launch-time compute (at ready time, on the compute thread) of the
+ * parameters p[0..n) of one bucket under c, in ms. */
+double dr_plan_launch_ms(const dr_plan_param_t *p, size_t n,
+                         const dr_plan_compress_t *c);
+
+/* Groups p[0..n) as dr_plan_group does and runs the model with c. The
+ * launch compute of c is added to the backward pass and to the buckets'
+ * ready times, less that of `measured` (the compression the ready times
+ * and the backward pass were measured with; NULL: none), so a profile
+ * measured with the same setting is not charged twice. */
+void dr_plan_eval_params(const dr_plan_param_t *p, size_t n, double cap_bytes,
+                         double first_cap_bytes, const dr_plan_cost_t *cost,
+                         const dr_plan_compress_t *c,
+                         const dr_plan_compress_t *measured,
+                         dr_plan_result_t *out);
+
 #endif /* DR_PLAN_H */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +20,10 @@ int dr_plan_profile_alloc(dr_plan_profile_t *p, size_t n) {
   p->index = calloc(m, sizeof(size_t));
   p->bytes = calloc(m, sizeof(double));
   p->ready_ms = calloc(m, sizeof(double));
-  if (p->index == NULL || p->bytes == NULL || p->ready_ms == NULL) {
+  p->rows = calloc(m, sizeof(double));
+  p->cols = calloc(m, sizeof(double));
+  if (p->index == NULL || p->bytes == NULL || p->ready_ms == NULL ||
+      p->rows == NULL || p->cols == NULL) {
     dr_plan_profile_free(p);
     return -ENOMEM;
   }
@@ -31,10 +35,30 @@ void dr_plan_profile_free(dr_plan_profile_t *p) {
   free(p->index);
   free(p->bytes);
   free(p->ready_ms);
+  free(p->rows);
+  free(p->cols);
   p->index = NULL;
   p->bytes = NULL;
   p->ready_ms = NULL;
+  p->rows = NULL;
+  p->cols = NULL;
   p->n_params = 0;
+}
+
+/* "fp16", "powersgd:4": what dr_plan_compress_parse reads back. */
+static const char *compress_name(const dr_plan_compress_t *c) {
+  static _Thread_local char buf[32];
+  switch (c->kind) {
+  case DR_PLAN_FP16:
+    return "fp16";
+  case DR_PLAN_BF16:
+    return "bf16";
+  case DR_PLAN_POWERSGD:
+    snprintf(buf, sizeof(buf), "powersgd:%u", c->rank);
+    return buf;
+  default:
+    return "none";
+  }
 }
 
 int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p) {
@@ -45,13 +69,24 @@ int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p) {
           " \"forward_ms\": %.9g, \"backward_ms\": %.9g, "
           "\"optimizer_ms\": %.9g,\n"
           " \"measured_step_ms\": %.9g,\n"
+          " \"compress\": \"%s\", \"gemm_gflops\": %.9g, "
+          "\"cast_mib_per_ms\": %.9g,\n"
           " \"params\": [",
           p->world, p->cap_bytes / MIB, p->first_cap_bytes / MIB, p->alpha_ms,
           p->bytes_per_ms / MIB, p->forward_ms, p->backward_ms,
-          p->optimizer_ms, p->measured_step_ms);
-  for (size_t k = 0; k < p->n_params; k++)
-    fprintf(f, "%s\n  {\"index\": %zu, \"bytes\": %.17g, \"ready_ms\": %.9g}",
-            k == 0 ? "" : ",", p->index[k], p->bytes[k], p->ready_ms[k]);
+          p->optimizer_ms, p->measured_step_ms, compress_name(&p->measured),
+          p->measured.gemm_flops_per_ms / 1e6,
+          p->measured.cast_bytes_per_ms / MIB);
+  for (size_t k = 0; k < p->n_params; k++) {
+    fprintf(f, "%s\n  {\"index\": %zu, \"bytes\": %.17g, \"ready_ms\": "
+            "%.9g", k == 0 ? "" : ",", p->index[k], p->bytes[k],
+            p->ready_ms[k]);
+    /* A shape only where one is known. */
+    if (p->rows[k] >= 1 && p->cols[k] >= 1)
+      fprintf(f, ", \"rows\": %.17g, \"cols\": %.17g", p->rows[k],
+              p->cols[k]);
+    fprintf(f, "}");
+  }
   fprintf(f, "]}\n");
   return ferror(f) ? -EIO : 0;
 }
@@ -200,7 +235,14 @@ static int param(rd_t *r, dr_plan_profile_t *p, size_t k) {
     double v;
     int bit = strcmp(key, "index") == 0 ? 1 : strcmp(key, "bytes") == 0 ? 2
               : strcmp(key, "ready_ms") == 0 ? 4 : 0;
-    if (bit != 0) {
+    int dim = strcmp(key, "rows") == 0 ? 1 : strcmp(key, "cols") == 0 ? 2 : 0;
+    if (dim != 0) {
+      if (number(r, &v) != 0 || !(v >= 1) || v != floor(v))
+        return bad(r, "params[%zu].%s: expected a whole number, 1 or more",
+                   k, key);
+      (dim == 1 ? p->rows : p->cols)[k] = v;
+      have |= dim << 3;
+    } else if (bit != 0) {
       if (number(r, &v) != 0)
         return bad(r, "params[%zu].%s: expected a number", k, key);
       have |= bit;
@@ -234,6 +276,10 @@ static int param(rd_t *r, dr_plan_profile_t *p, size_t k) {
     return bad(r, "params[%zu]: needs \"bytes\" and \"ready_ms\"", k);
   if (!(have & 1))
     p->index[k] = k;
+  if ((have & 24) != 24) { /* no shape: a vector of its floats */
+    p->rows[k] = p->bytes[k] / 4;
+    p->cols[k] = 1;
+  }
   return 0;
 }
 
@@ -330,6 +376,20 @@ int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
       if (number(&r, &v) != 0)
         return bad(&r, "\"world\": expected a number");
       p->world = v >= 0 && v < 4294967296.0 ? (uint32_t)v : 0;
+    } else if (strcmp(key, "compress") == 0) {
+      char name[32];
+      if (string(&r, name, sizeof(name)) != 0 ||
+          dr_plan_compress_parse(name, &p->measured) != 0)
+        return bad(&r, "\"compress\": expected none, fp16, bf16 or "
+                   "powersgd:R");
+    } else if (strcmp(key, "gemm_gflops") == 0 ||
+               strcmp(key, "cast_mib_per_ms") == 0) {
+      if (number(&r, &v) != 0 || v < 0)
+        return bad(&r, "\"%s\": expected a number, 0 or more", key);
+      if (key[0] == 'g')
+        p->measured.gemm_flops_per_ms = v * 1e6;
+      else
+        p->measured.cast_bytes_per_ms = v * MIB;
     } else if (strcmp(key, "params") == 0) {
       if (params(&r, p) != 0)
         return DR_EBADARG;
@@ -371,19 +431,20 @@ static void profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c) {
 }
 
 int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
-                            size_t n, dr_plan_result_t *out) {
-  dr_plan_bucket_t *b =
-      malloc((p->n_params > 0 ? p->n_params : 1) * sizeof(*b));
-  if (b == NULL)
+                            size_t n, const dr_plan_compress_t *c,
+                            dr_plan_result_t *out) {
+  dr_plan_param_t *q =
+      malloc((p->n_params > 0 ? p->n_params : 1) * sizeof(*q));
+  if (q == NULL)
     return -ENOMEM;
+  for (size_t k = 0; k < p->n_params; k++)
+    q[k] = (dr_plan_param_t){p->bytes[k], p->ready_ms[k], p->rows[k],
+                             p->cols[k]};
   dr_plan_cost_t cost;
   profile_cost(p, &cost);
-  for (size_t i = 0; i < n; i++) {
-    size_t nb = dr_plan_group(p->bytes, p->ready_ms, p->n_params, caps[i],
-                              p->first_cap_bytes, b);
-    dr_plan_eval(b, nb, &cost, &out[i]);
-    out[i].cap_bytes = caps[i];
-  }
-  free(b);
+  for (size_t i = 0; i < n; i++)
+    dr_plan_eval_params(q, p->n_params, caps[i], p->first_cap_bytes, &cost,
+                        c != NULL ? c : &p->measured, &p->measured, &out[i]);
+  free(q);
   return 0;
 }

@@ -7,7 +7,17 @@
  *    "alpha_ms": 0.41, "bandwidth_mib_per_ms": 0.112,
  *    "forward_ms": 40.2, "backward_ms": 128.0, "optimizer_ms": 12.1,
  *    "measured_step_ms": 330.5,
- *    "params": [{"index": 33, "bytes": 1024, "ready_ms": 0.52}, ...]}
+ *    "compress": "powersgd:4", "gemm_gflops": 20.5,
+ *    "cast_mib_per_ms": 2.1,
+ *    "params": [{"index": 33, "bytes": 1024, "ready_ms": 0.52,
+ *                "rows": 16, "cols": 16}, ...]}
+ *
+ * compress names the gradient compression the run measured with (its
+ * casts and PowerSGD's first products are inside the measured backward
+ * pass and ready times); gemm_gflops and cast_mib_per_ms are that host's
+ * rates for PowerSGD's products and for elementwise passes over fp32
+ * gradients (plan.h); rows and cols a parameter's shape. All are optional:
+ * none, rates of 0 (compute not charged), and rows x 1.
  *
  * params lists the parameters in the order they fill buckets (the order
  * the backward pass made them ready), with their gradient's size and when
@@ -37,6 +47,8 @@ typedef struct {
   size_t *index;                      /* [n_params] parameter numbers */
   double *bytes;                      /* [n_params] */
   double *ready_ms;                   /* [n_params] */
+  double *rows, *cols;                /* [n_params] shapes */
+  dr_plan_compress_t measured;        /* compress and the two rates */
 } dr_plan_profile_t;
 
 /* Allocates the three arrays for n parameters (zeroed); 0 or -ENOMEM. */
@@ -53,8 +65,11 @@ int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
                           char *err, size_t err_len);
 
 /* Predicts each of caps[0..n) (bytes; the first bucket keeps the
- * profile's first_cap_bytes) into out[0..n). 0 or -ENOMEM. */
+ * profile's first_cap_bytes) into out[0..n), with the compression c
+ * (NULL: the one the profile was measured with, at its rates). 0 or
+ * -ENOMEM. */
 int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
-                            size_t n, dr_plan_result_t *out);
+                            size_t n, const dr_plan_compress_t *c,
+                            dr_plan_result_t *out);
 
 #endif /* DR_PLAN_PROFILE_H */

@@ -126,6 +126,10 @@ static double getf64(const uint8_t *b) {
   return v;
 }
 
+uint64_t dr_ckpt_floats(const dr_ckpt_header_t *h) {
+  return h->param_elems + h->optim_elems + h->comm_elems;
+}
+
 /* Always the current version. */
 static void encode(const dr_ckpt_header_t *h, uint8_t *b) {
   memset(b, 0, DR_CKPT_HEADER_BYTES);
@@ -160,6 +164,15 @@ static void encode(const dr_ckpt_header_t *h, uint8_t *b) {
   putf64(b + 200, h->beta1);
   putf64(b + 208, h->beta2);
   putf64(b + 216, h->eps);
+  put32(b + 124, (h->grad_compress & 0xffu) |
+                     (h->powersgd_no_ef ? 1u : 0u) << 8 |
+                     (h->powersgd_rank & 0xffffu) << 16);
+  put64(b + 144, h->comm_elems);
+  put64(b + 152, h->powersgd_start);
+  putf64(b + 224, h->loss_scale);
+  put64(b + 232, h->ls_good);
+  put64(b + 240, h->ls_skipped);
+  put32(b + 248, h->loss_scale_mode);
   put32(b + HDR_CRC_OFF, dr_ckpt_crc32(0, b, HDR_CRC_OFF));
 }
 
@@ -173,7 +186,7 @@ static int all_zero(const uint8_t *b, size_t n) {
 /* The header size of a known format version, or 0. */
 static uint32_t known_header_bytes(uint32_t version) {
   return version == 1                 ? DR_CKPT_V1_HEADER_BYTES
-         : version == DR_CKPT_VERSION ? DR_CKPT_HEADER_BYTES
+         : version == 2 || version == DR_CKPT_VERSION ? DR_CKPT_HEADER_BYTES
                                       : 0;
 }
 
@@ -188,8 +201,8 @@ static int check_prefix(const uint8_t *b, const char *path, uint32_t *hb,
   if (known_header_bytes(version) == 0 || *hb != known_header_bytes(version))
     return fail(err, n, DR_CKPT_EVERSION,
                 "%s: format version %" PRIu32 " with a %" PRIu32 "-byte "
-                "header; this reader knows version 1 (%d bytes) and %d (%d "
-                "bytes)", path, version, *hb, DR_CKPT_V1_HEADER_BYTES,
+                "header; this reader knows version 1 (%d bytes), 2 and %d "
+                "(%d bytes)", path, version, *hb, DR_CKPT_V1_HEADER_BYTES,
                 DR_CKPT_VERSION, DR_CKPT_HEADER_BYTES);
   return 0;
 }
@@ -206,8 +219,11 @@ static int decode(const uint8_t *b, const char *path, dr_ckpt_header_t *h,
   if (want != got)
     return fail(err, n, DR_CKPT_EHEADER, "%s: header CRC-32 is 0x%08" PRIx32
                 ", the header says 0x%08" PRIx32, path, got, want);
-  if (!all_zero(b + 124, 4) || !all_zero(b + 144, v1 ? 12 : 16) ||
-      (!v1 && !all_zero(b + 224, 28)))
+  int v3 = version >= 3;
+  if ((!v3 && !all_zero(b + 124, 4)) ||
+      (!v3 && !all_zero(b + 144, v1 ? 12 : 16)) ||
+      (version == 2 && !all_zero(b + 224, 28)) ||
+      (v3 && (get32(b + 124) & 0xfe00u) != 0))
     return fail(err, n, DR_CKPT_EHEADER, "%s: reserved header bytes are "
                 "not zero", path);
   memset(h, 0, sizeof(*h));
@@ -244,13 +260,27 @@ static int decode(const uint8_t *b, const char *path, dr_ckpt_header_t *h,
     h->beta2 = getf64(b + 208);
     h->eps = getf64(b + 216);
   }
+  if (v3) {
+    uint32_t gc = get32(b + 124);
+    h->grad_compress = gc & 0xffu;
+    h->powersgd_no_ef = (gc >> 8) & 1u;
+    h->powersgd_rank = gc >> 16;
+    h->comm_elems = get64(b + 144);
+    h->powersgd_start = get64(b + 152);
+    h->loss_scale = getf64(b + 224);
+    h->ls_good = get64(b + 232);
+    h->ls_skipped = get64(b + 240);
+    h->loss_scale_mode = get32(b + 248);
+  }
   /* Every declared length is checked before it is trusted. */
   const uint64_t max_elems = (UINT64_MAX - DR_CKPT_HEADER_BYTES) / 8;
   if (h->param_elems > max_elems || h->optim_elems > max_elems ||
-      h->payload_bytes != 4 * (h->param_elems + h->optim_elems))
+      h->comm_elems > max_elems ||
+      h->payload_bytes != 4 * dr_ckpt_floats(h))
     return fail(err, n, DR_CKPT_EHEADER, "%s: payload of %" PRIu64 " bytes "
-                "for %" PRIu64 " + %" PRIu64 " floats", path,
-                h->payload_bytes, h->param_elems, h->optim_elems);
+                "for %" PRIu64 " + %" PRIu64 " + %" PRIu64 " floats", path,
+                h->payload_bytes, h->param_elems, h->optim_elems,
+                h->comm_elems);
   return 0;
 }
 
@@ -355,10 +385,11 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
     total += spans[s].n_elems;
   const uint64_t max_elems = (UINT64_MAX - DR_CKPT_HEADER_BYTES) / 8;
   if (h->param_elems > max_elems || h->optim_elems > max_elems ||
-      total != h->param_elems + h->optim_elems)
+      h->comm_elems > max_elems || total != dr_ckpt_floats(h))
     return fail(err, n, DR_CKPT_ESHAPE, "checkpoint of step %" PRIu64 ": "
-                "%" PRIu64 " floats given for %" PRIu64 " + %" PRIu64,
-                h->step, total, h->param_elems, h->optim_elems);
+                "%" PRIu64 " floats given for %" PRIu64 " + %" PRIu64
+                " + %" PRIu64, h->step, total, h->param_elems,
+                h->optim_elems, h->comm_elems);
   char final[4096], tmp[4200];
   if (dr_ckpt_path(final, sizeof(final), dir, h->step) != 0)
     return fail(err, n, -ENAMETOOLONG, "checkpoint directory name too long: "
@@ -496,7 +527,7 @@ static int read_payload(int fd, const char *path, const dr_ckpt_header_t *h,
       return fail(err, n, -ENOMEM, "out of memory for the %u KiB buffer "
                   "that verifies %s", CHUNK_BYTES / 1024, path);
     whole.p = NULL;
-    whole.n_elems = (size_t)(h->param_elems + h->optim_elems);
+    whole.n_elems = (size_t)dr_ckpt_floats(h);
     spans = &whole;
     n_spans = 1;
   }
@@ -549,10 +580,10 @@ int dr_ckpt_read(const char *path, dr_ckpt_header_t *h,
   for (size_t s = 0; s < n_spans; s++)
     total += spans[s].n_elems;
   int rc;
-  if (total != h->param_elems + h->optim_elems)
+  if (total != dr_ckpt_floats(h))
     rc = fail(err, n, DR_CKPT_ESHAPE, "%s holds %" PRIu64 " + %" PRIu64
-              " floats; the buffers take %" PRIu64, path, h->param_elems,
-              h->optim_elems, total);
+              " + %" PRIu64 " floats; the buffers take %" PRIu64, path,
+              h->param_elems, h->optim_elems, h->comm_elems, total);
   else
     rc = read_payload(fd, path, h, spans, n_spans, err, n);
   close(fd);

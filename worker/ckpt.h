@@ -10,13 +10,14 @@
  * checkpoint is complete only after the rename. Readers ignore every name
  * that is not exactly ckpt-DDDDDDDDDD.bin.
  *
- * File layout of version 2, integers little-endian, reals IEEE-754
+ * File layout of version 3, integers little-endian, reals IEEE-754
  * binary64 little-endian (offset, bytes, field):
  *
  *     0   8  magic "DDPRCKPT"
- *     8   4  format version (2)
- *    12   4  header size in bytes (256 in version 2)
- *    16   8  payload size in bytes = 4 * (param_elems + optim_elems)
+ *     8   4  format version (3)
+ *    12   4  header size in bytes (256 in versions 2 and 3)
+ *    16   8  payload size in bytes = 4 * (param_elems + optim_elems +
+ *            comm_elems)
  *    24   4  CRC-32 of the payload (zlib's polynomial)
  *    28   4  RNG version (DR_CKPT_RNG_XOSHIRO)
  *    32   8  step: optimizer steps done, i.e. the 0-based step to run next
@@ -34,10 +35,15 @@
  *   112   4  classes
  *   116   4  context (0 for synthetic)
  *   120   4  embed dim (0 for synthetic)
- *   124   4  reserved, 0
+ *   124   4  gradient compression: byte 0 the kind (0 none, 1 fp16,
+ *            2 bf16, 3 PowerSGD), byte 1 bit 0 set when PowerSGD ran
+ *            without error feedback (other bits 0), bytes 2-3 PowerSGD's
+ *            rank
  *   128   8  parameter floats
  *   136   8  optimizer-state floats
- *   144  16  reserved, 0
+ *   144   8  compression-state floats (PowerSGD: Q, then every rank's
+ *            error feedback, rank 0 first)
+ *   152   8  PowerSGD's start step (the steps sent uncompressed)
  *   160   8  warmup steps
  *   168   8  learning rate (real)
  *   176   8  final learning rate as a fraction of it (real)
@@ -46,10 +52,17 @@
  *   200   8  AdamW beta1 (real)
  *   208   8  AdamW beta2 (real)
  *   216   8  AdamW epsilon (real)
- *   224  28  reserved, 0
+ *   224   8  loss scale in force for the next step (real; 1 with none)
+ *   232   8  loss scaler: steps since the last overflow or growth
+ *   240   8  loss scaler: steps skipped for an overflow
+ *   248   4  loss-scale mode: 0 none, 1 fixed, 2 dynamic
  *   252   4  CRC-32 of header bytes [0, 252)
  *   256      payload: the parameters in registration order, then the
- *            optimizer state (slot-major), fp32 little-endian
+ *            optimizer state (slot-major), then the compression state,
+ *            fp32 little-endian
+ *
+ * Version 2 (still read; never written) has zeros at 124, 144-160 and
+ * 224-252: no compression, no loss scaling, no compression state.
  *
  * Version 1 (still read; never written) is the same up to byte 144, then
  * 12 reserved bytes, the header CRC at 156 over [0, 156), and the payload
@@ -57,7 +70,7 @@
  * (has_schedule is 0 when one is read).
  *
  * A file is valid when its magic is right, its version and header size
- * are a known pair (1 and 160, or 2 and 256), the header CRC matches, the
+ * are a known pair (1 and 160, 2 or 3 and 256), the header CRC matches, the
  * reserved bytes are zero, the payload size agrees with the float counts, the
  * file is exactly header + payload bytes long, and the payload CRC
  * matches. Any flipped byte or a truncation is therefore rejected.
@@ -71,7 +84,7 @@
 #include "errors.h"
 
 /* The format written; dr_ckpt_read and friends also take version 1. */
-#define DR_CKPT_VERSION 2
+#define DR_CKPT_VERSION 3
 #define DR_CKPT_HEADER_BYTES 256
 #define DR_CKPT_V1_HEADER_BYTES 160
 /* The RNG of data, initial weights and sampler: xoshiro256** seeded
@@ -128,7 +141,19 @@ typedef struct {
   uint64_t warmup_steps;
   double lr, min_lr_frac;
   double momentum, weight_decay, beta1, beta2, eps;
+  /* Gradient compression and loss scaling (zero before version 3). */
+  uint32_t grad_compress;  /* dr_cmp_kind_t */
+  uint32_t powersgd_rank;
+  uint32_t powersgd_no_ef;
+  uint64_t powersgd_start;
+  uint64_t comm_elems;     /* compression-state floats */
+  uint32_t loss_scale_mode; /* dr_ls_mode_t */
+  double loss_scale;
+  uint64_t ls_good, ls_skipped;
 } dr_ckpt_header_t;
+
+/* The payload's floats: param_elems + optim_elems + comm_elems. */
+uint64_t dr_ckpt_floats(const dr_ckpt_header_t *h);
 
 /* A run of floats of the payload: the writer reads it, the reader fills
  * it. The spans of a call follow each other in payload order. */
@@ -150,8 +175,7 @@ typedef void (*dr_ckpt_before_commit_fn)(void *arg, const char *tmp_path);
 
 /* Writes the checkpoint of h->step into dir (which must exist): header
  * from h (version, payload size and CRCs are filled in), payload from
- * spans, whose element counts must add up to h->param_elems +
- * h->optim_elems. Temporary file, fsync, before_commit (may be NULL),
+ * spans, whose element counts must add up to dr_ckpt_floats(h). Temporary file, fsync, before_commit (may be NULL),
  * rename, fsync of the directory. On failure nothing is left under the
  * final name that was not there before, the temporary file is removed,
  * and err names the failing call and path. Returns 0, DR_CKPT_ESHAPE or

@@ -5,7 +5,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static const dr_fault_var_t vars[] = {
@@ -43,6 +45,17 @@ static const dr_fault_var_t vars[] = {
      "the job's first attempt only: a rank that is busy but makes no "
      "progress while its peers wait for it in a collective; announced on "
      "stderr"},
+    {"DDPRUN_OVERFLOW_TEST", "RANK@STEP[:N]",
+     "rank RANK's gradient holds an infinity (its first bucket's first "
+     "element, before the overflow checks and the compression) at step "
+     "STEP and the N - 1 steps after it (default N = 1), on every attempt: "
+     "with --loss-scale, every rank skips those steps and halves its scale "
+     "(dynamic); announced on stderr"},
+    {"DDPRUN_OVERFLOW_TEST_SUM", "STEP",
+     "at step STEP every rank's first gradient element becomes 60000 x the "
+     "world size: after the pre-division by the world size 60000, finite in "
+     "fp16, but the fp16 sum of two of them overflows (--grad-compress "
+     "fp16): an overflow only the reduced result shows"},
 };
 
 static struct {
@@ -62,6 +75,11 @@ static struct {
   int spin;             /* SPIN_TEST set, on the first attempt */
   unsigned long spin_rank;
   uint64_t spin_step;
+  int ovf;              /* OVERFLOW_TEST set */
+  unsigned long ovf_rank;
+  uint64_t ovf_step, ovf_count;
+  int ovf_sum;          /* OVERFLOW_TEST_SUM set */
+  uint64_t ovf_sum_step;
 } g;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -110,6 +128,25 @@ static void load(void) {
                                  &g.extra_rank, &g.extra_step) == 0;
     g.spin = parse_rank_at_step(getenv("DDPRUN_SPIN_TEST"), &g.spin_rank,
                                 &g.spin_step) == 0;
+  }
+
+  s = getenv("DDPRUN_OVERFLOW_TEST");
+  if (s != NULL) {
+    char at[64];
+    snprintf(at, sizeof(at), "%s", s);
+    char *colon = strchr(at, ':');
+    g.ovf_count = 1;
+    if (colon != NULL) {
+      *colon = '\0';
+      g.ovf_count = strtoull(colon + 1, NULL, 10);
+    }
+    g.ovf = g.ovf_count > 0 &&
+            parse_rank_at_step(at, &g.ovf_rank, &g.ovf_step) == 0;
+  }
+  s = getenv("DDPRUN_OVERFLOW_TEST_SUM");
+  if (s != NULL && s[0] >= '1' && s[0] <= '9') {
+    g.ovf_sum = 1;
+    g.ovf_sum_step = strtoull(s, NULL, 10) - 1;
   }
 
   s = getenv("DDPRUN_PLAN_TEST_SCALE");
@@ -205,6 +242,24 @@ void dr_fault_spin(uint32_t rank, uint64_t step) {
   volatile uint64_t spins = 0;
   for (;;)
     spins++;
+}
+
+float dr_fault_overflow_value(uint32_t rank, uint32_t world, uint64_t step) {
+  dr_fault_init();
+  if (g.ovf && rank == g.ovf_rank && step >= g.ovf_step &&
+      step - g.ovf_step < g.ovf_count) {
+    fprintf(stderr, "train: rank %u: test hook: an infinity in this rank's "
+            "gradient at step %llu (DDPRUN_OVERFLOW_TEST)\n", rank,
+            (unsigned long long)step + 1);
+    return INFINITY;
+  }
+  if (g.ovf_sum && step == g.ovf_sum_step) {
+    fprintf(stderr, "train: rank %u: test hook: a gradient of %g, whose "
+            "fp16 sum overflows, at step %llu (DDPRUN_OVERFLOW_TEST_SUM)\n",
+            rank, 60000.0 * world, (unsigned long long)step + 1);
+    return 60000.0f * (float)world;
+  }
+  return 0;
 }
 
 const dr_fault_var_t *dr_fault_vars(int *n) {

@@ -17,6 +17,12 @@
  *                                        (collectives out of step)
  *   DDPRUN_SPIN_TEST=RANK@STEP           rank RANK busy-loops forever at
  *                                        step STEP (a busy, stuck rank)
+ *   DDPRUN_OVERFLOW_TEST=RANK@STEP[:N]   rank RANK's gradient holds an
+ *                                        infinity at step STEP (and the
+ *                                        N - 1 after it)
+ *   DDPRUN_OVERFLOW_TEST_SUM=STEP        every rank's gradient holds a
+ *                                        value finite in fp16 whose fp16
+ *                                        sum overflows, at step STEP
  *
  * They are read once per process, at the first call of any function here
  * (train's main calls dr_fault_init first). Unset or empty, each is off
@@ -63,6 +69,13 @@ int dr_fault_coll_extra_due(uint32_t rank, uint64_t step);
  * spins on the CPU forever (until a signal ends the process); returns at
  * once elsewhere. */
 void dr_fault_spin(uint32_t rank, uint64_t step);
+
+/* DDPRUN_OVERFLOW_TEST, DDPRUN_OVERFLOW_TEST_SUM: the value that the
+ * first gradient element of rank's first bucket takes at the step of
+ * index step, before the overflow checks and the compression: +inf, or
+ * 60000 x world (60000 after the pre-division by the world size, finite
+ * in fp16; the sum of two is not); 0 for none. Announced on stderr. */
+float dr_fault_overflow_value(uint32_t rank, uint32_t world, uint64_t step);
 
 /* The variables for train --help: *n entries, static. */
 typedef struct {

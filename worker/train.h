@@ -7,7 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compress.h"
 #include "data.h"
+#include "loss_scale.h"
 #include "model.h"
 #include "optim.h"
 #include "pg.h"
@@ -68,6 +70,10 @@ typedef struct {
                                    dr_gpu_train_open has run */
   dr_gpu_t *gpu;             /* NULL on the CPU */
   struct dr_train_plan *plan;   /* --bucket-cap-mb auto, --profile-out */
+  dr_cmp_config_t cmpc;      /* --grad-compress and its settings */
+  dr_cmp_t *cmp;             /* the reducer's launch hook; NULL when
+                                neither compression nor loss scaling */
+  dr_loss_scale_t ls;        /* --loss-scale: the same on every rank */
 } dr_run_t;
 
 uint64_t dr_now_us(void);
@@ -81,6 +87,9 @@ int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
 /* train_report.c */
 void dr_report_summary(dr_run_t *r);
 void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr);
+/* "<sep>loss_scale=X<sep>skipped=N<sep>overflow_rank=R|sum|none" */
+const char *dr_report_scale(const dr_run_t *r, const char *sep, char *buf,
+                            size_t n);
 int dr_report_stragglers(dr_run_t *r, uint64_t from, uint64_t to);
 /* The median of this rank's step times of steps [from, to); 0 if none. */
 double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,

@@ -23,6 +23,10 @@ typedef struct {
   int64_t code; /* an exit code of train; 0 = go on */
   uint64_t step;
   uint64_t found; /* start: 1 when a checkpoint is broadcast next */
+  uint64_t cmp_taken; /* start: 1 when its compression state follows */
+  uint64_t ls_taken;  /* start: 1 when the loss scaler's state is here */
+  double ls_scale;
+  uint64_t ls_good, ls_skipped;
 } verdict_t;
 
 /* The exit code of a failure of ckpt.c: a disk that refuses stops the
@@ -75,11 +79,13 @@ static const char *exit_note(int code, char *buf, size_t n) {
   return buf;
 }
 
-/* The model's parameters in registration order, then the optimizer state:
- * the payload's spans. Caller frees. */
-static dr_ckpt_span_t *run_spans(dr_run_t *r, size_t *n) {
+/* The model's parameters in registration order, then the optimizer state,
+ * then cmp_elems floats of compression state at cmp: the payload's spans.
+ * Caller frees. */
+static dr_ckpt_span_t *run_spans(dr_run_t *r, float *cmp, uint64_t cmp_elems,
+                                 size_t *n) {
   size_t np = dr_model_n_params(r->model);
-  dr_ckpt_span_t *s = calloc(np + 1, sizeof(*s));
+  dr_ckpt_span_t *s = calloc(np + 2, sizeof(*s));
   if (s == NULL)
     return NULL;
   for (size_t i = 0; i < np; i++) {
@@ -89,7 +95,9 @@ static dr_ckpt_span_t *run_spans(dr_run_t *r, size_t *n) {
   }
   s[np].p = dr_optim_state(r->opt);
   s[np].n_elems = dr_optim_state_elems(r->opt);
-  *n = np + 1;
+  s[np + 1].p = cmp;
+  s[np + 1].n_elems = (size_t)cmp_elems;
+  *n = np + 2;
   return s;
 }
 
@@ -158,9 +166,10 @@ static int dir_failed(const char *what, const char *dir, int rc) {
 }
 
 /* Rank 0's part of the start: the verdict, and the state loaded. */
-static verdict_t pick(dr_run_t *r) {
+static verdict_t pick(dr_run_t *r, float **cmp_state) {
   const dr_train_config_t *c = &r->c;
-  verdict_t v = {0, 0, 0};
+  verdict_t v;
+  memset(&v, 0, sizeof(v));
   char err[4400] = "", note[96];
   /* Also without --ckpt-every: a preemption (SIGUSR1) writes one. */
   int made = make_dirs(c->ckpt_dir);
@@ -201,16 +210,34 @@ static verdict_t pick(dr_run_t *r) {
     return v;
   }
   v.code = dr__train_ckpt_fits(r, path, &h);
+  int take_state = 0, take_scale = 0;
+  if (v.code == 0)
+    v.code = dr__train_ckpt_cmp_fits(r, path, &h, &take_state, &take_scale);
   if (v.code != 0)
     return v;
   size_t n;
-  dr_ckpt_span_t *spans = run_spans(r, &n);
-  if (spans == NULL) {
+  float *cs = h.comm_elems > 0 ? malloc(h.comm_elems * sizeof(float)) : NULL;
+  dr_ckpt_span_t *spans = run_spans(r, cs, h.comm_elems, &n);
+  if (spans == NULL || (h.comm_elems > 0 && cs == NULL)) {
+    free(cs);
+    free(spans);
     v.code = dr_train_nomem(r, "the list of a checkpoint's tensors");
     return v;
   }
   int rc = dr_ckpt_read(path, &h, spans, n, err, sizeof(err));
   free(spans);
+  if (rc == 0 && take_state && cs != NULL) {
+    *cmp_state = cs;
+    v.cmp_taken = 1;
+  } else {
+    free(cs);
+  }
+  if (take_scale && h.version >= 3) {
+    v.ls_taken = 1;
+    v.ls_scale = h.loss_scale;
+    v.ls_good = h.ls_good;
+    v.ls_skipped = h.ls_skipped;
+  }
   if (rc != 0) {
     char advice[4200] = "";
     v.code = ckpt_exit_code(rc);
@@ -234,9 +261,11 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   *start = 0;
   if (r->c.ckpt_dir == NULL)
     return 0;
-  verdict_t v = {0, 0, 0};
+  verdict_t v;
+  memset(&v, 0, sizeof(v));
+  float *cmp_state = NULL;
   if (r->rank == 0)
-    v = pick(r);
+    v = pick(r, &cmp_state);
   else
     dr_train_hold_stop();
   char err[256] = "";
@@ -246,6 +275,8 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
                                 "checkpoint");
   if (r->rank != 0)
     dr_train_release_stop();
+  if (rc != 0 || v.code != 0 || !v.found)
+    free(cmp_state);
   if (rc != 0)
     return dr_train_comm_failed(r, "checkpoint broadcast", rc, err);
   if (v.code != 0)
@@ -255,17 +286,32 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   /* Every rank takes rank 0's bytes: identical state wherever the file
    * is, and no other rank needs to see --ckpt-dir. */
   size_t n;
-  dr_ckpt_span_t *spans = run_spans(r, &n);
-  if (spans == NULL)
+  dr_ckpt_span_t *spans = run_spans(r, NULL, 0, &n);
+  if (spans == NULL) {
+    free(cmp_state);
     return dr_train_nomem(r, "the list of a checkpoint's tensors");
+  }
   for (size_t i = 0; i < n && rc == 0; i++)
     if (spans[i].n_elems > 0)
       rc = dr_pg_broadcast_sync(r->pg, spans[i].p,
                                 spans[i].n_elems * sizeof(float), 0, err,
                                 sizeof(err));
   free(spans);
-  if (rc != 0)
+  if (rc != 0) {
+    free(cmp_state);
     return dr_train_comm_failed(r, "checkpoint broadcast", rc, err);
+  }
+  if (v.cmp_taken) {
+    int code = dr__train_ckpt_cmp_scatter(r, cmp_state);
+    free(cmp_state);
+    if (code != 0)
+      return code;
+  }
+  if (v.ls_taken) {
+    r->ls.scale = v.ls_scale;
+    r->ls.good = v.ls_good;
+    r->ls.skipped = v.ls_skipped;
+  }
   /* The host copy is the checkpoint's: whichever device wrote it. */
   if (r->gpu != NULL && (rc = dr_gpu_train_from_host(r)) != 0)
     return rc;
@@ -303,7 +349,7 @@ static const char *previous(const char *dir, uint64_t step, char *buf,
 }
 
 /* Rank 0: writes the checkpoint of step done and prunes; an exit code. */
-static int save(dr_run_t *r, uint64_t done) {
+static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
   const dr_train_config_t *c = &r->c;
   dr_ckpt_header_t h;
   dr__train_ckpt_header(r, done, &h);
@@ -315,7 +361,7 @@ static int save(dr_run_t *r, uint64_t done) {
       return g;
   }
   size_t n;
-  dr_ckpt_span_t *spans = run_spans(r, &n);
+  dr_ckpt_span_t *spans = run_spans(r, cmp_state, h.comm_elems, &n);
   if (spans == NULL)
     return dr_train_nomem(r, "the list of a checkpoint's tensors");
   char path[4096], err[4400] = "";
@@ -342,8 +388,8 @@ static int save(dr_run_t *r, uint64_t done) {
   if (dr_ckpt_prune(c->ckpt_dir, done, c->ckpt_keep, err, sizeof(err)) < 0)
     fprintf(stderr, "train: rank 0: pruning old checkpoints: %s\n", err);
   fprintf(stdout, "checkpoint step %" PRIu64 " %s (%.1f MiB in %.0f ms)\n",
-          done, path, (DR_CKPT_HEADER_BYTES + 4.0 * (h.param_elems +
-          h.optim_elems)) / 1048576.0, ms);
+          done, path, (DR_CKPT_HEADER_BYTES + 4.0 * dr_ckpt_floats(&h)) /
+          1048576.0, ms);
   return 0;
 }
 
@@ -372,11 +418,20 @@ int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done) {
 }
 
 int dr_train_ckpt_save(dr_run_t *r, uint64_t done) {
-  verdict_t v = {0, done, 0};
+  verdict_t v;
+  memset(&v, 0, sizeof(v));
+  v.step = done;
+  /* Each rank's error feedback goes into rank 0's file. */
+  float *cmp_state = NULL;
+  uint64_t cmp_elems = 0;
+  int code = dr__train_ckpt_cmp_gather(r, &cmp_state, &cmp_elems);
+  if (code != 0)
+    return code;
   if (r->rank == 0)
-    v.code = save(r, done);
+    v.code = save(r, done, cmp_state);
   else
     dr_train_hold_stop();
+  free(cmp_state);
   /* The barrier after the save: no rank starts the next step before rank 0
    * has committed this one, and all stop together if it could not. */
   char err[256] = "";

@@ -20,4 +20,23 @@ void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h);
 int dr__train_ckpt_fits(dr_run_t *r, const char *path,
                         const dr_ckpt_header_t *f);
 
+/* train_ckpt_cmp.c: gradient compression and loss scaling. */
+
+/* Sets the header's compression and loss-scale fields from this run. */
+void dr__train_ckpt_cmp_header(dr_run_t *r, dr_ckpt_header_t *h);
+/* 0 when f's compression and loss-scale settings fit this run (or differ
+ * and --allow-schedule-change is given, said in one line), else prints
+ * one line naming them and returns DR_TRAIN_ECONFIG. *take_state: the
+ * file's compression state is this run's to load; *take_scale: its loss
+ * scaler's state. */
+int dr__train_ckpt_cmp_fits(dr_run_t *r, const char *path,
+                            const dr_ckpt_header_t *f, int *take_state,
+                            int *take_scale);
+/* Every rank: *out := Q then every rank's error feedback (rank 0 first),
+ * *n floats (0 and NULL without any); caller frees. An exit code. */
+int dr__train_ckpt_cmp_gather(dr_run_t *r, float **out, uint64_t *n);
+/* Every rank: rank 0's state (as gathered; NULL elsewhere) is broadcast
+ * and each rank takes Q and its own error feedback. An exit code. */
+int dr__train_ckpt_cmp_scatter(dr_run_t *r, float *state);
+
 #endif /* DR_TRAIN_CKPT_H */

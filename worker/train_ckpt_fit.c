@@ -39,6 +39,7 @@ void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h) {
   h->beta1 = c->beta1;
   h->beta2 = c->beta2;
   h->eps = c->eps;
+  dr__train_ckpt_cmp_header(r, h);
 }
 
 /* The shortest text that reads back as v. */

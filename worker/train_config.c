@@ -14,7 +14,9 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "fault_inject.h"
+#include "loss_scale.h"
 #include "model.h"
+#include "compress.h"
 
 typedef enum { K_U32, K_U64, K_F64, K_STR, K_FLAG } kind_t;
 
@@ -124,6 +126,26 @@ static const row_t rows[] = {
      "--beta2, --eps) differ from this run's, and go on with this run's "
      "values from the resumed step; without it such a resume is refused "
      "(exit 2)"},
+    {"grad-compress", K_STR, OFF(grad_compress), "none", 0, 0,
+     "gradient compression on the wire: none; fp16 or bf16 (each bucket "
+     "cast, pre-divided by the world size, summed in the narrow type and "
+     "cast back); powersgd[:RANK] (each matrix gradient sent as two "
+     "rank-RANK factors, default 4, with error feedback; 1-D and small "
+     "tensors uncompressed). A checkpoint records it: a resume with "
+     "another setting is refused unless --allow-schedule-change. With "
+     "--device cuda: none, fp16 or bf16"},
+    {"powersgd-start-step", K_U64, OFF(powersgd_start_step), "10", 0, 1e12,
+     "powersgd: the first steps all-reduced uncompressed"},
+    {"powersgd-no-error-feedback", K_FLAG, OFF(powersgd_no_ef), "0", 0, 1,
+     "powersgd, for tests: drop the residual instead of adding it to the "
+     "next step's gradient (to measure what error feedback is worth)"},
+    {"loss-scale", K_STR, OFF(loss_scale), "none", 0, 0,
+     "none; dynamic (initial scale 2^16, x2 after 2000 steps without an "
+     "overflow, x0.5 and the step skipped on one, floor 1; dynamic:INIT "
+     "starts at INIT); or a fixed scale. The ranks agree on every overflow "
+     "(of any rank's own gradients or of the reduced sum) and skip the same "
+     "steps; an overflow at the floor stops the run (exit 5). Pairs with "
+     "--grad-compress fp16. CPU only"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -372,6 +394,13 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
     return fail(err, n, "--precision '%s': expected fp32 or bf16",
                 c->precision);
+  {
+    dr_cmp_config_t cc;
+    dr_loss_scale_t ls;
+    if (dr_cmp_parse(c->grad_compress, &cc, err, n) != 0 ||
+        dr_loss_scale_parse(c->loss_scale, &ls, err, n) != 0)
+      return DR_EBADARG;
+  }
   if (strcmp(c->data, "synthetic") != 0 && strncmp(c->data, "text:", 5) != 0)
     return fail(err, n, "--data '%s': expected synthetic or text:PATH",
                 c->data);

@@ -43,6 +43,10 @@ typedef struct {
   uint64_t ckpt_every;  /* steps between checkpoints; 0 = never write */
   uint32_t ckpt_keep;   /* checkpoints kept */
   int allow_schedule_change; /* resume although the schedule differs */
+  char *grad_compress;  /* none | fp16 | bf16 | powersgd[:RANK] */
+  uint64_t powersgd_start_step; /* steps all-reduced uncompressed first */
+  int powersgd_no_ef;   /* tests: PowerSGD without error feedback */
+  char *loss_scale;     /* dynamic[:INIT] | FIXED | none */
 } dr_train_config_t;
 
 /* 0; 1 after --help (printed); DR_EBADARG with a one-line message. */

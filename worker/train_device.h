@@ -12,6 +12,9 @@
  *     fill, dr_reducer_begin, forward, backward (whose ready callback
  *     marks each gradient for the reducer, which launches its buckets)
  *   dr_reducer_end_backward, dr_reducer_wait (abort when it fails)
+ *   with --grad-compress or --loss-scale on the CPU: the compressor's
+ *     finish (compress.h) and the ranks' agreement on an overflow, which
+ *     skips optimize for the step
  *   the step's loss: exit 5 when it is not finite
  *   optimize
  *

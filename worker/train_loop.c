@@ -56,9 +56,12 @@ static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
     dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", m->comm_end_us,
                   m->end_us);
     const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
+    /* The bytes each all-reduce moved: the compressed ones' own. */
     for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++)
       if (t[i].end_us > 0)
-        dr_trace_allreduce(r->trace, i, t[i].n_elems * sizeof(float),
+        dr_trace_allreduce(r->trace, i,
+                           r->cmp != NULL ? dr_cmp_bucket_bytes(r->cmp, i)
+                                          : t[i].n_elems * sizeof(float),
                            t[i].ready_us, t[i].start_us, t[i].end_us);
   }
   dr_reducer_stats_t rs;
@@ -83,6 +86,58 @@ static int test_extra_allreduce(dr_run_t *r) {
   return 0;
 }
 
+/* After the gradients' all-reduce, with the compressor: the rest of its
+ * communication, then, with a loss scale, the ranks' agreement on an
+ * overflow (each rank's own gradients before compression, and the
+ * reduced result) in one MAX all-reduce, and the scaler's update, the
+ * same on every rank. *skip: the optimizer must not take this step.
+ * Returns an exit code. */
+static int finish_compressed(dr_run_t *r, uint64_t step, int *skip) {
+  int local_bad = 0, sum_bad = 0;
+  char err[256] = "";
+  *skip = 0;
+  int rc = dr_cmp_finish(r->cmp, &local_bad, &sum_bad, err, sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
+  if (r->ls.mode == DR_LS_NONE) {
+    dr_cmp_commit(r->cmp, 1);
+    return 0;
+  }
+  /* world - rank, so that the MAX names the lowest rank that overflowed. */
+  float v[2] = {local_bad ? (float)(r->world - r->rank) : 0.0f,
+                sum_bad ? 1.0f : 0.0f};
+  rc = dr_pg_allreduce_sync(r->pg, v, 2, DR_PG_MAX, err, sizeof(err));
+  if (rc != 0)
+    return dr_train_comm_failed(r, "overflow all-reduce", rc, err);
+  int overflow = v[0] > 0 || v[1] > 0;
+  int64_t who = v[0] > 0 ? (int64_t)r->world - (int64_t)v[0] : -1;
+  dr_cmp_commit(r->cmp, !overflow);
+  double before = r->ls.scale;
+  int u = dr_loss_scale_update(&r->ls, overflow, who, step);
+  char where[64];
+  if (who >= 0)
+    snprintf(where, sizeof(where), "rank %lld's gradient", (long long)who);
+  else
+    snprintf(where, sizeof(where), "the reduced sum");
+  if (u == DR_LS_EFLOOR) {
+    fprintf(stderr, "train: rank %u: the gradients overflowed at step %llu "
+            "(%s) with the loss scale at its floor of %g: they are not "
+            "finite at any scale; stopping (exit %d: non-finite, not "
+            "restarted). Lower --lr?\n", r->rank,
+            (unsigned long long)step + 1, where, before, DR_TRAIN_ENONFINITE);
+    return DR_TRAIN_ENONFINITE;
+  }
+  if (u == DR_LS_SKIP) {
+    *skip = 1;
+    if (r->rank == 0)
+      fprintf(stdout, "overflow at step %llu in %s: step skipped, loss "
+              "scale %g -> %g (%llu skipped)\n",
+              (unsigned long long)step + 1, where, before, r->ls.scale,
+              (unsigned long long)r->ls.skipped);
+  }
+  return 0;
+}
+
 /* One optimizer step: every micro-batch's forward and backward, the
  * gradients' all-reduce overlapping the backward passes, the optimizer. */
 static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
@@ -96,6 +151,13 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   if (rc != 0)
     return rc;
   dr_step_marks_t m = {.start_us = dr_now_us()};
+  float scale = (float)r->ls.scale;
+  if (r->cmp != NULL) {
+    dr_cmp_begin_step(r->cmp, step, scale);
+    float poison = dr_fault_overflow_value(r->rank, r->world, step);
+    if (poison != 0)
+      dr_cmp_poison(r->cmp, poison);
+  }
   dr_fault_spin(r->rank, step);
   if (dr_fault_coll_extra_due(r->rank, step) &&
       (rc = test_extra_allreduce(r)) != 0)
@@ -121,7 +183,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
       return rc;
     loss_sum += loss;
     m.backward_us = dr_now_us();
-    rc = dev->backward(r, 1.0f / (float)c->grad_accum, micro > 0,
+    rc = dev->backward(r, scale / (float)c->grad_accum, micro > 0,
                        dr_reducer_mark_ready, r->red);
     if (rc != 0)
       return rc;
@@ -134,19 +196,28 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
       dev->abort(r);
     return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
   }
+  int skip = 0;
+  if (r->cmp != NULL && (rc = finish_compressed(r, step, &skip)) != 0)
+    return rc;
   m.comm_end_us = dr_now_us();
   /* Before the weights change. 0 where the loss stays on the device: it
    * is checked when read back. */
   double loss = loss_sum / c->grad_accum;
   if (!isfinite(loss))
     return nonfinite(r, loss, "at", step);
-  if ((rc = dev->optimize(r, step)) != 0)
+  if (!skip && (rc = dev->optimize(r, step)) != 0)
     return rc;
   m.end_us = dr_now_us();
   memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
   if (!dev->async)
     host_times(r, step, &m, data_us, st);
+  if (r->cmp != NULL) {
+    /* PowerSGD's second round starts after the backward pass: exposed. */
+    double extra = dr_cmp_extra_comm_us(r->cmp) / 1e3;
+    st->comm_ms += extra;
+    st->exposed_ms += extra;
+  }
   *loss_out = loss;
   return dr_train_plan_step(r, step, &m);
 }

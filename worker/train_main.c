@@ -55,6 +55,38 @@ static int setup_data(dr_run_t *r, char *err, size_t n) {
   return rc;
 }
 
+/* --grad-compress and --loss-scale: the compressor becomes the reducer's
+ * launch hook when either is on. */
+static int setup_compress(dr_run_t *r, dr_reducer_config_t *rcfg) {
+  const dr_train_config_t *c = &r->c;
+  char err[256];
+  /* Both parsed once already by dr_train_config_parse. */
+  dr_cmp_parse(c->grad_compress, &r->cmpc, err, sizeof(err));
+  dr_loss_scale_parse(c->loss_scale, &r->ls, err, sizeof(err));
+  r->cmpc.start_step = c->powersgd_start_step;
+  r->cmpc.error_feedback = !c->powersgd_no_ef;
+  r->cmpc.seed = c->seed;
+  r->cmpc.check = r->ls.mode != DR_LS_NONE;
+  if (r->cmpc.kind == DR_CMP_NONE && r->ls.mode == DR_LS_NONE)
+    return 0;
+  if (r->use_gpu) {
+    /* On NCCL: fp16 and bf16 sums (the GPU's own launch hook casts). */
+    if (r->ls.mode == DR_LS_NONE && (r->cmpc.kind == DR_CMP_FP16 ||
+                                     r->cmpc.kind == DR_CMP_BF16))
+      return 0;
+    fprintf(stderr, "train: with --device cuda, --grad-compress takes none, "
+            "fp16 or bf16 and --loss-scale none; --grad-compress %s with "
+            "--loss-scale %s runs on the CPU backend (--device cpu)\n",
+            c->grad_compress, c->loss_scale);
+    return DR_TRAIN_ECONFIG;
+  }
+  if (dr_cmp_new(&r->cmpc, r->model, r->pg, &r->cmp) != 0)
+    return dr_train_nomem(r, "the gradient compression state");
+  rcfg->launch = dr_cmp_launch;
+  rcfg->launch_arg = r->cmp;
+  return 0;
+}
+
 static int setup(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
   char err[512] = "", what[256];
@@ -153,6 +185,9 @@ static int setup(dr_run_t *r) {
     return DR_TRAIN_ECONFIG;
   }
   r->dev = &dr_train_cpu_device;
+  rc = setup_compress(r, &rcfg);
+  if (rc != 0)
+    return rc;
   if (r->use_gpu) {
     /* The model and optimizer state go to the device; the reducer's
      * buckets then live there and launch on NCCL's stream, and the step
@@ -199,6 +234,7 @@ static void teardown(dr_run_t *r) {
     fprintf(stderr, "train: rank %u: the trace (--trace %s) is incomplete: a "
             "write failed (%s)\n", r->rank, r->c.trace, dr_strerror(t));
   dr_reducer_free(&r->red);
+  dr_cmp_free(&r->cmp);
   dr_gpu_train_close(r);
   dr_optim_free(&r->opt);
   dr_model_free(&r->model);

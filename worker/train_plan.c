@@ -21,6 +21,7 @@
 #define DRIFT 0.20       /* a step this far from the prediction drifts */
 #define DRIFT_WINDOWS 2  /* consecutive drifting windows before a re-plan */
 #define MAX_REPLANS 3
+#define MAX_COLLS 256    /* all-reduces kept from the profiled steps */
 
 static const double caps_mib[] = {1, 2, 5, 10, 25, 50, 100};
 #define N_CAPS (sizeof(caps_mib) / sizeof(caps_mib[0]))
@@ -30,11 +31,16 @@ enum { ST_OFF, ST_PROFILE, ST_CHECK };
 struct dr_train_plan {
   int state;
   double alpha_ms, bytes_per_ms;
+  dr_plan_compress_t cmp;   /* the run's compression and its rates */
   size_t n_params;
   uint64_t prof_from;       /* executed-step index of the first profiled */
   size_t prof_n;
   double *ready;            /* [PROF_STEPS][n_params], in fill order */
   double fwd[PROF_STEPS], bwd[PROF_STEPS], opt[PROF_STEPS], stp[PROF_STEPS];
+  /* With compression: the profiled steps' own all-reduces (bytes sent,
+   * ms), up to MAX_COLLS, for the fit of their cost. */
+  double coll_bytes[MAX_COLLS], coll_ms[MAX_COLLS];
+  size_t n_colls;
   double predicted_ms;      /* of the cap in use */
   uint64_t planned_at;      /* first executed step on the planned cap */
   uint64_t check_from;      /* first step of the current window */
@@ -52,6 +58,12 @@ static int probe(dr_run_t *r) {
   if (r->rank == 0)
     printf("plan: all-reduce probe on %u ranks: alpha %.3f ms, bandwidth "
            "%.4f MiB/ms\n", r->world, p->alpha_ms, p->bytes_per_ms / MIB);
+  if (r->rank == 0 && r->cmp != NULL) {
+    dr_train_rates(r, &p->cmp);
+    printf("plan: compute of the compression: products %.2f GFLOP/s, "
+           "elementwise %.3f MiB/ms\n", p->cmp.gemm_flops_per_ms / 1e6,
+           p->cmp.cast_bytes_per_ms / MIB);
+  }
   return 0;
 }
 
@@ -78,7 +90,12 @@ int dr_train_plan_start(dr_run_t *r) {
   }
   p->n_params = n;
   p->state = ST_PROFILE;
-  p->prof_from = PROF_FIRST;
+  /* PowerSGD's first steps go uncompressed: profile the compressed,
+   * after two of them (the first touch of the error feedback's two
+   * buffers, which alternate, costs page faults that later steps do not
+   * pay). */
+  p->prof_from = PROF_FIRST + (r->cmpc.kind == DR_CMP_POWERSGD
+                                   ? r->cmpc.start_step + 2 : 0);
   r->plan = p;
   return probe(r);
 }
@@ -102,11 +119,50 @@ static void record(dr_run_t *r, const dr_step_marks_t *m) {
     /* Never marked (unused): ready when the backward pass ends. */
     row[k] = t >= m->backward_us ? (t - m->backward_us) / 1e3 : bwd;
   }
+  if (r->cmp != NULL) {
+    const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
+    size_t nb = dr_reducer_n_buckets(r->red), n2 = dr_cmp_n_round2(r->cmp);
+    for (size_t i = 0; i < nb + n2 && p->n_colls < MAX_COLLS; i++) {
+      uint64_t bytes, us;
+      if (i < nb) {
+        bytes = dr_cmp_bucket_bytes(r->cmp, i);
+        us = t[i].end_us > t[i].start_us ? t[i].end_us - t[i].start_us : 0;
+      } else {
+        dr_cmp_round2(r->cmp, i - nb, &bytes, &us);
+      }
+      p->coll_bytes[p->n_colls] = (double)bytes;
+      p->coll_ms[p->n_colls++] = us / 1e3;
+    }
+  }
   p->fwd[p->prof_n] = (m->backward_us - m->start_us) / 1e3;
   p->bwd[p->prof_n] = bwd;
   p->opt[p->prof_n] = (m->end_us - m->comm_end_us) / 1e3;
   p->stp[p->prof_n] = (m->end_us - m->start_us) / 1e3;
   p->prof_n++;
+}
+
+/* With compression, the cost of an all-reduce as the profiled steps saw
+ * it: they overlap the compute, which slows them beside the probe's
+ * (run alone), and fewer bytes make that a larger share. Where they sent
+ * at least 1 MiB in one all-reduce, alpha and B from them; else (PowerSGD's
+ * small factors) the probe's B and their median excess over it. */
+static void fit_in_run(const struct dr_train_plan *p, double *alpha_ms,
+                       double *bytes_per_ms) {
+  if (p->n_colls < 2)
+    return;
+  double largest = 0, excess[MAX_COLLS];
+  for (size_t i = 0; i < p->n_colls; i++) {
+    if (p->coll_bytes[i] > largest)
+      largest = p->coll_bytes[i];
+    excess[i] = p->coll_ms[i] - p->coll_bytes[i] / *bytes_per_ms;
+  }
+  if (largest >= MIB) {
+    dr_plan_fit(p->coll_bytes, p->coll_ms, p->n_colls, alpha_ms,
+                bytes_per_ms);
+    return;
+  }
+  double a = dr_median(excess, p->n_colls);
+  *alpha_ms = a > 0 ? a : 0;
 }
 
 /* Rank 0: the profile of the recorded steps (medians). */
@@ -121,7 +177,10 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
     for (size_t s = 0; s < p->prof_n; s++)
       v[s] = p->ready[s * p->n_params + k];
     prof->index[k] = order[k];
-    prof->bytes[k] = (double)dr_model_param(r->model, order[k])->n_elems * 4;
+    const dr_param_t *pa = dr_model_param(r->model, order[k]);
+    prof->bytes[k] = (double)pa->n_elems * 4;
+    prof->rows[k] = (double)pa->rows;
+    prof->cols[k] = (double)pa->cols;
     prof->ready_ms[k] = dr_median(v, p->prof_n);
   }
   prof->world = r->world;
@@ -129,10 +188,12 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
   prof->first_cap_bytes = r->c.first_bucket_mb * MIB;
   prof->alpha_ms = p->alpha_ms;
   prof->bytes_per_ms = p->bytes_per_ms;
+  fit_in_run(p, &prof->alpha_ms, &prof->bytes_per_ms);
   prof->forward_ms = dr_median(p->fwd, p->prof_n);
   prof->backward_ms = dr_median(p->bwd, p->prof_n);
   prof->optimizer_ms = dr_median(p->opt, p->prof_n);
   prof->measured_step_ms = dr_median(p->stp, p->prof_n);
+  prof->measured = p->cmp;
   return 0;
 }
 
@@ -173,11 +234,15 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
     caps[i] = caps_mib[i] * MIB;
   caps[N_CAPS] = (double)dr_reducer_cap_bytes(r->red); /* the cap in use */
   dr_plan_result_t res[N_CAPS + 1];
-  if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, res) != 0) {
+  if (dr_plan_profile_predict(&prof, caps, N_CAPS + 1, NULL, res) != 0) {
     dr_plan_profile_free(&prof);
     return dr_train_nomem(r, "the bucket planner's predictions");
   }
   size_t best = r->c.bucket_cap_auto ? dr_plan_best(res, N_CAPS) : N_CAPS;
+  if (prof.alpha_ms != p->alpha_ms || prof.bytes_per_ms != p->bytes_per_ms)
+    printf("plan: all-reduces of the profiled steps: alpha %.3f ms, "
+           "bandwidth %.4f MiB/ms (%zu of them)\n", prof.alpha_ms,
+           prof.bytes_per_ms / MIB, p->n_colls);
   printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
          "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms (the "
          "model's at this cap: %.2f ms)\n",
@@ -292,6 +357,7 @@ static int check(dr_run_t *r, uint64_t step, uint64_t i) {
   p->state = ST_PROFILE;
   p->prof_from = i + 1;
   p->prof_n = 0;
+  p->n_colls = 0;
   return probe(r);
 }
 

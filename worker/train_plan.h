@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "pg.h"
+#include "plan.h"
 #include "train.h"
 
 /* When a step's parts started and ended, monotonic us. */
@@ -54,5 +55,9 @@ void dr_train_plan_free(dr_run_t *r);
  * message in err. */
 int dr_train_probe(dr_pg_t *pg, size_t max_bytes, double *alpha_ms,
                    double *bytes_per_ms, char *err, size_t err_len);
+
+/* train_rates.c: the compression of this run (r->cmpc) with this host's
+ * rates for its compute, for the planner. */
+void dr_train_rates(const dr_run_t *r, dr_plan_compress_t *c);
 
 #endif /* DR_TRAIN_PLAN_H */

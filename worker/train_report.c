@@ -17,6 +17,13 @@ void dr_report_summary(dr_run_t *r) {
   const dr_train_config_t *c = &r->c;
   char buckets[512];
   snprintf(buckets, sizeof(buckets), "%s", dr_reducer_describe(r->red));
+  if (r->cmp != NULL) {
+    char ls[64];
+    size_t o = strlen(buckets);
+    snprintf(buckets + o, sizeof(buckets) - o, ", compression %s, loss "
+             "scale %s", dr_cmp_describe(r->cmp),
+             dr_loss_scale_describe(&r->ls, ls, sizeof(ls)));
+  }
   fprintf(stderr,
           "train: rank %u: local rank %u, world %u, host %s, device %s, "
           "backend %s (%s), BLAS %s (%d threads), model %zu parameters, "
@@ -44,6 +51,18 @@ double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,
   return m;
 }
 
+const char *dr_report_scale(const dr_run_t *r, const char *sep, char *buf,
+                            size_t n) {
+  char who[32] = "none";
+  if (r->ls.last_rank >= 0)
+    snprintf(who, sizeof(who), "%lld", (long long)r->ls.last_rank);
+  else if (r->ls.last_rank == -1)
+    snprintf(who, sizeof(who), "sum");
+  snprintf(buf, n, "%sloss_scale=%g%sskipped=%llu%soverflow_rank=%s", sep,
+           r->ls.scale, sep, (unsigned long long)r->ls.skipped, sep, who);
+  return buf;
+}
+
 void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
   if (r->rank != 0)
     return;
@@ -61,12 +80,15 @@ void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
   double elapsed_s = (dr_now_us() - r->t0_us) / 1e6;
   double per_step = elapsed_s / (double)(step + 1 - r->start_step);
   double eta = per_step * (double)(r->total_steps - step - 1);
+  char scale[128] = "";
+  if (r->ls.mode != DR_LS_NONE)
+    dr_report_scale(r, " ", scale, sizeof(scale));
   fprintf(stdout,
           "step %llu/%llu loss %.4f lr %.3g samples/s %.0f step %.2f ms "
-          "(compute %.2f, comm %.2f, exposed comm %.2f) eta %.0fs\n",
+          "(compute %.2f, comm %.2f, exposed comm %.2f)%s eta %.0fs\n",
           (unsigned long long)step + 1, (unsigned long long)r->total_steps,
           loss, lr, r->global_batch / (avg.step_ms / n / 1e3), avg.step_ms / n,
-          avg.compute_ms / n, avg.comm_ms / n, avg.exposed_ms / n, eta);
+          avg.compute_ms / n, avg.comm_ms / n, avg.exposed_ms / n, scale, eta);
 }
 
 /* Gathers every rank's mean data and compute time over [from, to) and
@@ -158,6 +180,12 @@ static void peak_note(const char *what, const peak_t *p) {
 }
 
 int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
+  if (r->ls.mode != DR_LS_NONE) {
+    /* Each rank's own: the agreement on overflows keeps them equal. */
+    char ls[128];
+    fprintf(stderr, "train: rank %u: %s\n", r->rank,
+            dr_report_scale(r, " ", ls, sizeof(ls)) + 1);
+  }
   rank_end_t mine = {dr_model_crc32(r->model), 0, dr_peak_rss_bytes(),
                      dr_gpu_train_peak_bytes(r)};
   uint32_t crc = mine.crc;
@@ -228,7 +256,15 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
     exposed += r->times[i].exposed_ms;
   }
   double med = dr_report_median_step_ms(r, r->start_step, r->total_steps);
-  char gpu_done[160] = "", gpu_final[160] = "";
+  char gpu_done[160] = "", gpu_final[160] = "", extra[256] = "";
+  if (r->cmp != NULL || r->cmpc.kind != DR_CMP_NONE) {
+    char name[32];
+    size_t o = (size_t)snprintf(extra, sizeof(extra), " grad_compress=%s",
+                                dr_cmp_name(r->cmpc.kind, r->cmpc.rank, name,
+                                            sizeof(name)));
+    if (r->ls.mode != DR_LS_NONE)
+      dr_report_scale(r, " ", extra + o, sizeof(extra) - o);
+  }
   if (on_gpu) {
     snprintf(gpu_done, sizeof(gpu_done), ", peak GPU memory %.1f MiB "
              "(ranks: max %.1f, median %.1f)", gpu.mine, gpu.max, gpu.median);
@@ -248,12 +284,12 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
           "median_step_ms=%.3f samples_per_s=%.1f comm_ms=%.3f "
           "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x "
           "peak_rss_mib=%.1f peak_rss_max_mib=%.1f peak_rss_median_mib=%.1f"
-          "%s\n",
+          "%s%s\n",
           r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
           med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
           comm / (double)(ran ? ran : 1), exposed / (double)(ran ? ran : 1),
           r->world > 1 && comm > 0 && exposed < comm ? 1.0 - exposed / comm
                                                       : 0.0,
-          r->world, crc, rss.mine, rss.max, rss.median, gpu_final);
+          r->world, crc, rss.mine, rss.max, rss.median, gpu_final, extra);
   return 0;
 }

@@ -11,6 +11,11 @@
  * of the one before, and their timestamps must show them run one after
  * the other.
  *
+ * Then the narrow types and MAX: fp16 and bf16 sums of small integers
+ * (exact in both: every partial sum stays below 256), fp32 MAX, and an
+ * fp16 sum of values that round on every add, whose bits must be the same
+ * on every rank.
+ *
  * Fault modes: --kill-rank R makes rank R SIGKILL itself once a large
  * all-reduce is under way; --hang-rank R makes it stop itself (SIGSTOP);
  * --extra-rank R makes it issue an extra 4-byte all-reduce before the
@@ -33,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "half.h"
 #include "pg.h"
 
 #define GUARD 64
@@ -192,6 +198,71 @@ static int check_allreduce(dr_pg_t *pg, size_t n) {
 out:
   unguard((uint8_t *)sum);
   unguard((uint8_t *)avg);
+  return code;
+}
+
+/* Small integers 0 .. 15 per rank and index. */
+static float small(uint32_t r, size_t i) {
+  return (float)((i * 7u + r * 3u) % 16u);
+}
+
+static int check_typed(dr_pg_t *pg, size_t n) {
+  uint16_t *h = (uint16_t *)(void *)guarded(n * 2);
+  uint16_t *b = (uint16_t *)(void *)guarded(n * 2);
+  uint16_t *rnd = (uint16_t *)(void *)guarded(n * 2);
+  float *mx = (float *)(void *)guarded(n * 4);
+  for (size_t i = 0; i < n; i++) {
+    h[i] = dr_f32_to_f16(small(g_rank, i));
+    b[i] = dr_f32_to_bf16(small(g_rank, i));
+    rnd[i] = dr_f32_to_f16(0.1f * (float)(g_rank + 1) * (float)(i % 13u));
+    mx[i] = input(g_rank, i);
+  }
+  dr_work_t *w[4];
+  int rc = dr_pg_allreduce_typed(pg, h, n, DR_PG_F16, DR_PG_SUM, &w[0]);
+  if (rc == 0)
+    rc = dr_pg_allreduce_typed(pg, b, n, DR_PG_BF16, DR_PG_SUM, &w[1]);
+  if (rc == 0)
+    rc = dr_pg_allreduce_typed(pg, rnd, n, DR_PG_F16, DR_PG_SUM, &w[2]);
+  if (rc == 0)
+    rc = dr_pg_allreduce(pg, mx, n, DR_PG_MAX, &w[3]);
+  if (rc != 0)
+    return comm_exit(rc, "queueing a typed allreduce", dr_strerror(rc));
+  const char *names[4] = {"allreduce fp16 SUM", "allreduce bf16 SUM",
+                          "allreduce fp16 SUM (rounding)", "allreduce MAX"};
+  int code = 0;
+  for (int k = 0; k < 4; k++) {
+    char err[512];
+    rc = dr_work_wait(&w[k], err, sizeof(err));
+    if (rc != 0 && code == 0)
+      code = comm_exit(rc, names[k], err);
+  }
+  for (size_t i = 0; i < n && code == 0; i++) {
+    float want = 0, want_max = input(0, i);
+    for (uint32_t r = 0; r < g_world; r++) {
+      want += small(r, i);
+      if (input(r, i) > want_max)
+        want_max = input(r, i);
+    }
+    if (dr_f16_to_f32(h[i]) != want)
+      code = wrong(names[0], n, i, dr_f16_to_f32(h[i]), want);
+    else if (dr_bf16_to_f32(b[i]) != want)
+      code = wrong(names[1], n, i, dr_bf16_to_f32(b[i]), want);
+    else if (memcmp(&mx[i], &want_max, 4) != 0)
+      code = wrong(names[3], n, i, mx[i], want_max);
+  }
+  if (code == 0 && (!guards_ok((uint8_t *)h, n * 2, names[0]) ||
+                    !guards_ok((uint8_t *)b, n * 2, names[1]) ||
+                    !guards_ok((uint8_t *)rnd, n * 2, names[2]) ||
+                    !guards_ok((uint8_t *)mx, n * 4, names[3])))
+    code = 1;
+  if (code == 0) {
+    g_checks += 3;
+    same_everywhere(pg, crc32_update(0, rnd, n * 2), names[2], &code);
+  }
+  unguard((uint8_t *)h);
+  unguard((uint8_t *)b);
+  unguard((uint8_t *)rnd);
+  unguard((uint8_t *)mx);
   return code;
 }
 
@@ -479,6 +550,8 @@ int main(int argc, char **argv) {
       for (int k = 0; k < n_lengths && code == 0; k++) {
         size_t n = lengths[k];
         code = check_allreduce(pg, n);
+        if (code == 0)
+          code = check_typed(pg, n);
         if (code == 0)
           code = check_broadcast(pg, n);
         if (code == 0)

@@ -63,6 +63,7 @@ OUT=$tmp/check timeout 100 "$out/tests/gpu/check.sh" "$out" --rehearse \
 rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/check.log"; fail "check.sh --rehearse exited $rc"; }
 for want in "PASS match fp32: rehearsal (CPU)" "PASS ckpt cpu->cpu: written on cpu at step 20, resumed" \
+            "PASS compress fp16: rehearsal (CPU)" "PASS compress bf16: rehearsal (CPU)" \
             "PASS bench fp32: --layers 2 --width 256 --batch 256 on cpu: median step"; do
   grep -q "^$want" "$tmp/check/summary.txt" ||
     { cat "$tmp/check/summary.txt"; fail "no '$want' in the rehearsal"; }

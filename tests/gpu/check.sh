@@ -16,6 +16,8 @@
 #   match    train under ddprun --standalone --nproc-per-node 1 on the GPU
 #            (NCCL) and on the CPU, same seed: final loss within 0.2%
 #            (fp32) and 5% (bf16) of the CPU's
+#   compress the match job with --grad-compress fp16 and bf16 (NCCL's
+#            two-byte sums): final loss within 1% of the CPU's fp32 run
 #   ckpt     a checkpoint written on the GPU resumes on the CPU and one
 #            written on the CPU resumes on the GPU; each run's final loss
 #            within 0.2% of an uninterrupted CPU run
@@ -220,6 +222,25 @@ for prec in $precisions; do
     pass "match $prec: $side final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit $tol)"
   else
     failed "match $prec: $side final loss $loss, CPU $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over $tol"
+  fi
+done
+
+# ---- compress: fp16 and bf16 gradients on NCCL ------------------------------
+# The same job with the gradients summed in two bytes (cast, NCCL's fp16 or
+# bf16 sum, cast back on the NCCL stream): final loss within 1% of the
+# CPU's fp32 run.
+for cmp in fp16 bf16; do
+  run "compress_$cmp" 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+    --grad-compress "$cmp" --steps 60 "${small[@]}"
+  loss=$(final "compress_$cmp" loss)
+  if [ "$rc" -ne 0 ] || [ "$cpu_rc" -ne 0 ]; then
+    failed "compress $cmp: exit $rc (cpu run: exit $cpu_rc); see $OUT/compress_$cmp.log"
+  elif [ "$dev" = cuda ] && ! grep -q "gradients summed in $cmp" "$OUT/compress_$cmp.log"; then
+    failed "compress $cmp: the run did not report the $cmp sum"
+  elif within "$loss" "$cpu_loss" 0.01; then
+    pass "compress $cmp: $side final loss $loss, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit 0.01)"
+  else
+    failed "compress $cmp: $side final loss $loss, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over 0.01"
   fi
 done
 

@@ -367,12 +367,33 @@ static void test_profile_round_trip(void **state) {
     assert_int_equal(q.index[k], p.index[k]);
     near(q.bytes[k], p.bytes[k]);
     near(q.ready_ms[k], p.ready_ms[k]);
+    near(q.rows[k], p.bytes[k] / 4); /* no shape: a vector */
+    near(q.cols[k], 1);
   }
+  assert_int_equal(q.measured.kind, DR_PLAN_F32);
+  /* A shape, the compression and the rates go round too. */
+  p.rows[1] = 512;
+  p.cols[1] = 1024;
+  p.measured = (dr_plan_compress_t){DR_PLAN_POWERSGD, 8, 2.5e7, 3 * MIB};
+  free(text);
+  text = NULL;
+  f = open_memstream(&text, &len);
+  assert_int_equal(dr_plan_profile_write(f, &p), 0);
+  fclose(f);
+  dr_plan_profile_free(&q);
+  assert_int_equal(dr_plan_profile_parse(text, len, &q, err, sizeof(err)), 0);
+  near(q.rows[1], 512);
+  near(q.cols[1], 1024);
+  assert_int_equal(q.measured.kind, DR_PLAN_POWERSGD);
+  assert_int_equal(q.measured.rank, 8);
+  near(q.measured.gemm_flops_per_ms, 2.5e7);
+  near(q.measured.cast_bytes_per_ms, 3 * MIB);
+  q.measured.kind = DR_PLAN_F32; /* the prediction below: uncompressed */
   /* Predictions: at 1 MiB, [1] [2, alone] [0.5] ready at 1.5, 6, 12 take
    * 2.25, 4.25, 1.25 ms: 1.5-3.75, 6-10.25, 12-13.25; the step adds 5. */
   double cap = 1 * MIB;
   dr_plan_result_t r;
-  assert_int_equal(dr_plan_profile_predict(&q, &cap, 1, &r), 0);
+  assert_int_equal(dr_plan_profile_predict(&q, &cap, 1, NULL, &r), 0);
   assert_int_equal(r.n_buckets, 3);
   near(r.finish_ms, 13.25);
   near(r.step_ms, 18.25);
@@ -434,6 +455,91 @@ static void test_profile_errors(void **state) {
   dr_plan_profile_free(&p);
 }
 
+/* Without compression the parameter model is dr_plan_group + dr_plan_eval:
+ * the same step, exposed and comm for every cap on uneven ready times. */
+static void test_compress_none_is_plain(void **state) {
+  (void)state;
+  dr_plan_param_t p[40];
+  double bytes[40], ready[40];
+  for (int k = 0; k < 40; k++) {
+    bytes[k] = (double)((k * 37) % 11 + 1) * 0.3 * MIB;
+    ready[k] = k * 1.5 + (k % 3);
+    p[k] = (dr_plan_param_t){bytes[k], ready[k], bytes[k] / 4, 1};
+  }
+  dr_plan_cost_t cost = {0.7, 1.3 * MIB, 70.0, 9.0};
+  double caps[] = {0.5 * MIB, 2 * MIB, 5 * MIB, 100 * MIB};
+  for (int i = 0; i < 4; i++) {
+    dr_plan_bucket_t b[40];
+    size_t nb = dr_plan_group(bytes, ready, 40, caps[i], 1 * MIB, b);
+    dr_plan_result_t want, got;
+    dr_plan_eval(b, nb, &cost, &want);
+    dr_plan_eval_params(p, 40, caps[i], 1 * MIB, &cost, NULL, NULL, &got);
+    assert_int_equal(got.n_buckets, want.n_buckets);
+    near(got.step_ms, want.step_ms);
+    near(got.exposed_ms, want.exposed_ms);
+    near(got.comm_ms, want.comm_ms);
+    near(got.finish_ms, want.finish_ms);
+  }
+}
+
+/* One 8 MiB gradient ready at 10 ms (the backward's end), alpha 1 ms, B 1
+ * MiB/ms, fixed 2 ms. fp16: 4 MiB on the wire; a cast rate of 8 MiB/ms
+ * adds 1 ms at launch and 1 ms after: start 11, end 11 + 1 + 4 = 16, then
+ * the cast back: 17; step 2 + 17. */
+static void test_compress_fp16(void **state) {
+  (void)state;
+  dr_plan_param_t p = {8 * MIB, 10.0, 2 * MIB, 1};
+  dr_plan_cost_t cost = {1.0, 1.0 * MIB, 10.0, 2.0};
+  dr_plan_compress_t c = {DR_PLAN_FP16, 0, 0, 8 * MIB};
+  dr_plan_result_t r;
+  dr_plan_eval_params(&p, 1, 25 * MIB, 25 * MIB, &cost, &c, NULL, &r);
+  near(r.comm_ms, 5.0);
+  near(r.finish_ms, 17.0);
+  near(r.exposed_ms, 6.0);
+  near(r.step_ms, 19.0);
+  /* Measured with fp16 already: the launch cast is in the 10 ms. */
+  dr_plan_eval_params(&p, 1, 25 * MIB, 25 * MIB, &cost, &c, &c, &r);
+  near(r.step_ms, 2.0 + 10.0 + 5.0 + 1.0);
+  /* bf16 sends the same bytes; none sends twice them. */
+  c.kind = DR_PLAN_BF16;
+  c.cast_bytes_per_ms = 0;
+  dr_plan_eval_params(&p, 1, 25 * MIB, 25 * MIB, &cost, &c, NULL, &r);
+  near(r.step_ms, 2.0 + 10.0 + 5.0);
+  dr_plan_eval_params(&p, 1, 25 * MIB, 25 * MIB, &cost, NULL, NULL, &r);
+  near(r.step_ms, 2.0 + 10.0 + 9.0);
+}
+
+/* PowerSGD at rank 1 on a 1000 x 1000 matrix (4 MB) and its 1000-float
+ * bias, both ready at 5 ms, backward 5 ms, alpha 1 ms, B 1000 B/ms, GEMMs
+ * at 2e6 flop/ms (1 ms per product of 2 x 1e6 x 1), passes free. The first
+ * round: the bias (4000 B) and P (4000 B) after P = MQ (1 ms): start 6,
+ * end 6 + 1 + 8 = 15; Q = M^T P: 16; the second round (Q, 4000 B): end
+ * 16 + 1 + 4 = 21; P Q^T: 22. Step 3 + 22. */
+static void test_compress_powersgd(void **state) {
+  (void)state;
+  assert_true(dr_plan_psgd_worth(1000, 1000, 4));
+  assert_false(dr_plan_psgd_worth(1000, 1, 4));
+  assert_false(dr_plan_psgd_worth(8, 8, 4));
+  dr_plan_param_t p[2] = {{4000, 5.0, 1000, 1}, {4e6, 5.0, 1000, 1000}};
+  dr_plan_cost_t cost = {1.0, 1000.0, 5.0, 3.0};
+  dr_plan_compress_t c = {DR_PLAN_POWERSGD, 1, 2e6, 0};
+  dr_plan_result_t r;
+  dr_plan_eval_params(p, 2, 25 * MIB, 25 * MIB, &cost, &c, NULL, &r);
+  assert_int_equal(r.n_buckets, 1);
+  near(r.comm_ms, 9.0 + 5.0);
+  near(r.finish_ms, 22.0);
+  near(r.step_ms, 25.0);
+  /* Parsing. */
+  dr_plan_compress_t q;
+  assert_int_equal(dr_plan_compress_parse("powersgd:8", &q), 0);
+  assert_int_equal(q.kind, DR_PLAN_POWERSGD);
+  assert_int_equal(q.rank, 8);
+  assert_int_equal(dr_plan_compress_parse("powersgd", &q), 0);
+  assert_int_equal(q.rank, 4);
+  assert_int_equal(dr_plan_compress_parse("fp8", &q), -1);
+  assert_int_equal(dr_plan_compress_parse("powersgd:0", &q), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uniform_backlog),
@@ -450,6 +556,9 @@ int main(void) {
       cmocka_unit_test(test_reducer_replan),
       cmocka_unit_test(test_profile_round_trip),
       cmocka_unit_test(test_profile_errors),
+      cmocka_unit_test(test_compress_none_is_plain),
+      cmocka_unit_test(test_compress_fp16),
+      cmocka_unit_test(test_compress_powersgd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -267,13 +267,21 @@ static void test_layout(void **state) {
   fx_t *f = *state;
   f->h.context = 32;   /* not a meaningful model: every field distinct */
   f->h.embed_dim = 16;
+  f->h.grad_compress = 3;
+  f->h.powersgd_rank = 0x1234;
+  f->h.powersgd_no_ef = 1;
+  f->h.powersgd_start = 0x0a0b0c0d0eull;
+  f->h.loss_scale_mode = 2;
+  f->h.loss_scale = 32768.0;
+  f->h.ls_good = 0x777;
+  f->h.ls_skipped = 0x33;
   write_at(f, 0x0102030405ull);
   size_t n;
   uint8_t *b = slurp(f->path, &n);
   assert_int_equal(DR_CKPT_HEADER_BYTES, 256);
   assert_int_equal(n, 256 + 4 * (N_PARAM + N_OPTIM));
   assert_memory_equal(b, "DDPRCKPT", 8);
-  assert_le(b + 8, 2, 4);                          /* version */
+  assert_le(b + 8, 3, 4);                          /* version */
   assert_le(b + 12, 256, 4);                       /* header size */
   assert_le(b + 16, 4 * (N_PARAM + N_OPTIM), 8);   /* payload size */
   assert_le(b + 24, dr_ckpt_crc32(0, b + 256, n - 256), 4);
@@ -293,11 +301,11 @@ static void test_layout(void **state) {
   assert_le(b + 112, 4, 4);                        /* classes */
   assert_le(b + 116, 32, 4);                       /* context */
   assert_le(b + 120, 16, 4);                       /* embed dim */
-  assert_le(b + 124, 0, 4);                        /* reserved */
+  assert_le(b + 124, 3 | 1 << 8 | 0x1234u << 16, 4); /* compression */
   assert_le(b + 128, N_PARAM, 8);
   assert_le(b + 136, N_OPTIM, 8);
-  for (int i = 144; i < 160; i++)                  /* reserved */
-    assert_int_equal(b[i], 0);
+  assert_le(b + 144, 0, 8);                        /* compression floats */
+  assert_le(b + 152, 0x0a0b0c0d0eull, 8);          /* PowerSGD start */
   assert_le(b + 160, 7, 8);                        /* warmup steps */
   assert_f64(b + 168, 0.003);                      /* lr */
   assert_f64(b + 176, 0.1);                        /* min lr fraction */
@@ -306,9 +314,22 @@ static void test_layout(void **state) {
   assert_f64(b + 200, 0.9);                        /* beta1 */
   assert_f64(b + 208, 0.999);                      /* beta2 */
   assert_f64(b + 216, 1e-8);                       /* eps */
-  for (int i = 224; i < 252; i++)                  /* reserved */
-    assert_int_equal(b[i], 0);
+  assert_f64(b + 224, 32768.0);                    /* loss scale */
+  assert_le(b + 232, 0x777, 8);                    /* clean steps */
+  assert_le(b + 240, 0x33, 8);                     /* skipped steps */
+  assert_le(b + 248, 2, 4);                        /* loss-scale mode */
   assert_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
+  dr_ckpt_header_t h;
+  char err[512];
+  assert_int_equal(dr_ckpt_read_header(f->path, &h, err, sizeof(err)), 0);
+  assert_int_equal(h.grad_compress, 3);
+  assert_int_equal(h.powersgd_rank, 0x1234);
+  assert_int_equal(h.powersgd_no_ef, 1);
+  assert_int_equal(h.powersgd_start, 0x0a0b0c0d0eull);
+  assert_int_equal(h.loss_scale_mode, 2);
+  assert_true(h.loss_scale == 32768.0);
+  assert_int_equal(h.ls_good, 0x777);
+  assert_int_equal(h.ls_skipped, 0x33);
   /* The payload: fp32 little-endian, parameters first. */
   float first;
   memcpy(&first, b + 256, 4);
@@ -445,12 +466,20 @@ static void test_other_versions_rejected(void **state) {
   uint8_t *b = slurp(f->path, &n);
   char err[512];
   dr_ckpt_header_t h;
-  /* Version 3, with a header CRC that matches: refused by version. */
-  set_version(b, 3, 256);
+  /* Version 4, with a header CRC that matches: refused by version. */
+  set_version(b, 4, 256);
   spit(f->path, b, n);
   assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
                    DR_CKPT_EVERSION);
-  assert_non_null(strstr(err, "version 3"));
+  assert_non_null(strstr(err, "version 4"));
+  /* Version 3: an unknown flag bit of the compression byte. */
+  set_version(b, 3, 256);
+  b[125] = 2;
+  put_le(b + 252, dr_ckpt_crc32(0, b, 252), 4);
+  spit(f->path, b, n);
+  assert_int_equal(dr_ckpt_verify(f->path, &h, err, sizeof(err)),
+                   DR_CKPT_EHEADER);
+  b[125] = 0;
   /* A version with the other version's header size. */
   set_version(b, 2, 160);
   spit(f->path, b, n);

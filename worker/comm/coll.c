@@ -304,13 +304,18 @@ static uint32_t mod(int64_t x, uint32_t w) {
 static int allreduce(dr_pg_t *pg, dr_work_t *w, const dr_coll_hdr_t *h,
                      uint64_t deadline_ns, dr_pg_fail_t *f) {
   uint32_t W = pg->world, p = pg->pos;
-  size_t n_elems = w->n_bytes / 4, base = n_elems / W, rem = n_elems % W;
+  dr_rop_t sum = w->dtype == DR_PG_F16    ? DR_ROP_SUM_F16
+                 : w->dtype == DR_PG_BF16 ? DR_ROP_SUM_BF16
+                 : w->op == DR_PG_MAX     ? DR_ROP_MAX
+                                          : DR_ROP_SUM;
+  size_t es = dr__rop_elem_bytes(sum);
+  size_t n_elems = w->n_bytes / es, base = n_elems / W, rem = n_elems % W;
   int n = 2 * (int)(W - 1);
   step_t *st = calloc((size_t)n, sizeof(*st));
   if (st == NULL)
     return -ENOMEM;
-#define SEG_OFF(k) (((k) * base + ((k) < rem ? (k) : rem)) * 4)
-#define SEG_LEN(k) ((base + ((k) < rem ? 1 : 0)) * 4)
+#define SEG_OFF(k) (((k) * base + ((k) < rem ? (k) : rem)) * es)
+#define SEG_LEN(k) ((base + ((k) < rem ? 1 : 0)) * es)
   for (uint32_t s = 0; s + 1 < W; s++) {
     uint32_t snd = mod((int64_t)p - s, W), rcv = mod((int64_t)p - s - 1, W);
     step_t *x = &st[s];
@@ -318,7 +323,7 @@ static int allreduce(dr_pg_t *pg, dr_work_t *w, const dr_coll_hdr_t *h,
     x->send_len = SEG_LEN(snd);
     x->recv_off = SEG_OFF(rcv);
     x->recv_len = SEG_LEN(rcv);
-    x->op = s + 2 == W && w->op == DR_PG_AVG ? DR_ROP_SUM_DIV : DR_ROP_SUM;
+    x->op = s + 2 == W && w->op == DR_PG_AVG ? DR_ROP_SUM_DIV : sum;
     x->dep = (int)s - 1;
   }
   for (uint32_t s = 0; s + 1 < W; s++) {

@@ -49,7 +49,9 @@ void dr__coll_hdr_of(const dr_work_t *w, dr_coll_hdr_t *h) {
   /* What the header compares is what must agree: the op of an
    * all-reduce, the root of a broadcast, the byte count of all but a
    * barrier. */
-  h->op = w->kind == DR_WORK_ALLREDUCE ? (uint32_t)w->op : 0;
+  h->op = w->kind == DR_WORK_ALLREDUCE
+              ? (uint32_t)w->op | (uint32_t)w->dtype << 8
+              : 0;
   h->root = w->kind == DR_WORK_BROADCAST ? w->root : 0;
   h->n_bytes = w->kind == DR_WORK_BARRIER ? 0 : w->n_bytes;
 }
@@ -100,6 +102,9 @@ void dr__coll_hdr_describe(const dr_coll_hdr_t *h, int with_op, char *out,
   const char *op = !with_op || h->kind != DR_WORK_ALLREDUCE ? ""
                    : h->op == DR_PG_SUM                     ? " (sum)"
                    : h->op == DR_PG_AVG                     ? " (average)"
+                   : h->op == DR_PG_MAX                     ? " (max)"
+                   : h->op == (DR_PG_SUM | DR_PG_F16 << 8)  ? " (fp16 sum)"
+                   : h->op == (DR_PG_SUM | DR_PG_BF16 << 8) ? " (bf16 sum)"
                                                             : " (unknown op)";
   if (h->kind == DR_WORK_BARRIER) {
     snprintf(out, out_len, "barrier #%" PRIu64, h->seq);

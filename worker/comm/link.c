@@ -10,6 +10,8 @@
  */
 #include "pg_internal.h"
 
+#include "half.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -111,6 +113,25 @@ static void copy_stream(uint8_t *dst, const uint8_t *src, size_t n) {
 }
 #endif
 
+static void max_f32(float *restrict d, const float *restrict s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    d[i] = s[i] > d[i] ? s[i] : d[i];
+}
+
+size_t dr__rop_elem_bytes(dr_rop_t op) {
+  switch (op) {
+  case DR_ROP_SUM:
+  case DR_ROP_SUM_DIV:
+  case DR_ROP_MAX:
+    return 4;
+  case DR_ROP_SUM_F16:
+  case DR_ROP_SUM_BF16:
+    return 2;
+  default:
+    return 1;
+  }
+}
+
 static void apply(dr_rop_t op, uint8_t *dst, const uint8_t *src, size_t n,
                   float div) {
   switch (op) {
@@ -126,6 +147,17 @@ static void apply(dr_rop_t op, uint8_t *dst, const uint8_t *src, size_t n,
   case DR_ROP_SUM_DIV:
     add_div_f32((float *)(void *)dst, (const float *)(const void *)src,
                 n / 4, div);
+    break;
+  case DR_ROP_MAX:
+    max_f32((float *)(void *)dst, (const float *)(const void *)src, n / 4);
+    break;
+  case DR_ROP_SUM_F16:
+    dr_f16_add((uint16_t *)(void *)dst, (const uint16_t *)(const void *)src,
+               n / 2);
+    break;
+  case DR_ROP_SUM_BF16:
+    dr_bf16_add((uint16_t *)(void *)dst, (const uint16_t *)(const void *)src,
+                n / 2);
     break;
   }
 }
@@ -188,18 +220,19 @@ long dr__link_recv(dr_link_t *l, uint8_t *dst, size_t n, dr_rop_t op,
     size_t k = span < n ? span : n;
     if (k == 0)
       return 0;
-    /* Steps start cache-line aligned in the ring and a float step's
-     * pieces are whole floats, so k is whole floats here. */
+    /* Steps start cache-line aligned in the ring and a step's pieces
+     * are whole elements, so k is whole elements here. */
     apply(op, dst, p, k, div);
     dr_shm_ring_release(l->ring, k);
     return (long)k;
   }
   uint8_t *into = dst;
   size_t room = n;
-  int reduce = op == DR_ROP_SUM || op == DR_ROP_SUM_DIV;
+  size_t es = dr__rop_elem_bytes(op);
+  int reduce = es > 1;
   if (reduce) {
-    /* Reductions land in the stage first: recv() may end inside a
-     * float. The carried bytes belong to the n asked for. */
+    /* Reductions land in the stage first: recv() may end inside an
+     * element. The carried bytes belong to the n asked for. */
     size_t lim = n < l->stage_cap ? n : l->stage_cap;
     into = l->stage + l->stage_have;
     room = lim - l->stage_have;
@@ -223,7 +256,7 @@ long dr__link_recv(dr_link_t *l, uint8_t *dst, size_t n, dr_rop_t op,
   if (!reduce)
     return (long)r;
   size_t have = l->stage_have + (size_t)r;
-  size_t whole = have & ~(size_t)3;
+  size_t whole = have - have % es;
   apply(op, dst, l->stage, whole, div);
   memmove(l->stage, l->stage + whole, have - whole);
   l->stage_have = have - whole;

@@ -275,9 +275,9 @@ static void *comm_thread(void *arg) {
   }
 }
 
-static int submit(dr_pg_t *pg, dr_work_kind_t kind, void *buf, const void *in,
-                  size_t n_bytes, dr_pg_op_t op, uint32_t root,
-                  dr_work_t **out) {
+static int submit_typed(dr_pg_t *pg, dr_work_kind_t kind, void *buf,
+                        const void *in, size_t n_bytes, dr_pg_op_t op,
+                        dr_pg_dtype_t dtype, uint32_t root, dr_work_t **out) {
   *out = NULL;
   if (atomic_load(&pg->broken))
     return DR_PG_EBROKEN;
@@ -290,6 +290,7 @@ static int submit(dr_pg_t *pg, dr_work_kind_t kind, void *buf, const void *in,
   w->in = in;
   w->n_bytes = n_bytes;
   w->op = op;
+  w->dtype = dtype;
   w->root = root;
   if (pg->world == 1) {
     /* Nothing to exchange: done at once. */
@@ -319,14 +320,27 @@ static int submit(dr_pg_t *pg, dr_work_kind_t kind, void *buf, const void *in,
   return 0;
 }
 
+static int submit(dr_pg_t *pg, dr_work_kind_t kind, void *buf, const void *in,
+                  size_t n_bytes, dr_pg_op_t op, uint32_t root,
+                  dr_work_t **out) {
+  return submit_typed(pg, kind, buf, in, n_bytes, op, DR_PG_F32, root, out);
+}
+
 int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n_elems, dr_pg_op_t op,
                     dr_work_t **w) {
-  if (op != DR_PG_SUM && op != DR_PG_AVG) {
+  return dr_pg_allreduce_typed(pg, buf, n_elems, DR_PG_F32, op, w);
+}
+
+int dr_pg_allreduce_typed(dr_pg_t *pg, void *buf, size_t n_elems,
+                          dr_pg_dtype_t dtype, dr_pg_op_t op, dr_work_t **w) {
+  int f32 = dtype == DR_PG_F32;
+  if (!(f32 && (op == DR_PG_SUM || op == DR_PG_AVG || op == DR_PG_MAX)) &&
+      !((dtype == DR_PG_F16 || dtype == DR_PG_BF16) && op == DR_PG_SUM)) {
     *w = NULL;
     return DR_EBADARG;
   }
-  return submit(pg, DR_WORK_ALLREDUCE, buf, NULL, n_elems * sizeof(float), op,
-                0, w);
+  return submit_typed(pg, DR_WORK_ALLREDUCE, buf, NULL,
+                      n_elems * (f32 ? 4 : 2), op, dtype, 0, w);
 }
 
 int dr_pg_broadcast(dr_pg_t *pg, void *buf, size_t n_bytes, uint32_t root,

@@ -43,7 +43,16 @@
 typedef struct dr_pg dr_pg_t;
 typedef struct dr_work dr_work_t;
 
-typedef enum { DR_PG_SUM = 0, DR_PG_AVG = 1 } dr_pg_op_t;
+/* SUM and AVG (SUM, then divided by the world size where each segment
+ * completes); MAX for fp32 only. */
+typedef enum { DR_PG_SUM = 0, DR_PG_AVG = 1, DR_PG_MAX = 2 } dr_pg_op_t;
+
+/* Element types of an all-reduce. F16 and BF16 (half.h) take SUM only:
+ * each pairwise add is done in fp32 and rounded to the narrow type, in
+ * the ring's fixed order, so every rank still holds the same bits. The
+ * type is part of the collective's header: ranks that disagree on it are
+ * out of step. */
+typedef enum { DR_PG_F32 = 0, DR_PG_F16 = 1, DR_PG_BF16 = 2 } dr_pg_dtype_t;
 
 /* Failure codes of collectives, beside -errno (proto/errors.h's table,
  * which dr_strerror() reads):
@@ -99,6 +108,10 @@ const char *dr_pg_describe(const dr_pg_t *pg);
  * 0 and *w, or DR_PG_EBROKEN / -ENOMEM (no work queued). */
 int dr_pg_allreduce(dr_pg_t *pg, float *buf, size_t n_elems, dr_pg_op_t op,
                     dr_work_t **w);
+/* The same for n_elems of dtype at buf (2 bytes each for F16 and BF16);
+ * DR_EBADARG for an op the type does not take. */
+int dr_pg_allreduce_typed(dr_pg_t *pg, void *buf, size_t n_elems,
+                          dr_pg_dtype_t dtype, dr_pg_op_t op, dr_work_t **w);
 int dr_pg_broadcast(dr_pg_t *pg, void *buf, size_t n_bytes, uint32_t root,
                     dr_work_t **w);
 /* out holds world * n_bytes: rank r's in lands at out + r * n_bytes. */

@@ -80,8 +80,10 @@ struct dr_work {
   uint64_t seq; /* 1, 2, ... in submission order */
   void *buf;    /* allreduce/broadcast buffer; allgather output */
   const void *in;
-  size_t n_bytes; /* allreduce: n_elems * 4; allgather: per rank */
+  size_t n_bytes; /* allreduce: n_elems * element size; allgather: per
+                     rank */
   dr_pg_op_t op;
+  dr_pg_dtype_t dtype; /* allreduce */
   uint32_t root;
   _Atomic int done;
   _Atomic int refs; /* the submitter's and the queue's */
@@ -150,8 +152,13 @@ typedef enum {
   DR_ROP_COPY = 0,
   DR_ROP_COPY_STREAM,
   DR_ROP_SUM,
-  DR_ROP_SUM_DIV
+  DR_ROP_SUM_DIV,
+  DR_ROP_MAX,     /* dst = max(dst, in), fp32 */
+  DR_ROP_SUM_F16, /* dst += in, fp16 (half.h) */
+  DR_ROP_SUM_BF16 /* dst += in, bf16 */
 } dr_rop_t;
+/* The element size of a reduction (4 or 2); 1 for a copy. */
+size_t dr__rop_elem_bytes(dr_rop_t op);
 /* Collectives of at least this many bytes stream their last copy. */
 #define DR_PG_STREAM_BYTES (16u << 20)
 /* Receives up to n bytes into dst as op says. Reductions complete whole
@@ -197,7 +204,7 @@ typedef struct {
   uint64_t seq;     /* the group's collective counter: 1, 2, ... */
   uint64_t n_bytes; /* dr_work_t's n_bytes; 0 for a barrier */
   uint32_t kind;    /* dr_work_kind_t */
-  uint32_t op;      /* all-reduce: dr_pg_op_t; else 0 */
+  uint32_t op;      /* all-reduce: dr_pg_op_t | dr_pg_dtype_t << 8; else 0 */
   uint32_t root;    /* broadcast: the root rank; else 0 */
 } dr_coll_hdr_t;
 

@@ -8,6 +8,7 @@
  * repeatable from run to run, not the CPU's order.
  */
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <math.h>
 
 #include "gpu_kernels.h"
@@ -402,6 +403,37 @@ __global__ void fill_u32(uint32_t *p, size_t n, uint32_t v) {
 
 __global__ void fill_u16(uint16_t *p, size_t n, uint16_t v) {
   GRID_STRIDE(i, n) p[i] = v;
+}
+
+__global__ void to_f16(const float *in, float mul, __half *out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = __float2half_rn(in[i] * mul);
+}
+__global__ void to_bf16(const float *in, float mul, bf16 *out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = __float2bfloat16_rn(in[i] * mul);
+}
+__global__ void from_f16(const __half *in, float *out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = __half2float(in[i]);
+}
+__global__ void from_bf16(const bf16 *in, float *out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = __bfloat162float(in[i]);
+}
+
+extern "C" int dr_k_to_half(const float *in, float mul, void *out, int is_bf16,
+                            size_t n, cudaStream_t s) {
+  if (is_bf16)
+    to_bf16<<<grid_for(n), BLOCK, 0, s>>>(in, mul, (bf16 *)out, n);
+  else
+    to_f16<<<grid_for(n), BLOCK, 0, s>>>(in, mul, (__half *)out, n);
+  return launched();
+}
+
+extern "C" int dr_k_from_half(const void *in, float *out, int is_bf16,
+                              size_t n, cudaStream_t s) {
+  if (is_bf16)
+    from_bf16<<<grid_for(n), BLOCK, 0, s>>>((const bf16 *)in, out, n);
+  else
+    from_f16<<<grid_for(n), BLOCK, 0, s>>>((const __half *)in, out, n);
+  return launched();
 }
 
 extern "C" int dr_k_fill_nan(void *p, dr_dtype_t t, size_t n_elems,

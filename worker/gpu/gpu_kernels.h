@@ -98,6 +98,14 @@ int dr_k_count_correct(const float *logits, const int32_t *labels,
                        uint32_t rows, uint32_t classes, uint32_t *count,
                        cudaStream_t s);
 
+/* Gradient compression on the wire (--grad-compress fp16|bf16):
+ * out[i] := in[i] * mul rounded to fp16 (bf16 when bf16 is set), to
+ * nearest even, infinities and NaNs kept; and back, exactly. */
+int dr_k_to_half(const float *in, float mul, void *out, int bf16,
+                 size_t n_elems, cudaStream_t s);
+int dr_k_from_half(const void *in, float *out, int bf16, size_t n_elems,
+                   cudaStream_t s);
+
 /* Fills n elements with NaN (tests poison outputs with it). */
 int dr_k_fill_nan(void *p, dr_dtype_t t, size_t n_elems, cudaStream_t s);
 

@@ -79,6 +79,71 @@ void dr__gpu_ring_free(dr_gpu_t *g) {
   g->cap = 0;
 }
 
+/* The two-byte buffer of bucket b for n elements, on the communication
+ * stream; NULL when it cannot be made (printed). */
+static void *half_buf(dr_gpu_t *g, size_t b, size_t n) {
+  if (b >= g->n_half) {
+    void **h = realloc(g->half, (b + 1) * sizeof(*h));
+    size_t *e = h != NULL ? realloc(g->half_elems, (b + 1) * sizeof(*e))
+                          : NULL;
+    if (h != NULL)
+      g->half = h;
+    if (e == NULL)
+      return NULL;
+    g->half_elems = e;
+    for (size_t i = g->n_half; i <= b; i++) {
+      g->half[i] = NULL;
+      g->half_elems[i] = 0;
+    }
+    g->n_half = b + 1;
+  }
+  if (g->half[b] != NULL && g->half_elems[b] == n)
+    return g->half[b];
+  /* Stream-ordered: the old buffer goes after the work that used it. */
+  if (g->half[b] != NULL)
+    cudaFreeAsync(g->half[b], g->comm);
+  g->half[b] = NULL;
+  g->half_elems[b] = 0;
+  void *p = NULL;
+  if (cudaMallocAsync(&p, (n > 0 ? n : 1) * 2, g->comm) != cudaSuccess) {
+    dr__gpu_fail(DR_GPU_ECUDA, __FILE__, __LINE__,
+                 "cudaMallocAsync(compressed bucket)", "");
+    return NULL;
+  }
+  g->half[b] = p;
+  g->half_elems[b] = n;
+  return p;
+}
+
+/* --grad-compress fp16|bf16 on the communication stream: the bucket
+ * divided by the world size and cast, summed in two bytes by NCCL, cast
+ * back in place. */
+static int launch_half(dr_run_t *r, size_t bucket, float *data, size_t n) {
+  dr_gpu_t *g = r->gpu;
+  int bf16 = g->half_kind == DR_CMP_BF16;
+  void *h = half_buf(g, bucket, n);
+  if (h == NULL)
+    return DR_GPU_ECUDA;
+  KERNEL_CHECK(dr_k_to_half(data, 1.0f / (float)r->world, h, bf16, n,
+                            g->comm));
+  int rc = dr_nccl_allreduce_sum_half(g->nccl, h, n, bf16, g->comm);
+  if (rc != 0)
+    return rc;
+  KERNEL_CHECK(dr_k_from_half(h, data, bf16, n, g->comm));
+  return 0;
+}
+
+void dr__gpu_half_free(dr_gpu_t *g) {
+  for (size_t i = 0; i < g->n_half; i++)
+    if (g->half[i] != NULL)
+      cudaFree(g->half[i]);
+  free(g->half);
+  free(g->half_elems);
+  g->half = NULL;
+  g->half_elems = NULL;
+  g->n_half = 0;
+}
+
 int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
                           size_t n_elems, dr_work_t **w) {
   dr_run_t *r = arg;
@@ -93,7 +158,9 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
   CUDA_CHECK(cudaEventRecord(sl->rd[bucket], g->compute));
   CUDA_CHECK(cudaStreamWaitEvent(g->comm, sl->rd[bucket], 0));
   CUDA_CHECK(cudaEventRecord(sl->c0[bucket], g->comm));
-  int rc = dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
+  int rc = g->half_kind != DR_CMP_NONE
+               ? launch_half(r, bucket, data, n_elems)
+               : dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
   if (rc != 0)
     return rc;
   CUDA_CHECK(cudaEventRecord(sl->c1[bucket], g->comm));

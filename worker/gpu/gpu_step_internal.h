@@ -57,6 +57,15 @@ struct dr_gpu {
   uint64_t mem_peak;       /* bytes: the most device memory seen in use
                               (dr__gpu_sample_mem) */
   float *test_buf;         /* device: one float for DDPRUN_COLL_TEST_EXTRA */
+
+  /* --grad-compress fp16|bf16: 0 none, 1 fp16, 2 bf16 (dr_cmp_kind_t).
+   * Per bucket a device buffer of its elements in two bytes, made on the
+   * communication stream when the bucket first launches (again when its
+   * size changes); the cast, the sum and the cast back all run there. */
+  int half_kind;
+  void **half;             /* [n_half] */
+  size_t *half_elems;      /* [n_half] */
+  size_t n_half;
 };
 
 /* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:
@@ -71,6 +80,8 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
 
 /* Destroys the ring's events. */
 void dr__gpu_ring_free(dr_gpu_t *g);
+/* Frees the compressed buckets' buffers (the device idle). */
+void dr__gpu_half_free(dr_gpu_t *g);
 
 /* train's step and evaluation on the GPU (gpu_step.c); dr_gpu_train_open
  * makes it r->dev. */

@@ -106,6 +106,10 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
     return dr_train_nomem(r, "the GPU state");
   r->gpu = g;
   g->dtype = strcmp(r->c.precision, "bf16") == 0 ? DR_BF16 : DR_F32;
+  /* fp16/bf16 gradients on the wire: cast around NCCL's sum. */
+  g->half_kind = r->cmpc.kind == DR_CMP_FP16 || r->cmpc.kind == DR_CMP_BF16
+                     ? (int)r->cmpc.kind
+                     : DR_CMP_NONE;
   g->waiter.timeout_ms = r->pgc.timeout_ms;
   if (dr_gpu_pick(r->local_rank, r->pgc.local_world, &g->device, err,
                   sizeof(err)) != 0) {
@@ -178,6 +182,7 @@ void dr_gpu_train_close(dr_run_t *r) {
     return;
   }
   dr__gpu_ring_free(g);
+  dr__gpu_half_free(g);
   dr_gpu_optim_free(&g->optim);
   dr_gpu_model_free(&g->model);
   if (g->blas != NULL)
@@ -227,13 +232,16 @@ void dr_gpu_train_summary(dr_run_t *r) {
   char dev[2048];
   dr_gpu_describe(g->device, dev, sizeof(dev));
   fprintf(stderr, "train: rank %u: device %s; precision %s%s; model on the "
-          "device %.1f MiB; backend NCCL on its own stream, CPU process "
+          "device %.1f MiB; backend NCCL on its own stream%s, CPU process "
           "group for control\n", r->rank, dev,
           g->dtype == DR_BF16 ? "bf16 (fp32 master weights)" : "fp32",
           g->dtype == DR_F32 ? (r->c.tf32 ? " with TF32 GEMMs"
                                           : " (TF32 off)")
                              : "",
-          dr_gpu_model_bytes(g->model) / 1048576.0);
+          dr_gpu_model_bytes(g->model) / 1048576.0,
+          g->half_kind == DR_CMP_FP16   ? ", gradients summed in fp16"
+          : g->half_kind == DR_CMP_BF16 ? ", gradients summed in bf16"
+                                        : "");
 }
 
 int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {

@@ -278,15 +278,16 @@ void dr_nccl_destroy(dr_nccl_t **np) {
   *np = NULL;
 }
 
-int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
-                          cudaStream_t s) {
+/* One in-place all-reduce of n_elems of type t (elem_bytes each). */
+static int allreduce(dr_nccl_t *n, void *buf, size_t n_elems,
+                     ncclDataType_t t, size_t elem_bytes, ncclRedOp_t op,
+                     cudaStream_t s) {
   if (n->broken || n->comm == NULL)
     return DR_GPU_ENCCL;
   size_t slot = dr_coll_history_add(&n->hist, "allreduce",
-                                    (uint64_t)n_elems * sizeof(float),
+                                    (uint64_t)n_elems * elem_bytes,
                                     now_us());
-  NCCL_CHECK(ncclAllReduce(buf, buf, n_elems, ncclFloat32, ncclAvg, n->comm,
-                           s));
+  NCCL_CHECK(ncclAllReduce(buf, buf, n_elems, t, op, n->comm, s));
   /* A non-blocking communicator may still be enqueueing: the call is
    * complete (on the host) once the state leaves ncclInProgress. */
   char err[512];
@@ -304,6 +305,17 @@ int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
                  ? DR_COLL_PENDING
                  : DR_COLL_UNKNOWN;
   return 0;
+}
+
+int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s) {
+  return allreduce(n, buf, n_elems, ncclFloat32, sizeof(float), ncclAvg, s);
+}
+
+int dr_nccl_allreduce_sum_half(dr_nccl_t *n, void *buf, size_t n_elems,
+                               int bf16, cudaStream_t s) {
+  return allreduce(n, buf, n_elems, bf16 ? ncclBfloat16 : ncclFloat16, 2,
+                   ncclSum, s);
 }
 
 int dr_nccl_poll(void *arg) {

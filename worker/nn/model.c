@@ -40,11 +40,14 @@ static int check_config(const dr_model_config_t *c, char *err, size_t err_len) {
   return DR_EBADARG;
 }
 
-static void add_param(dr_model_t *m, const char *name, size_t n_elems) {
+static void add_param(dr_model_t *m, const char *name, size_t rows,
+                      size_t cols) {
   dr_param_t *p = &m->params[m->n_params++];
   snprintf(p->name, sizeof p->name, "%s", name);
-  p->n_elems = n_elems;
-  m->n_elems += n_elems;
+  p->n_elems = rows * cols;
+  p->rows = rows;
+  p->cols = cols;
+  m->n_elems += p->n_elems;
 }
 
 /* PyTorch's defaults: nn.Embedding N(0, 1); nn.Linear weight and bias
@@ -125,7 +128,7 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
   double bytes = (double)cap * sizeof *m->params + m->n_linear * sizeof *m->lin;
   if (!m->params || !m->lin) goto nomem;
 
-  if (m->text) add_param(m, "embed.weight", (size_t)256 * cfg->embed_dim);
+  if (m->text) add_param(m, "embed.weight", 256, cfg->embed_dim);
   for (uint32_t k = 0; k < m->n_linear; k++) {
     dr__linear_t *l = &m->lin[k];
     const int head = k + 1 == m->n_linear;
@@ -140,10 +143,10 @@ int dr_model_new(const dr_model_config_t *cfg, dr_model_t **out, char *err,
     snprintf(l->bwd, sizeof l->bwd, "%s.bwd", base);
     l->w = m->n_params;
     snprintf(name, sizeof name, "%s.weight", base);
-    add_param(m, name, (size_t)l->out * l->in);
+    add_param(m, name, l->out, l->in);
     l->b = m->n_params;
     snprintf(name, sizeof name, "%s.bias", base);
-    add_param(m, name, l->out);
+    add_param(m, name, l->out, 1);
   }
 
   m->w_all = malloc(m->n_elems * sizeof(float));

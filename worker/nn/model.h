@@ -29,6 +29,9 @@ typedef struct {
   float *w;           /* values, owned by the model */
   float *g;           /* gradient: model-owned, or a view set by the reducer */
   size_t n_elems;
+  /* The shape, row-major: a Linear's weight is out x in, the embedding
+   * 256 x embed_dim, a bias n_elems x 1. rows * cols == n_elems. */
+  size_t rows, cols;
   char name[32];
 } dr_param_t;
 
