@@ -305,20 +305,35 @@ static void test_real_children(void **state) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (int i = 0; i < 2; i++)
     dr_stall_start(&s[i], 0);
+  /* Samples at the real times they are taken (on a loaded host a 100 ms
+   * sleep takes longer); the spinner's real share of a CPU over the last
+   * second, from its ticks, is what cpu_pct must report. */
+  uint64_t t_ms[13], ticks[13];
   for (int k = 0; k <= 12; k++) {
-    struct timespec ts = {0, 100000000};
+    struct timespec ts = {0, 100000000}, t;
     if (k > 0)
       nanosleep(&ts, NULL);
     assert_int_equal(dr_pgstat_scan(NULL, pg, 2, g), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    t_ms[k] = (uint64_t)((t.tv_sec - t0.tv_sec) * 1000 +
+                         (t.tv_nsec - t0.tv_nsec) / 1000000);
+    ticks[k] = g[0].cpu_ticks;
     for (int i = 0; i < 2; i++)
-      dr_stall_sample(&s[i], &c, (uint64_t)k * 100, &g[i], 0);
+      dr_stall_sample(&s[i], &c, t_ms[k], &g[i], 0);
   }
-  print_message("spinner %u%% quiet %llu ms; sleeper %u%% quiet %llu ms\n",
-                dr_stall_cpu_pct(&s[0], &c, 1000),
-                (unsigned long long)dr_stall_quiet_ms(&s[0], &c),
+  int j = 12;
+  while (j > 0 && t_ms[12] - t_ms[j] < 1000)
+    j--;
+  double share = 100.0 * (double)(ticks[12] - ticks[j]) * 1000.0 /
+                 (double)c.hz / (double)(t_ms[12] - t_ms[j]);
+  print_message("spinner %u%% (its real share %.0f%%) quiet %llu ms; sleeper "
+                "%u%% quiet %llu ms\n", dr_stall_cpu_pct(&s[0], &c, 1000),
+                share, (unsigned long long)dr_stall_quiet_ms(&s[0], &c),
                 dr_stall_cpu_pct(&s[1], &c, 1000),
                 (unsigned long long)dr_stall_quiet_ms(&s[1], &c));
-  assert_true(dr_stall_cpu_pct(&s[0], &c, 1000) >= DR_STALL_BUSY_PCT);
+  double pct = dr_stall_cpu_pct(&s[0], &c, 1000);
+  assert_true(pct >= share - 15 && pct <= share + 15);
+  assert_true(share < DR_STALL_BUSY_PCT || pct >= DR_STALL_BUSY_PCT - 5);
   assert_true(dr_stall_quiet_ms(&s[0], &c) < 1000);
   assert_true(dr_stall_cpu_pct(&s[1], &c, 1000) < 5);
   assert_true(dr_stall_quiet_ms(&s[1], &c) >= 1000);
