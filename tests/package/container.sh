@@ -43,7 +43,10 @@ tag=$(tail -n 1 "$tmp/build.out")
 [ "$tag" = "localhost/ddprun:$version" ] || fail "the image is tagged '$tag'"
 grep -q "image: $tag\$" "$src/deploy/k8s/job.yaml" ||
   fail "deploy/k8s/job.yaml does not name $tag"
-echo "image: $tag built in $((SECONDS - t0)) s ($(sed -n 's/^build.sh: base .*(\(.*\))$/base \1/p' "$tmp/build.err"))"
+base=$(sed -n 's/^build.sh: base .*(\(.*\))$/, the base in \1/p' "$tmp/build.err")
+echo "image: $tag built in $((SECONDS - t0)) s${base:-, on the base of an earlier run}"
+# The image this tag named before, now dangling in the test's storage.
+"${buildah[@]}" rmi --prune >/dev/null 2>&1 || true
 
 ctr=$("${buildah[@]}" from -q "$tag") || fail "buildah from $tag failed"
 inside=("${buildah[@]}" run --isolation chroot "$ctr" --)
