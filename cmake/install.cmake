@@ -6,22 +6,12 @@ if(SKBUILD)
   return()
 endif()
 
-# The unit as written names /usr/local/bin/ddprun-rdzv and /etc/ddprun/;
-# the installed copy names where this prefix puts them (/usr/bin and /etc
-# for the .deb, which is configured with CMAKE_INSTALL_PREFIX=/usr).
-file(READ ${CMAKE_SOURCE_DIR}/deploy/systemd/ddprun-rdzv.service _unit)
-string(REPLACE "/usr/local/bin/ddprun-rdzv"
-       "${CMAKE_INSTALL_FULL_BINDIR}/ddprun-rdzv" _unit "${_unit}")
-string(REPLACE "/etc/ddprun/" "${CMAKE_INSTALL_FULL_SYSCONFDIR}/ddprun/"
-       _unit "${_unit}")
-file(GENERATE OUTPUT ${CMAKE_BINARY_DIR}/deploy/ddprun-rdzv.service
-     CONTENT "${_unit}")
-# lib/, not LIBDIR: systemd looks in /usr/lib/systemd/system and
-# /usr/local/lib/systemd/system, never in a multiarch directory.
-install(FILES ${CMAKE_BINARY_DIR}/deploy/ddprun-rdzv.service
-        DESTINATION lib/systemd/system)
-install(FILES ${CMAKE_SOURCE_DIR}/deploy/systemd/ddprun-rdzv.env
-        DESTINATION ${CMAKE_INSTALL_FULL_SYSCONFDIR}/ddprun)
+# The unit and its settings file: at install time (cmake/install_systemd.cmake),
+# for the prefix of that install.
+install(CODE "set(DDPRUN_SRC \"${CMAKE_SOURCE_DIR}\")
+set(DDPRUN_BINARY_DIR \"${CMAKE_BINARY_DIR}\")
+set(DDPRUN_BINDIR \"${CMAKE_INSTALL_BINDIR}\")")
+install(SCRIPT ${CMAKE_CURRENT_LIST_DIR}/install_systemd.cmake)
 install(PROGRAMS ${CMAKE_SOURCE_DIR}/deploy/slurm/ddprun.sbatch
         DESTINATION ${CMAKE_INSTALL_DATADIR}/ddprun/slurm)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
