@@ -23,6 +23,9 @@ packages=(
   iproute2                           # network-namespace tests
   systemd strace python3             # tests/systemd and tests/metrics
   python3-yaml                       # deploy tests: parse the Kubernetes manifests
+  python3-venv                       # tests/package: the wheel's tools and a fresh environment
+  dpkg-dev file                      # cpack -G DEB: dpkg-shlibdeps declares the library packages
+  mmdebstrap buildah                 # the container image: a local Debian root, built without a registry
 )
 
 sudo_cmd=()

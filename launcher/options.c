@@ -11,12 +11,9 @@
 
 #include <ini.h>
 
+#include "ddprun_version.h"
 #include "errors.h"
 #include "options_internal.h"
-
-#ifndef DDPRUN_VERSION
-#define DDPRUN_VERSION "unknown"
-#endif
 
 #define ENV_PREFIX "PET_"
 
@@ -93,7 +90,7 @@ static int scan_argv(int argc, char **argv, argv_item_t *items, size_t *n_items,
       dr_options_usage();
       return 1;
     case DR__OPT_VERSION:
-      printf("ddprun %s\n", DDPRUN_VERSION);
+      printf("ddprun %s\n", DDPRUN_VERSION_LINE);
       fflush(stdout);
       return 1;
     case DR__OPT_FLAG:

@@ -148,7 +148,8 @@ const dr__opt_t dr__opt_table[] = {
   {"help", 'h', DR__OPT_HELP, DR__FROM_ARGV, NULL, NULL,
    "Show this help and exit.", NULL, NULL, 0},
   {"version", 0, DR__OPT_VERSION, DR__FROM_ARGV, NULL, NULL,
-   "Print the version and exit.", NULL, NULL, 0},
+   "Print the version and the build's GPU code (CUDA and NCCL "
+   "versions, or \"no GPU code\"), and exit.", NULL, NULL, 0},
 };
 /* clang-format on */
 

@@ -9,6 +9,7 @@
 
 #include "auth.h"
 #include "cli_util.h"
+#include "ddprun_version.h"
 #include "errors.h"
 #include "log.h"
 #include "server.h"
@@ -64,7 +65,9 @@ static const char usage[] =
     "  --linger S                once the job has ended, keep answering for S\n"
     "                            seconds (a last scrape sees the outcome and\n"
     "                            /healthz 503) before exiting (default 0)\n"
-    "  -h, --help                show this help\n";
+    "  -h, --help                show this help\n"
+    "  --version                 print the version and the build's GPU\n"
+    "                            code, and exit\n";
 
 enum {
   OPT_HOST = 256,
@@ -87,7 +90,8 @@ enum {
   OPT_METRICS_HOST,
   OPT_METRICS_PORT_FILE,
   OPT_LINGER,
-  OPT_STATE_FILE
+  OPT_STATE_FILE,
+  OPT_VERSION
 };
 
 static const struct option options[] = {
@@ -113,6 +117,7 @@ static const struct option options[] = {
     {"linger", required_argument, NULL, OPT_LINGER},
     {"state-file", required_argument, NULL, OPT_STATE_FILE},
     {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, OPT_VERSION},
     {NULL, 0, NULL, 0}};
 
 typedef struct {
@@ -257,6 +262,9 @@ int main(int argc, char **argv) {
       break;
     case 'h':
       fputs(usage, stdout);
+      return 0;
+    case OPT_VERSION:
+      printf("ddprun-rdzv %s\n", DDPRUN_VERSION_LINE);
       return 0;
     default:
       fprintf(stderr, "ddprun-rdzv: see ddprun-rdzv --help\n");

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ddprun_version.h"
 #include "errors.h"
 #include "exit_codes.h"
 #include "fault_inject.h"
@@ -289,7 +290,9 @@ static void usage(void) {
          "Data-parallel training of an MLP; run it under ddprun, or alone\n"
          "as a single process. Every key can also be set in an INI file\n"
          "given with --config (`key = value`, top level or [train]);\n"
-         "flags override the file.\n\n");
+         "flags override the file. --help prints this; --version prints\n"
+         "the version and the build's GPU code (CUDA and NCCL versions, or\n"
+         "\"no GPU code\").\n\n");
   for (size_t k = 0; k < N_ROWS; k++) {
     char left[64], text[512];
     snprintf(left, sizeof(left), "--%s%s", rows[k].name,
@@ -342,6 +345,10 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
       usage();
+      return 1;
+    }
+    if (strcmp(argv[i], "--version") == 0) {
+      printf("train %s\n", DDPRUN_VERSION_LINE);
       return 1;
     }
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)

@@ -49,7 +49,7 @@ typedef struct {
   char *loss_scale;     /* dynamic[:INIT] | FIXED | none */
 } dr_train_config_t;
 
-/* 0; 1 after --help (printed); DR_EBADARG with a one-line message. */
+/* 0; 1 after --help or --version (printed); DR_EBADARG with a one-line message. */
 int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
                           char *err, size_t err_len);
 void dr_train_config_free(dr_train_config_t *c);

@@ -249,7 +249,9 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     window_n++;
     int last = step + 1 == r->total_steps;
     if ((step + 1) % c->log_every == 0 || last) {
-      double mean;
+      /* Set: GCC 12 at -O3 cannot tell that global_mean() sets it
+       * whenever it returns 0. */
+      double mean = 0.0;
       if (r->dev->loss != NULL && (rc = r->dev->loss(r, &window_loss)) != 0)
         return rc;
       if (!isfinite(window_loss))

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The pip install (label `pip`): deploy/wheel.sh builds the sdist, the
+# wheel from it and the binary wheel (auditwheel); that wheel is installed
+# into a fresh virtual environment, and from its bin/ alone a 2-rank train
+# job and a Python program that reports through ddprun_progress run; the
+# installed programs load no library from outside the environment but
+# glibc's and those the manylinux policy takes from the system; the
+# versions agree with the package's metadata.
+#
+#   pip.sh SRC_DIR WORK_DIR      (DDPRUN_PYTOOLS: the tools' virtual
+#                                 environment, tests/package/install_pytools.sh)
+# Skipped (77) where the tools are not installed (PyPI unreachable).
+set -euo pipefail
+name=package.pip
+src=$1
+work=$2
+# shellcheck source=lib.sh
+. "$src/tests/package/lib.sh"
+
+tools=${DDPRUN_PYTOOLS:-$src/build-pytools}
+"$tools/bin/python" -c 'import build, scikit_build_core, auditwheel' 2>/dev/null ||
+  skip "no build, scikit-build-core and auditwheel in $tools (PyPI unreachable?); install them with tests/package/install_pytools.sh DIR and set DDPRUN_PYTOOLS=DIR"
+python3 -c 'import venv, ensurepip' 2>/dev/null ||
+  skip "python3 cannot make a virtual environment (Debian: apt-get install python3-venv)"
+
+t0=$SECONDS
+run 600 wheel env PYTHON="$tools/bin/python" "$src/deploy/wheel.sh" "$work"
+[ "$rc" -eq 0 ] || die wheel "deploy/wheel.sh exited $rc"
+echo "wheel: built in $((SECONDS - t0)) s"
+wheel=$(tail -n 1 "$tmp/wheel.out")
+case $(basename "$wheel") in
+  "ddprun-$version-py3-none-manylinux_"*"_x86_64.whl") ;;
+  *) fail "the wheel is $wheel, not ddprun-$version-py3-none-manylinux_*_x86_64.whl" ;;
+esac
+[ -f "$work/dist/ddprun-$version.tar.gz" ] || fail "no sdist ddprun-$version.tar.gz"
+echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB;" \
+  "sdist $(du -k "$work/dist/ddprun-$version.tar.gz" | cut -f1) KiB"
+
+# The sdist holds what the build needs and no build output.
+tar tzf "$work/dist/ddprun-$version.tar.gz" >"$tmp/sdist.txt"
+for f in pyproject.toml CMakeLists.txt cmake/version.cmake \
+         python/ddprun_progress/__init__.py worker/train_main.c PKG-INFO; do
+  grep -qx "ddprun-$version/$f" "$tmp/sdist.txt" || fail "the sdist lacks $f"
+done
+! grep -qE "^ddprun-$version/build[^/]*/" "$tmp/sdist.txt" ||
+  fail "the sdist holds a build directory: $(grep -m1 -E '/build[^/]*/' "$tmp/sdist.txt")"
+
+# The wheel: the programs, the module, the libraries beyond glibc.
+"$tools/bin/python" -m zipfile -l "$wheel" | awk '{print $1}' >"$tmp/wheel.txt"
+for f in ddprun.scripts/ddprun ddprun.scripts/ddprun-rdzv ddprun.scripts/train \
+         "ddprun-$version.data/scripts/ddprun" "ddprun-$version.data/scripts/train" \
+         ddprun_progress/__init__.py; do
+  grep -qx "$f" "$tmp/wheel.txt" || fail "the wheel lacks $f"
+done
+for lib in libuv libsodium libinih libjansson libopenblas libgfortran; do
+  grep -qE "^ddprun\.libs/$lib" "$tmp/wheel.txt" || fail "the wheel carries no $lib"
+done
+
+venv=$tmp/venv
+python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
+run 120 install "$venv/bin/pip" install --no-index --disable-pip-version-check "$wheel"
+[ "$rc" -eq 0 ] || die install "pip install of the wheel exited $rc"
+
+# From the environment's bin/ only.
+export PATH=$venv/bin:/usr/bin:/bin
+unset PYTHONPATH LD_LIBRARY_PATH
+for p in ddprun ddprun-rdzv train python3; do
+  [ "$(command -v "$p")" = "$venv/bin/$p" ] || fail "$p is $(command -v "$p"), not $venv/bin/$p"
+done
+check_versions "$venv/bin" "no GPU code"
+meta=$(python3 -c 'import importlib.metadata as m; print(m.version("ddprun"))')
+[ "$meta" = "$version" ] || fail "the package's metadata says $meta, the programs $version"
+
+# Every library resolves inside the environment, or is glibc's, the
+# compiler's runtime or zlib (the libraries the manylinux policy leaves to
+# the system; auditwheel never copies them).
+site=$(python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
+for p in ddprun ddprun-rdzv train; do
+  exe=$site/ddprun.scripts/$p
+  [ -x "$exe" ] || fail "no $exe"
+  ldd "$exe" >"$tmp/ldd.$p" || fail "ldd $exe failed"
+  ! grep -q "not found" "$tmp/ldd.$p" || fail "$p: $(grep 'not found' "$tmp/ldd.$p" | head -1)"
+  while read -r lib arrow path _; do
+    [ "$arrow" = "=>" ] || continue
+    case $path in "$venv"/*) continue ;; esac
+    case $lib in
+      libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libgcc_s.so.*|libz.so.*) ;;
+      *) fail "$p loads $lib from $path, outside the environment" ;;
+    esac
+  done <"$tmp/ldd.$p"
+done
+! grep -hE 'libuv|libsodium|openblas|libinih|libjansson|gfortran' "$tmp"/ldd.* |
+  grep -v "=> $venv/" || fail "a vendored library resolves outside $venv"
+
+t0=$SECONDS
+check_job job ddprun
+echo "job: 2 ranks x 50 steps from $venv/bin in $((SECONDS - t0)) s"
+check_progress progress ddprun
+grep -q "from $site/ddprun_progress/__init__.py" "$tmp/progress.out" ||
+  die progress "ddprun_progress was not the installed one"
+echo "PASS: $name"
