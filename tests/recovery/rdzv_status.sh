@@ -237,8 +237,11 @@ assert all(x["ok"] and x["where"] and x["text"] for x in s), s' "$tmp/stacks.jso
   pid3=$(python3 -c 'import json,sys
 print([r["pid"] for r in json.load(open(sys.argv[1]))["ranks"] if r["rank"] == 3][0])' "$tmp/s2.json")
   kill -STOP "$pid3"
-  for _ in $(seq 30); do
-    status "${sf[@]}" >"$tmp/s4.txt" && grep -q "^slowest: rank 3 " "$tmp/s4.txt" && break
+  # Until its agent has reported it stopped (the ranks that wait for it
+  # stop at its step, so "slowest" alone can hold by a tie before that).
+  for _ in $(seq 50); do
+    status "${sf[@]}" >"$tmp/s4.txt" && grep -q "^  3 .* $pid3 *stopped " "$tmp/s4.txt" &&
+      grep -q "^slowest: rank 3 " "$tmp/s4.txt" && break
     sleep 0.2
   done
   kill -CONT "$pid3"
