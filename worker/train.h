@@ -81,6 +81,12 @@ uint64_t dr_now_us(void);
 /* train_loop.c: runs steps start .. total_steps - 1. Returns an exit
  * code. */
 int dr_train_loop(dr_run_t *r, uint64_t start);
+/* The loss scaler's verdict on step (DR_LS_SKIP or DR_LS_EFLOOR, with
+ * r->ls already updated from the scale `before`): rank 0 says the
+ * skipped step on stdout; at the floor every rank says why it stops and
+ * DR_TRAIN_ENONFINITE is returned. 0 otherwise. */
+int dr_train_overflow_said(dr_run_t *r, uint64_t step, double before,
+                           int verdict);
 /* Accuracy and mean loss on the held-out split, computed across ranks. */
 int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
 

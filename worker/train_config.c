@@ -106,8 +106,10 @@ static const row_t rows[] = {
      "gradients all-reduced by NCCL), or auto: cuda when this train has GPU "
      "support and a GPU is visible, else cpu"},
     {"precision", K_STR, OFF(precision), "fp32", 0, 0,
-     "fp32, or bf16 (cuda only: bf16 activations and GEMM inputs, fp32 "
-     "master weights, gradients, softmax and loss)"},
+     "fp32, bf16 or fp16 (cuda only: activations and GEMM inputs in the "
+     "two-byte type, fp32 master weights, gradients, softmax and loss; "
+     "fp16 wants --loss-scale dynamic, which keeps small gradients from "
+     "flushing to zero)"},
     {"tf32", K_FLAG, OFF(tf32), "0", 0, 1,
      "cuda, fp32: run the GEMMs on TF32 tensor cores (10-bit mantissa "
      "inputs, fp32 accumulation); off by default, as in PyTorch"},
@@ -146,7 +148,8 @@ static const row_t rows[] = {
      "starts at INIT); or a fixed scale. The ranks agree on every overflow "
      "(of any rank's own gradients or of the reduced sum) and skip the same "
      "steps; an overflow at the floor stops the run (exit 5). Pairs with "
-     "--grad-compress fp16. CPU only"},
+     "--grad-compress fp16 and, with --device cuda, --precision fp16 (on "
+     "the GPU the scale and the verdicts stay on the device)"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -398,8 +401,9 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->device, "cuda") != 0)
     return fail(err, n, "--device '%s': expected auto, cpu or cuda",
                 c->device);
-  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
-    return fail(err, n, "--precision '%s': expected fp32 or bf16",
+  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
+      strcmp(c->precision, "fp16") != 0)
+    return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",
                 c->precision);
   {
     dr_cmp_config_t cc;

@@ -114,12 +114,20 @@ static int finish_compressed(dr_run_t *r, uint64_t step, int *skip) {
   dr_cmp_commit(r->cmp, !overflow);
   double before = r->ls.scale;
   int u = dr_loss_scale_update(&r->ls, overflow, who, step);
+  if (u == DR_LS_SKIP)
+    *skip = 1;
+  return u != 0 ? dr_train_overflow_said(r, step, before, u) : 0;
+}
+
+int dr_train_overflow_said(dr_run_t *r, uint64_t step, double before,
+                           int verdict) {
   char where[64];
-  if (who >= 0)
-    snprintf(where, sizeof(where), "rank %lld's gradient", (long long)who);
+  if (r->ls.last_rank >= 0)
+    snprintf(where, sizeof(where), "rank %lld's gradient",
+             (long long)r->ls.last_rank);
   else
     snprintf(where, sizeof(where), "the reduced sum");
-  if (u == DR_LS_EFLOOR) {
+  if (verdict == DR_LS_EFLOOR) {
     fprintf(stderr, "train: rank %u: the gradients overflowed at step %llu "
             "(%s) with the loss scale at its floor of %g: they are not "
             "finite at any scale; stopping (exit %d: non-finite, not "
@@ -127,14 +135,11 @@ static int finish_compressed(dr_run_t *r, uint64_t step, int *skip) {
             (unsigned long long)step + 1, where, before, DR_TRAIN_ENONFINITE);
     return DR_TRAIN_ENONFINITE;
   }
-  if (u == DR_LS_SKIP) {
-    *skip = 1;
-    if (r->rank == 0)
-      fprintf(stdout, "overflow at step %llu in %s: step skipped, loss "
-              "scale %g -> %g (%llu skipped)\n",
-              (unsigned long long)step + 1, where, before, r->ls.scale,
-              (unsigned long long)r->ls.skipped);
-  }
+  if (r->rank == 0)
+    fprintf(stdout, "overflow at step %llu in %s: step skipped, loss "
+            "scale %g -> %g (%llu skipped)\n",
+            (unsigned long long)step + 1, where, before, r->ls.scale,
+            (unsigned long long)r->ls.skipped);
   return 0;
 }
 

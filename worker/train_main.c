@@ -70,14 +70,13 @@ static int setup_compress(dr_run_t *r, dr_reducer_config_t *rcfg) {
   if (r->cmpc.kind == DR_CMP_NONE && r->ls.mode == DR_LS_NONE)
     return 0;
   if (r->use_gpu) {
-    /* On NCCL: fp16 and bf16 sums (the GPU's own launch hook casts). */
-    if (r->ls.mode == DR_LS_NONE && (r->cmpc.kind == DR_CMP_FP16 ||
-                                     r->cmpc.kind == DR_CMP_BF16))
+    /* On NCCL: fp16 and bf16 sums, and the loss scaler, in the GPU's own
+     * launch hook (gpu_step.c, gpu_scale.c). */
+    if (r->cmpc.kind != DR_CMP_POWERSGD)
       return 0;
     fprintf(stderr, "train: with --device cuda, --grad-compress takes none, "
-            "fp16 or bf16 and --loss-scale none; --grad-compress %s with "
-            "--loss-scale %s runs on the CPU backend (--device cpu)\n",
-            c->grad_compress, c->loss_scale);
+            "fp16 or bf16; --grad-compress %s runs on the CPU backend "
+            "(--device cpu)\n", c->grad_compress);
     return DR_TRAIN_ECONFIG;
   }
   if (dr_cmp_new(&r->cmpc, r->model, r->pg, &r->cmp) != 0)

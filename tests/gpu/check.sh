@@ -16,6 +16,9 @@
 #   match    train under ddprun --standalone --nproc-per-node 1 on the GPU
 #            (NCCL) and on the CPU, same seed: final loss within 0.2%
 #            (fp32) and 5% (bf16) of the CPU's
+#   scale    --precision fp16 with --loss-scale dynamic (the scaler on the
+#            device): loss within 5% of the CPU's; an injected overflow
+#            skips its step and halves the scale; the floor stops (exit 5)
 #   compress the match job with --grad-compress fp16 and bf16 (NCCL's
 #            two-byte sums): final loss within 1% of the CPU's fp32 run
 #   ckpt     a checkpoint written on the GPU resumes on the CPU and one
@@ -243,6 +246,48 @@ for cmp in fp16 bf16; do
     failed "compress $cmp: $side final loss $loss, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over 0.01"
   fi
 done
+
+# ---- scale: --precision fp16 with the loss scaler on the device ------------
+# fp16 activations and GEMM inputs (fp32 master weights) with --loss-scale
+# dynamic: final loss within 5% of the CPU's fp32 run; then an infinity put
+# into the gradient at step 5 (DDPRUN_OVERFLOW_TEST): the step is skipped
+# and the scale halves (the final line: skipped=1 loss_scale=32768),
+# as on the CPU; and overflows at every step from 5 with the scale starting
+# at 2: the run stops at the floor with exit 5. The rehearsal runs it in
+# fp32 (the CPU has no fp16 model). An overflow only in the fp16 sum needs
+# two ranks, which one GPU cannot hold under NCCL: the CPU tests cover it.
+sprec=fp16
+[ "$rehearse" -eq 1 ] && sprec=fp32
+run scale_fp16 90 "${ddp[@]}" "$B/bin/train" --device "$dev" --precision "$sprec" \
+  --loss-scale dynamic --steps 60 "${small[@]}"
+loss=$(final scale_fp16 loss)
+if [ "$rc" -ne 0 ] || [ "$cpu_rc" -ne 0 ]; then
+  failed "scale $sprec: exit $rc (cpu run: exit $cpu_rc); see $OUT/scale_fp16.log"
+elif [ "$(final scale_fp16 loss_scale)" != 65536 ] || [ "$(final scale_fp16 skipped)" != 0 ]; then
+  failed "scale $sprec: loss_scale=$(final scale_fp16 loss_scale) skipped=$(final scale_fp16 skipped), expected 65536 and 0"
+elif within "$loss" "$cpu_loss" 0.05; then
+  pass "scale $sprec: $side final loss $loss with --loss-scale dynamic, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit 0.05)"
+else
+  failed "scale $sprec: $side final loss $loss, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over 0.05"
+fi
+DDPRUN_OVERFLOW_TEST=0@5 run scale_skip 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+  --precision "$sprec" --loss-scale dynamic --steps 60 "${small[@]}"
+if [ "$rc" -eq 0 ] && [ "$(final scale_skip skipped)" = 1 ] &&
+   [ "$(final scale_skip loss_scale)" = 32768 ] &&
+   [ "$(final scale_skip overflow_rank)" = 0 ] &&
+   grep -q "overflow at step 5 in rank 0's gradient: step skipped, loss scale 65536 -> 32768" "$OUT/scale_skip.log"; then
+  pass "scale skip: an infinity at step 5 skipped it, scale 65536 -> 32768, final loss $(final scale_skip loss)"
+else
+  failed "scale skip: exit $rc, skipped=$(final scale_skip skipped) loss_scale=$(final scale_skip loss_scale) (expected 1, 32768; see $OUT/scale_skip.log)"
+fi
+DDPRUN_OVERFLOW_TEST=0@5:40 run scale_floor 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+  --precision "$sprec" --loss-scale dynamic:2 --steps 60 "${small[@]}"
+if [ "$rc" -ne 0 ] && grep -q "at its floor of 1" "$OUT/scale_floor.log" &&
+   grep -q "exit code 5" "$OUT/scale_floor.log"; then
+  pass "scale floor: overflows from step 5 with the scale at 2 stopped the run at the floor (exit 5)"
+else
+  failed "scale floor: exit $rc; expected exit 5 at the floor (see $OUT/scale_floor.log)"
+fi
 
 # ---- ckpt: GPU -> CPU and CPU -> GPU ----------------------------------------
 # One process each (no ddprun): the checkpoint code is the same. The first

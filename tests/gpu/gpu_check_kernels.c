@@ -156,7 +156,7 @@ static void xent(dr_rng_t *r, uint32_t rows, uint32_t classes) {
     void *dd = dev_alloc(n * 4);
     poison(dd, t, n);
     float *out = malloc(n * 4);
-    dr_k_xent_bwd(dl, dy, dd, t, rows, classes, coef, g_stream);
+    dr_k_xent_bwd(dl, dy, dd, t, rows, classes, coef, NULL, g_stream);
     read_values(out, dd, n, t);
     snprintf(what, sizeof(what), "cross-entropy backward %ux%u %s", rows,
              classes, tname(t));

@@ -40,7 +40,7 @@ static float *device_grads(dr_model_t *m) {
 }
 
 static dr_gpu_model_t *gpu_model(dr_model_t *host, dr_dtype_t t, int tf32) {
-  dr_gpu_model_opts_t o = {t, tf32, g_stream, g_blas, &g_waiter};
+  dr_gpu_model_opts_t o = {t, tf32, g_stream, g_blas, &g_waiter, NULL};
   dr_gpu_model_t *gm = NULL;
   if (dr_gpu_model_new(host, &o, &gm) != 0) {
     fprintf(stderr, "gpu_kernel_check: cannot build the GPU model\n");
@@ -92,7 +92,7 @@ static void optimizer(const char *what, dr_optim_kind_t kind, float momentum,
     to_dev(dg, grads, n * sizeof(float));
     free(grads);
     dr_optim_step(ocpu, cpu, step);
-    if (dr_gpu_optim_step(go, gm, mirror, step) != 0)
+    if (dr_gpu_optim_step(go, gm, mirror, step, NULL) != 0)
       exit(1);
   }
   if (dr_gpu_model_download(gm, mirror) != 0 || dr_gpu_optim_download(go) != 0)
