@@ -135,8 +135,9 @@ static const row_t rows[] = {
      "cast back); powersgd[:RANK] (each matrix gradient sent as two "
      "rank-RANK factors, default 4, with error feedback; 1-D and small "
      "tensors uncompressed). A checkpoint records it: a resume with "
-     "another setting is refused unless --allow-schedule-change. With "
-     "--device cuda: none, fp16 or bf16"},
+     "another setting is refused unless --allow-schedule-change. On "
+     "--device cuda the casts and PowerSGD's products (cuBLAS) run on the "
+     "GPU and the sums in NCCL"},
     {"powersgd-start-step", K_U64, OFF(powersgd_start_step), "10", 0, 1e12,
      "powersgd: the first steps all-reduced uncompressed"},
     {"powersgd-no-error-feedback", K_FLAG, OFF(powersgd_no_ef), "0", 0, 1,

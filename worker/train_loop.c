@@ -157,7 +157,9 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     return rc;
   dr_step_marks_t m = {.start_us = dr_now_us()};
   float scale = (float)r->ls.scale;
-  if (r->cmp != NULL) {
+  /* A device that runs the step on its own clock compresses there too. */
+  const int host_cmp = r->cmp != NULL && !dev->async;
+  if (host_cmp) {
     dr_cmp_begin_step(r->cmp, step, scale);
     float poison = dr_fault_overflow_value(r->rank, r->world, step);
     if (poison != 0)
@@ -202,7 +204,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
   }
   int skip = 0;
-  if (r->cmp != NULL && (rc = finish_compressed(r, step, &skip)) != 0)
+  if (host_cmp && (rc = finish_compressed(r, step, &skip)) != 0)
     return rc;
   m.comm_end_us = dr_now_us();
   /* Before the weights change. 0 where the loss stays on the device: it
@@ -217,7 +219,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   st->data_ms = data_us / 1e3;
   if (!dev->async)
     host_times(r, step, &m, data_us, st);
-  if (r->cmp != NULL) {
+  if (host_cmp) {
     /* PowerSGD's second round starts after the backward pass: exposed. */
     double extra = dr_cmp_extra_comm_us(r->cmp) / 1e3;
     st->comm_ms += extra;

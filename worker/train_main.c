@@ -69,18 +69,15 @@ static int setup_compress(dr_run_t *r, dr_reducer_config_t *rcfg) {
   r->cmpc.check = r->ls.mode != DR_LS_NONE;
   if (r->cmpc.kind == DR_CMP_NONE && r->ls.mode == DR_LS_NONE)
     return 0;
-  if (r->use_gpu) {
-    /* On NCCL: fp16 and bf16 sums, and the loss scaler, in the GPU's own
-     * launch hook (gpu_step.c, gpu_scale.c). */
-    if (r->cmpc.kind != DR_CMP_POWERSGD)
-      return 0;
-    fprintf(stderr, "train: with --device cuda, --grad-compress takes none, "
-            "fp16 or bf16; --grad-compress %s runs on the CPU backend "
-            "(--device cpu)\n", c->grad_compress);
-    return DR_TRAIN_ECONFIG;
-  }
+  /* On the GPU the compressor holds PowerSGD's layout and the host copy
+   * of its state; the GPU's own launch hook does the rounds (gpu_psgd.h),
+   * the fp16 and bf16 sums and the loss scaler (gpu_step.c, gpu_scale.c). */
+  if (r->use_gpu && r->cmpc.kind != DR_CMP_POWERSGD)
+    return 0;
   if (dr_cmp_new(&r->cmpc, r->model, r->pg, &r->cmp) != 0)
     return dr_train_nomem(r, "the gradient compression state");
+  if (r->use_gpu)
+    return 0;
   rcfg->launch = dr_cmp_launch;
   rcfg->launch_arg = r->cmp;
   return 0;

@@ -106,6 +106,15 @@ int dr__gpu_scale_sum(dr_run_t *r, float *data, size_t n) {
   return 0;
 }
 
+int dr__gpu_scale_check_sum(dr_run_t *r, const float *data, size_t n) {
+  dr_gpu_t *g = r->gpu;
+  if (g->scaler == NULL)
+    return 0;
+  KERNEL_CHECK(dr_k_flag_nonfinite(data, DR_SCALE_F32, n, 1.0f,
+                                   &g->scaler->flags[1], g->comm));
+  return 0;
+}
+
 int dr__gpu_scale_agree(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   if (g->scaler == NULL)

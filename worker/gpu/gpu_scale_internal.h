@@ -25,6 +25,8 @@ void dr__gpu_scale_step(dr_run_t *r, uint64_t step);
 int dr__gpu_scale_own(dr_run_t *r, float *data, size_t n);
 int dr__gpu_scale_own_half(dr_run_t *r, const void *half, size_t n);
 int dr__gpu_scale_sum(dr_run_t *r, float *data, size_t n);
+/* The check of the sum alone, for a bucket already unscaled (PowerSGD). */
+int dr__gpu_scale_check_sum(dr_run_t *r, const float *data, size_t n);
 int dr__gpu_scale_agree(dr_run_t *r);
 /* Device pointers: the agreed flags (the optimizer's skip) and the scale
  * (the backward pass's seed); NULL without a scaler. */

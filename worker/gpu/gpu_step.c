@@ -162,12 +162,18 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
   CUDA_CHECK(cudaStreamWaitEvent(g->comm, sl->rd[bucket], 0));
   CUDA_CHECK(cudaEventRecord(sl->c0[bucket], g->comm));
   int rc = dr__gpu_scale_own(r, data, n_elems);
-  if (rc == 0)
+  if (rc == 0 && dr_gpu_psgd_active(g->psgd, sl->step)) {
+    /* Unscaled in its first round: the sum is only checked. */
+    rc = dr_gpu_psgd_launch(g->psgd, data, n_elems);
+    if (rc == 0)
+      rc = dr__gpu_scale_check_sum(r, data, n_elems);
+  } else if (rc == 0) {
     rc = g->half_kind != DR_CMP_NONE
              ? launch_half(r, bucket, data, n_elems)
              : dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
-  if (rc == 0)
-    rc = dr__gpu_scale_sum(r, data, n_elems);
+    if (rc == 0)
+      rc = dr__gpu_scale_sum(r, data, n_elems);
+  }
   if (rc != 0)
     return rc;
   CUDA_CHECK(cudaEventRecord(sl->c1[bucket], g->comm));
@@ -417,6 +423,9 @@ static int gpu_optimize(dr_run_t *r, uint64_t step) {
   if (dr_gpu_optim_step(g->optim, g->model, r->model, step,
                         dr__gpu_scale_flags(g)) != 0)
     return failed(r, "the optimizer step");
+  if (dr_gpu_psgd_active(g->psgd, step) &&
+      dr_gpu_psgd_commit(g->psgd, dr__gpu_scale_flags(g)) != 0)
+    return failed(r, "PowerSGD's state update");
   if (dr__gpu_scale_update(r, (size_t)(sl - g->ring), step) != 0)
     return failed(r, "the loss scale's update");
   if (record(sl->end, g->compute) != 0)

@@ -9,6 +9,7 @@
 
 #include "gpu_model.h"
 #include "gpu_optim.h"
+#include "gpu_psgd.h"
 #include "gpu_scale.h"
 #include "gpu_sync.h"
 #include "nccl_backend.h"
@@ -75,6 +76,10 @@ struct dr_gpu {
   dr_gpu_scaler_t *scaler_pin; /* [DR_GPU_RING] */
   dr_gpu_scaler_t seen;
   float poison;
+
+  /* --grad-compress powersgd: the device rounds (gpu_psgd.h); NULL
+   * otherwise. */
+  dr_gpu_psgd_t *psgd;
 };
 
 /* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:

@@ -152,6 +152,12 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   }
   g->waiter.poll = dr_nccl_poll;
   g->waiter.poll_arg = g->nccl;
+  if (r->cmpc.kind == DR_CMP_POWERSGD) {
+    dr_gpu_psgd_opts_t po = {r->cmp, r->model, g->comm, g->compute, g->nccl,
+                             &g->waiter, r->world, g->scaler};
+    if (dr_gpu_psgd_new(&po, &g->psgd) != 0)
+      return DR_TRAIN_EDEVICE;
+  }
   /* The device clock's origin on the host's monotonic clock, for traces. */
   if (record_origin(g) != 0 ||
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
@@ -194,6 +200,7 @@ void dr_gpu_train_close(dr_run_t *r) {
   dr__gpu_ring_free(g);
   dr__gpu_half_free(g);
   dr__gpu_scale_free(g);
+  dr_gpu_psgd_free(&g->psgd);
   dr_gpu_optim_free(&g->optim);
   dr_gpu_model_free(&g->model);
   if (g->blas != NULL)
@@ -255,6 +262,7 @@ void dr_gpu_train_summary(dr_run_t *r) {
           dr_gpu_model_bytes(g->model) / 1048576.0,
           g->half_kind == DR_CMP_FP16   ? ", gradients summed in fp16"
           : g->half_kind == DR_CMP_BF16 ? ", gradients summed in bf16"
+          : g->psgd != NULL             ? ", PowerSGD on cuBLAS"
                                         : "",
           dr_loss_scale_describe(&r->ls, ls, sizeof(ls)));
 }
@@ -269,7 +277,9 @@ int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
       return rc;
   }
   if (dr_gpu_model_download(g->model, r->model) != 0 ||
-      (optimizer_too && dr_gpu_optim_download(g->optim) != 0)) {
+      (optimizer_too && dr_gpu_optim_download(g->optim) != 0) ||
+      (optimizer_too && g->psgd != NULL &&
+       dr_gpu_psgd_download(g->psgd) != 0)) {
     fprintf(stderr, "train: rank %u: cannot copy the model from cuda:%d "
             "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
     return DR_TRAIN_ETIMEOUT;
@@ -280,7 +290,8 @@ int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
 int dr_gpu_train_from_host(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   if (dr_gpu_model_upload(g->model, r->model) != 0 ||
-      dr_gpu_optim_upload(g->optim) != 0 || dr__gpu_scale_upload(r) != 0) {
+      dr_gpu_optim_upload(g->optim) != 0 || dr__gpu_scale_upload(r) != 0 ||
+      (g->psgd != NULL && dr_gpu_psgd_upload(g->psgd) != 0)) {
     fprintf(stderr, "train: rank %u: cannot copy the model to cuda:%d "
             "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
     return DR_TRAIN_ETIMEOUT;
