@@ -135,16 +135,16 @@ for cap in $caps; do
       efrac=$(awk -v c="$comm" -v e="$exposed" 'BEGIN { printf "%.3f", (c > 0 ? e / c : 0) }')
       nb=$(sed -n 's/.*model [0-9]* parameters, \([0-9]*\) bucket.*/\1/p' \
            "$tmp/ovl-$cap-$mode-$r.a.err" | head -n 1)
-      thr=
+      thr= kv=
       for key in compute_cpu_ms compute_wait_ms compute_invol_cs comm_cpu_ms \
           comm_vol_cs; do
         v=$(field "$line" "$key")
         thr="$thr ${v:--}"
+        kv="$kv $key=${v:--}"
       done
       echo "overlap_netns cap_mib=$cap buckets=$nb mode=$mode run=$r" \
            "median_step_ms=$step comm_ms=$comm exposed_comm_ms=$exposed" \
-           "hidden_frac=$hidden exposed_frac=$efrac" \
-           "$(echo $thr | awk '{ printf "compute_cpu_ms=%s compute_wait_ms=%s compute_invol_cs=%s comm_cpu_ms=%s comm_vol_cs=%s", $1, $2, $3, $4, $5 }')"
+           "hidden_frac=$hidden exposed_frac=$efrac$kv"
       echo "$cap $mode $step $comm $exposed $hidden $efrac ${nb:-?}$thr" >>"$tmp/rows"
     done
   done
