@@ -98,7 +98,12 @@ static const row_t rows[] = {
     {"trace", K_STR, OFF(trace), NULL, 0, 0,
      "write a Chrome trace-event JSON per rank ({rank} in the path is "
      "replaced; else .rankN is added when there are several): wall-clock "
-     "microseconds, with DDPRUN_CLOCK_OFFSET_US (if set) in its otherData"},
+     "microseconds, with DDPRUN_CLOCK_OFFSET_US (if set) in its otherData; "
+     "also sets --thread-stats, whose figures go in as counters"},
+    {"thread-stats", K_FLAG, OFF(thread_stats), "0", 0, 1,
+     "measure each step's CPU time, run-queue wait and context switches of "
+     "the compute and communication threads; their means per step end the "
+     "final line (compute_cpu_ms ... comm_invol_cs, thread_sample_us)"},
     {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
      "use TCP even between ranks on one host"},
     {"device", K_STR, OFF(device), "auto", 0, 0,

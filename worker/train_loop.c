@@ -7,6 +7,7 @@
 #include "progress.h"
 #include "train_device.h"
 #include "train_plan.h"
+#include "train_threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -234,9 +235,13 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   const dr_train_config_t *c = &r->c;
   double window_loss = 0;
   uint64_t window_n = 0, straggler_from = start;
+  int rc0 = dr_train_threads_open(r);
+  if (rc0 != 0)
+    return rc0;
   r->t0_us = dr_now_us();
   for (uint64_t step = start; step < r->total_steps; step++) {
     double loss = 0;
+    dr_train_threads_mark(r, dr_now_us());
     /* This rank's share of the epoch, at its start or, in a run resumed
      * mid-epoch, at the first step: the same sample order either way. */
     if (step % r->steps_per_epoch == 0 || step == start)
@@ -285,6 +290,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     if ((rc = dr_train_preempt_after_step(r, step + 1)) != 0)
       return rc;
   }
+  dr_train_threads_mark(r, dr_now_us());
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "train.h"
 #include "train_device.h"
 #include "train_plan.h"
+#include "train_threads.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
   dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
@@ -221,6 +222,7 @@ static int setup(dr_run_t *r) {
 }
 
 static void teardown(dr_run_t *r) {
+  dr_train_threads_free(r);
   dr_train_plan_free(r);
   dr_progress_close(&r->progress);
   /* On every exit path that returns: the file is valid JSON up to its
