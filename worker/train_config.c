@@ -106,6 +106,14 @@ static const row_t rows[] = {
      "final line (compute_cpu_ms ... comm_invol_cs, thread_sample_us)"},
     {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
      "use TCP even between ranks on one host"},
+    {"comm-schedule", K_STR, OFF(comm_schedule), "auto", 0, 0,
+     "who runs the CPU backend's collectives: thread (a communication "
+     "thread per rank, overlapping the backward pass), inline (the compute "
+     "thread, when it waits for them: no wake-ups, no competition for a "
+     "core), or auto: inline when this rank's links are shared memory and "
+     "the host's ranks, with their compute threads and a communication "
+     "thread each, fill the CPUs allowed; the summary says which and why. "
+     "The same bits either way"},
     {"device", K_STR, OFF(device), "auto", 0, 0,
      "cpu, cuda (the GPU numbered LOCAL_RANK, or the only one visible; "
      "gradients all-reduced by NCCL), or auto: cuda when this train has GPU "
@@ -407,6 +415,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->device, "cuda") != 0)
     return fail(err, n, "--device '%s': expected auto, cpu or cuda",
                 c->device);
+  if (strcmp(c->comm_schedule, "auto") != 0 &&
+      strcmp(c->comm_schedule, "thread") != 0 &&
+      strcmp(c->comm_schedule, "inline") != 0)
+    return fail(err, n, "--comm-schedule '%s': expected auto, thread or "
+                "inline", c->comm_schedule);
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
       strcmp(c->precision, "fp16") != 0)
     return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",

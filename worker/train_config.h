@@ -36,6 +36,7 @@ typedef struct {
   char *trace;          /* Chrome trace path; {rank} is replaced */
   int thread_stats;     /* the threads' CPU figures (also with trace) */
   int force_tcp;
+  const char *comm_schedule;  /* auto, thread, inline */
   char *device;         /* auto | cpu | cuda */
   char *precision;      /* fp32 | bf16 (cuda only) */
   int tf32;             /* cuda, fp32: GEMMs on TF32 tensor cores */

@@ -281,6 +281,11 @@ int main(int argc, char **argv) {
   }
   r->pgc.timeout_ms = (uint32_t)(r->c.comm_timeout * 1000.0);
   r->pgc.force_tcp |= r->c.force_tcp;
+  /* auto keeps DR_PG_SCHEDULE's choice, if any (the tests' switch). */
+  if (strcmp(r->c.comm_schedule, "inline") == 0)
+    r->pgc.schedule = DR_PG_SCHED_INLINE;
+  else if (strcmp(r->c.comm_schedule, "thread") == 0)
+    r->pgc.schedule = DR_PG_SCHED_THREAD;
   r->rank = r->pgc.rank;
   r->world = r->pgc.world;
   r->local_rank = r->pgc.local_rank;

@@ -36,6 +36,10 @@ void dr_report_summary(dr_run_t *r) {
           dr_model_n_elems(r->model), buckets, c->data, c->batch, r->world,
           c->grad_accum, (unsigned long long)r->global_batch,
           (unsigned long long)r->total_steps);
+  if (dr_pg_inline(r->pg) && r->local_rank == 0)
+    fprintf(stderr, "train: rank %u: %s; the gradients' all-reduce runs "
+            "after the backward pass (--comm-schedule thread to overlap "
+            "anyway)\n", r->rank, dr_pg_schedule_note(r->pg));
 }
 
 double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,

@@ -10,6 +10,9 @@
 #    with a "compute" and a "comm" series, each at or before its step's
 #    span and after the previous one's end, and rank 0's "cpu ms" add up
 #    to its final line's mean;
+#    (--comm-schedule thread: the communication thread is what is measured);
+#  - 2 ranks on one CPU with --thread-stats: the inline schedule, said at
+#    start, and comm_* at 0;
 #  - 1 process with --thread-stats: the keys, with comm_* at 0 (no
 #    communication thread); without it or --trace: none of them.
 #
@@ -30,7 +33,8 @@ keys="compute_cpu_ms compute_wait_ms compute_vol_cs compute_invol_cs
       comm_cpu_ms comm_wait_ms comm_vol_cs comm_invol_cs thread_sample_us"
 
 run 60 two env OMP_NUM_THREADS=1 "$ddprun" --standalone --nproc-per-node 2 \
-  --log-level warn "$train" $model --trace "$tmp/two.{rank}.json"
+  --log-level warn "$train" $model --comm-schedule thread \
+  --trace "$tmp/two.{rank}.json"
 [ "$rc" -eq 0 ] || { show two; fail "2 ranks: ddprun exited $rc"; }
 for k in $keys; do
   v=$(final two "$k")
@@ -94,6 +98,17 @@ for rank in (0, 1):
 print("traces: %d steps x 4 counters per rank, in place" % steps)
 EOF
   fail "2 ranks: the trace's counters"
+
+# The inline schedule has no communication thread either: comm_* at 0,
+# the compute thread's CPU holds the all-reduces, and the summary says why
+# (pinned to one CPU, auto must choose it).
+run 60 inl env OMP_NUM_THREADS=1 taskset -c 0 "$ddprun" --standalone \
+  --nproc-per-node 2 --log-level warn "$train" $model --thread-stats
+[ "$rc" -eq 0 ] || { show inl; fail "inline: ddprun exited $rc"; }
+grep -q "collectives on the waiting thread: 2 ranks x 1 compute thread + a communication thread each fill the 1 CPU allowed" "$tmp/inl.out" "$tmp/inl.err" ||
+  { show inl; fail "inline: the summary does not say why the collectives run inline"; }
+[ "$(final inl comm_cpu_ms)" = 0.000 ] && [ "$(final inl comm_vol_cs)" = 0.00 ] ||
+  { show inl; fail "inline: comm_cpu_ms=$(final inl comm_cpu_ms) comm_vol_cs=$(final inl comm_vol_cs), expected 0"; }
 
 run 60 one env -i PATH="$PATH" OMP_NUM_THREADS=1 "$train" $model --thread-stats
 [ "$rc" -eq 0 ] || { show one; fail "1 process: train exited $rc"; }

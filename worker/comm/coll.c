@@ -202,7 +202,7 @@ static int recv_some(eng_t *e, size_t *on_link) {
     if (k < 0)
       return (int)k;
     if (k == 0) {
-      *on_link = 1;
+      *on_link = n; /* the rest of the step is sure to come */
       return 0;
     }
     e->rd += (size_t)k;
@@ -211,7 +211,7 @@ static int recv_some(eng_t *e, size_t *on_link) {
   return 0;
 }
 
-static void timeout_failure(dr_pg_t *pg, int send_wait, int recv_wait,
+static void timeout_failure(dr_pg_t *pg, int send_wait, size_t recv_wait,
                             uint64_t seq, dr_pg_fail_t *f) {
   uint32_t left = pg->recv.peer, right = pg->send.peer;
   double s = pg->timeout_ms / 1000.0;
@@ -261,7 +261,7 @@ static int run_steps(dr_pg_t *pg, const dr_coll_hdr_t *hdr, uint8_t *buf,
       continue;
     }
     size_t send_wait = send_left ? s_link : 0;
-    int recv_wait = recv_left && r_link;
+    size_t recv_wait = recv_left ? r_link : 0;
     if (!send_wait && !recv_wait)
       recv_wait = 1; /* cannot happen: a blocked send awaits the receive */
     int all_shm = (!send_wait || pg->send.kind == DR_LINK_SHM) &&

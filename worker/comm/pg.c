@@ -124,6 +124,16 @@ int dr_pg_config_from_env(dr_pg_config_t *cfg, char *err, size_t err_len) {
                rank != NULL ? "WORLD_SIZE" : "RANK");
   const char *v = getenv("DR_PG_FORCE_TCP");
   cfg->force_tcp = v != NULL && *v != '\0' && strcmp(v, "0") != 0;
+  const char *sch = getenv("DR_PG_SCHEDULE");
+  if (sch != NULL && *sch != '\0') {
+    if (strcmp(sch, "thread") == 0)
+      cfg->schedule = DR_PG_SCHED_THREAD;
+    else if (strcmp(sch, "inline") == 0)
+      cfg->schedule = DR_PG_SCHED_INLINE;
+    else if (strcmp(sch, "auto") != 0)
+      return bad(err, err_len, "DR_PG_SCHEDULE='%s': expected auto, thread "
+                 "or inline", sch);
+  }
   if (rank == NULL)
     return 0;
 
@@ -195,7 +205,7 @@ void dr_pg_config_free(dr_pg_config_t *cfg) {
 
 /* ---- work -------------------------------------------------------------- */
 
-static void work_unref(dr_work_t *w) {
+void dr__work_unref(dr_work_t *w) {
   if (atomic_fetch_sub(&w->refs, 1) == 1)
     free(w);
 }
@@ -210,8 +220,8 @@ static void work_complete(dr_pg_t *pg, dr_work_t *w, int rc, const char *msg) {
   pthread_mutex_unlock(&pg->mu);
 }
 
-/* Runs w on the communication thread. */
-static void work_run(dr_pg_t *pg, dr_work_t *w) {
+/* Runs w on the communication thread, or on the waiting one. */
+void dr__work_run(dr_pg_t *pg, dr_work_t *w) {
   atomic_store(&w->start_us, now_us());
   char desc[96], msg[sizeof(w->err)];
   dr__work_describe(w, desc, sizeof(desc));
@@ -275,8 +285,8 @@ static void *comm_thread(void *arg) {
     if (pg->head == NULL)
       pg->tail = NULL;
     pthread_mutex_unlock(&pg->mu);
-    work_run(pg, w);
-    work_unref(w);
+    dr__work_run(pg, w);
+    dr__work_unref(w);
   }
 }
 
@@ -369,6 +379,8 @@ int dr_pg_barrier(dr_pg_t *pg, dr_work_t **w) {
 int dr_work_wait_keep(dr_work_t *w, char *err, size_t err_len) {
   if (w == NULL)
     return DR_EBADARG;
+  if (!atomic_load(&w->done) && w->pg->inline_run)
+    dr__pg_run_until(w->pg, w);
   if (!atomic_load(&w->done)) {
     /* The communication thread finishes every queued work within its
      * deadline, so this wait is bounded too. */
@@ -385,7 +397,7 @@ int dr_work_wait_keep(dr_work_t *w, char *err, size_t err_len) {
 
 void dr_work_free(dr_work_t **wp) {
   if (*wp != NULL)
-    work_unref(*wp);
+    dr__work_unref(*wp);
   *wp = NULL;
 }
 
@@ -507,6 +519,11 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
     pg_free(pg);
     return rc;
   }
+  dr__pg_choose_schedule(pg, cfg->schedule);
+  if (pg->inline_run) {
+    *out = pg;
+    return 0;
+  }
   /* Signals belong to the main thread: the communication thread starts
    * with all of them blocked. */
   sigset_t all, old;
@@ -534,6 +551,13 @@ void dr_pg_destroy(dr_pg_t **pgp) {
   dr_pg_t *pg = *pgp;
   if (pg == NULL)
     return;
+  /* Works nobody waited for still run, as the thread would run them. */
+  if (pg->inline_run && pg->tail != NULL) {
+    dr_work_t *last = pg->tail;
+    atomic_fetch_add(&last->refs, 1);
+    dr__pg_run_until(pg, last);
+    dr__work_unref(last);
+  }
   if (pg->have_thread) {
     pthread_mutex_lock(&pg->mu);
     pg->stop = 1;

@@ -61,6 +61,22 @@ typedef enum { DR_PG_F32 = 0, DR_PG_F16 = 1, DR_PG_BF16 = 2 } dr_pg_dtype_t;
  *   DR_PG_EBROKEN   an earlier collective failed
  *   DR_PG_EMISMATCH a neighbour is in another collective (out of step) */
 
+/* Who runs the collectives. THREAD: the communication thread, so that
+ * they overlap the caller's work. INLINE: the thread that waits for one
+ * runs every queued collective up to it (no thread, no wake-ups: the
+ * cheapest where there is no core to overlap on). AUTO: INLINE when both
+ * of this rank's links are shared memory and the host's ranks, each with
+ * its compute threads (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, default
+ * 1) and a communication thread, would fill the CPUs this process may
+ * run on (its own set when ddprun --cpu-bind gave it one, as
+ * DDPRUN_CPUS says); else THREAD.
+ * Results are the same bits either way. */
+typedef enum {
+  DR_PG_SCHED_AUTO = 0,
+  DR_PG_SCHED_THREAD = 1,
+  DR_PG_SCHED_INLINE = 2
+} dr_pg_schedule_t;
+
 typedef struct {
   uint32_t rank, world;         /* RANK, WORLD_SIZE */
   uint32_t local_rank, local_world;
@@ -74,6 +90,8 @@ typedef struct {
   int force_tcp;                /* never use shared memory */
   size_t chunk_bytes;           /* pipelining unit; 0 = default (512 KiB
                                    on shared memory, 4 MiB on TCP) */
+  dr_pg_schedule_t schedule;    /* default AUTO; DR_PG_SCHEDULE=auto|
+                                   thread|inline in the environment */
 } dr_pg_config_t;
 
 /* Fills cfg from the environment (RANK, WORLD_SIZE, LOCAL_RANK,
@@ -81,7 +99,8 @@ typedef struct {
  * DDPRUN_SECRET_FILE / DDPRUN_SECRET). Without RANK and WORLD_SIZE: a group
  * of one. DR_PG_FORCE_TCP set to anything but "" or "0" sets force_tcp
  * (ddprun's agent drops inherited DDPRUN_* variables, so this knob has a
- * name of its own). timeout_ms is 300 s, chunk_bytes 0 (the default).
+ * name of its own); DR_PG_SCHEDULE sets schedule. timeout_ms is 300 s,
+ * chunk_bytes 0 (the default).
  * Strings point into the environment or static storage; the secret is
  * malloc'd (freed by dr_pg_config_free). 0 or DR_EBADARG with a
  * message. */
@@ -105,6 +124,11 @@ uint32_t dr_pg_world(const dr_pg_t *pg);
  * CPU time and context switches under /proc/self/task/TID; 0 in a group
  * of one, which has no such thread. */
 int dr_pg_comm_tid(const dr_pg_t *pg);
+
+/* 1 when this group runs its collectives on the waiting thread, and why
+ * ("" on the communication thread). */
+int dr_pg_inline(const dr_pg_t *pg);
+const char *dr_pg_schedule_note(const dr_pg_t *pg);
 
 /* "ring of 4: shm 0>1, tcp 1>2, shm 2>3, tcp 3>0" for the summary. */
 const char *dr_pg_describe(const dr_pg_t *pg);

@@ -27,6 +27,8 @@
  * for each of its ranks; otherwise the spin would hold the CPU that the
  * awaited rank needs. */
 #define DR_PG_SPIN_NS 30000u
+/* The most a TCP receive waits for before it wakes (SO_RCVLOWAT). */
+#define DR_PG_TCP_LOWAT (256u << 10)
 /* Longest a wait sleeps before it checks the neighbours' liveness. */
 #define DR_PG_LIVENESS_MS 50
 /* How long a rank that saw a neighbour go away waits for that
@@ -55,6 +57,7 @@ typedef struct {
   uint8_t *stage;        /* TCP receive buffer for reductions */
   size_t stage_cap;
   size_t stage_have;     /* bytes of an incomplete float carried over */
+  size_t lowat;          /* TCP receive: SO_RCVLOWAT in force (0: 1) */
 } dr_link_t;
 
 /* A failure as it travels around the ring in abort records. */
@@ -104,6 +107,11 @@ struct dr_pg {
   dr_link_t send;  /* to order[pos + 1] */
   dr_link_t recv;  /* from order[pos - 1] */
   char *describe;
+
+  /* The inline schedule (pg_schedule.c): no communication thread; the
+   * thread that waits for a work runs the queue up to it. */
+  int inline_run;
+  char schedule_note[256];
 
   pthread_t thread;
   int have_thread;
@@ -171,11 +179,14 @@ long dr__link_recv(dr_link_t *l, uint8_t *dst, size_t n, dr_rop_t op,
 int dr__link_recv_pad(dr_link_t *l, size_t n);
 
 /* Waits until the send link has room for send_wait bytes (0: not
- * waited on) or the receive link has data (recv_wait), at most until
- * deadline_ns. Returns 0 (look again), -ETIMEDOUT, or a failure code with
- * *f filled: an abort record from a neighbour, or the waited-on peer
- * gone. */
-int dr__pg_wait(dr_pg_t *pg, size_t send_wait, int recv_wait,
+ * waited on) or the receive link has data (recv_wait: the bytes the
+ * caller is sure to get, at least 1; 0: not waited on), at most until
+ * deadline_ns. On TCP the socket's SO_RCVLOWAT is raised toward
+ * recv_wait (at most DR_PG_TCP_LOWAT, less what the stage holds), so that
+ * a wait ends once per that many bytes rather than per segment. Returns
+ * 0 (look again), -ETIMEDOUT, or a failure code with *f filled: an abort
+ * record from a neighbour, or the waited-on peer gone. */
+int dr__pg_wait(dr_pg_t *pg, size_t send_wait, size_t recv_wait,
                 uint64_t deadline_ns, uint64_t seq, dr_pg_fail_t *f);
 
 /* Reads an abort record from a neighbour without waiting; 1 with *f
@@ -272,5 +283,13 @@ static inline uint64_t dr__get64(const uint8_t *p) {
 void dr__fmt_bytes(char *out, size_t out_len, uint64_t n_bytes);
 /* "allreduce #12 (4.0 MiB)" */
 void dr__work_describe(const dr_work_t *w, char *out, size_t out_len);
+
+/* pg.c: runs w (on whichever thread runs the queue); drops a reference. */
+void dr__work_run(dr_pg_t *pg, dr_work_t *w);
+void dr__work_unref(dr_work_t *w);
+/* pg_schedule.c: after the links exist, sets inline_run and the note. */
+void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want);
+/* Inline: runs the queue in order until w is done. */
+void dr__pg_run_until(dr_pg_t *pg, dr_work_t *w);
 
 #endif /* DR_PG_INTERNAL_H */

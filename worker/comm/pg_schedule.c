@@ -1,0 +1,82 @@
+/* Who runs the collectives: the communication thread, or the thread that
+ * waits for them. See pg.h, dr_pg_config_t's schedule. */
+#include "pg_internal.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Threads each rank computes with: OpenBLAS's or OpenMP's setting. */
+static long compute_threads(void) {
+  const char *names[] = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"};
+  for (size_t i = 0; i < 2; i++) {
+    const char *v = getenv(names[i]);
+    char *end;
+    long n = v != NULL ? strtol(v, &end, 10) : 0;
+    if (v != NULL && *v != '\0' && *end == '\0' && n > 0)
+      return n;
+  }
+  return 1;
+}
+
+static long allowed_cpus(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    return CPU_COUNT(&set);
+  return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want) {
+  pg->inline_run = 0;
+  pg->schedule_note[0] = '\0';
+  if (pg->world == 1)
+    return;
+  int all_shm = pg->send.kind == DR_LINK_SHM && pg->recv.kind == DR_LINK_SHM;
+  long cpus = allowed_cpus(), per = compute_threads();
+  /* DDPRUN_CPUS: ddprun --cpu-bind gave this rank a set of its own; else
+   * the host's ranks share the one this process has. */
+  const char *bound = getenv("DDPRUN_CPUS");
+  long sharing = bound != NULL && *bound != '\0' ? 1 : (long)pg->local_world;
+  long busy = sharing * (per + 1);
+  if (want == DR_PG_SCHED_INLINE ||
+      (want == DR_PG_SCHED_AUTO && all_shm && cpus > 0 && busy > cpus)) {
+    pg->inline_run = 1;
+    if (want == DR_PG_SCHED_INLINE)
+      snprintf(pg->schedule_note, sizeof(pg->schedule_note),
+               "collectives on the waiting thread (asked for)");
+    else
+      snprintf(pg->schedule_note, sizeof(pg->schedule_note),
+               "collectives on the waiting thread: %ld rank%s x %ld "
+               "compute thread%s + a communication thread each fill the "
+               "%ld CPU%s allowed", sharing, sharing == 1 ? "" : "s", per,
+               per == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
+  }
+}
+
+int dr_pg_inline(const dr_pg_t *pg) { return pg->inline_run; }
+
+const char *dr_pg_schedule_note(const dr_pg_t *pg) {
+  return pg->schedule_note;
+}
+
+/* Runs queued works in order, up to and including w (inline schedule).
+ * Only the thread that submits and waits calls this, so the queue's
+ * order is the submission order, as on the communication thread. */
+void dr__pg_run_until(dr_pg_t *pg, dr_work_t *w) {
+  while (!atomic_load(&w->done)) {
+    pthread_mutex_lock(&pg->mu);
+    dr_work_t *h = pg->head;
+    if (h != NULL) {
+      pg->head = h->next;
+      if (pg->head == NULL)
+        pg->tail = NULL;
+    }
+    pthread_mutex_unlock(&pg->mu);
+    if (h == NULL)
+      return; /* cannot happen: w is queued until it is done */
+    dr__work_run(pg, h);
+    dr__work_unref(h);
+  }
+}
