@@ -410,13 +410,13 @@ static void check_alive(dr_link_t *l) {
 }
 
 /* SO_RCVLOWAT for a wait on want bytes: of what dr__link_recv would read
- * next, the part not in the stage yet, at most DR_PG_TCP_LOWAT. Set only
- * when it changes. */
-static void tcp_lowat(dr_link_t *l, size_t want) {
+ * next, the part not in the stage yet, at most `most`. Set only when it
+ * changes. */
+static void tcp_lowat(dr_link_t *l, size_t want, size_t most) {
   size_t lim = l->stage_cap > 0 && want > l->stage_cap ? l->stage_cap : want;
   size_t need = lim > l->stage_have ? lim - l->stage_have : 1;
-  if (need > DR_PG_TCP_LOWAT)
-    need = DR_PG_TCP_LOWAT;
+  if (need > most)
+    need = most;
   if (need == 0)
     need = 1;
   if ((l->lowat == 0 ? 1 : l->lowat) == need)
@@ -487,7 +487,7 @@ int dr__pg_wait(dr_pg_t *pg, size_t send_wait, size_t recv_wait,
     if (send_wait && pg->send.kind == DR_LINK_TCP)
       p[np++] = (struct pollfd){.fd = pg->send.data_fd, .events = POLLOUT};
     if (recv_wait && pg->recv.kind == DR_LINK_TCP) {
-      tcp_lowat(&pg->recv, recv_wait);
+      tcp_lowat(&pg->recv, recv_wait, pg->tcp_lowat);
       p[np++] = (struct pollfd){.fd = pg->recv.data_fd, .events = POLLIN};
     }
     if (pg->send.ctrl_fd >= 0 && !pg->send.ctrl_eof)

@@ -498,6 +498,13 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   pg->spin_ns =
       cpus > 0 && cfg->local_world <= (uint32_t)cpus ? DR_PG_SPIN_NS : 0;
+  /* DR_PG_TCP_LOWAT=BYTES: another wake-up size (1: one per segment), to
+   * measure what it is worth. */
+  pg->tcp_lowat = DR_PG_TCP_LOWAT;
+  const char *lw = getenv("DR_PG_TCP_LOWAT");
+  uint64_t lwv;
+  if (lw != NULL && parse_u64(lw, 1u << 30, &lwv) == 0 && lwv > 0)
+    pg->tcp_lowat = (size_t)lwv;
   dr__link_init(&pg->send);
   dr__link_init(&pg->recv);
   pthread_mutex_init(&pg->mu, NULL);

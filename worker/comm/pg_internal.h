@@ -104,6 +104,7 @@ struct dr_pg {
   uint32_t timeout_ms;
   size_t chunk;    /* cfg->chunk_bytes: 0 for the links' defaults */
   uint64_t spin_ns;
+  size_t tcp_lowat; /* DR_PG_TCP_LOWAT, or the environment's (tests) */
   dr_link_t send;  /* to order[pos + 1] */
   dr_link_t recv;  /* from order[pos - 1] */
   char *describe;
