@@ -80,12 +80,20 @@ else
   extra=cuda
   [ "$cublas" = 13 ] || extra=cuda$cublas
   mkdir -p "$work/nvidia"
-  run 600 download "$venv/bin/pip" download --disable-pip-version-check \
-    --dest "$work/nvidia" --find-links "$(dirname "$wheel")" "$wheel[$extra]"
-  [ "$rc" -eq 0 ] || skip "pip download of ddprun[$extra]'s NCCL and cuBLAS failed (PyPI unreachable?): $(tail -1 "$tmp/download.err")"
-  run 300 install "$venv/bin/pip" install --no-index --disable-pip-version-check \
-    --find-links "$work/nvidia" "$wheel[$extra]"
-  [ "$rc" -eq 0 ] || die install "pip install ddprun[$extra] exited $rc"
+  # From the wheels an earlier run downloaded; PyPI only when they do not do.
+  install_extra() {
+    run 300 install "$venv/bin/pip" install --no-index --disable-pip-version-check \
+      --find-links "$work/nvidia" "${wheel}[$extra]"
+  }
+  install_extra
+  if [ "$rc" -ne 0 ]; then
+    run 600 download "$venv/bin/pip" download --disable-pip-version-check \
+      --dest "$work/nvidia" "${wheel}[$extra]"
+    [ "$rc" -eq 0 ] || skip "pip download of ddprun[$extra]'s NCCL and cuBLAS failed (PyPI unreachable?): $(tail -1 "$tmp/download.err")"
+    echo "download: $(du -sh "$work/nvidia" | cut -f1) into $work/nvidia in $((SECONDS - t0)) s"
+    install_extra
+    [ "$rc" -eq 0 ] || die install "pip install ddprun[$extra] exited $rc"
+  fi
 fi
 echo "install: $(du -sh "$venv" | cut -f1) in $((SECONDS - t0)) s"
 
