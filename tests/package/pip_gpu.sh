@@ -27,9 +27,11 @@ name=package.pip_gpu
 # shellcheck source=lib.sh
 . "$src/tests/package/lib.sh"
 
-wheel=$(ls "$work"/wheelhouse/ddprun-"$version"-py3-none-manylinux_*.whl 2>/dev/null | head -1)
-[ -n "$wheel" ] || skip "no wheel in $work/wheelhouse (package.pip builds it)"
-python3 -m zipfile -l "$wheel" | grep -q '^ddprun_gpu/libddprun_gpu.so ' ||
+wheels=("$work"/wheelhouse/ddprun-"$version"-py3-none-manylinux_*.whl)
+wheel=${wheels[0]}
+[ -f "$wheel" ] || skip "no wheel in $work/wheelhouse (package.pip builds it)"
+python3 -m zipfile -l "$wheel" >"$tmp/wheel.txt" || fail "cannot list $wheel"
+grep -q '^ddprun_gpu/libddprun_gpu.so ' "$tmp/wheel.txt" ||
   skip "$(basename "$wheel") has no GPU code (the build found no nvcc or NCCL)"
 
 # The files and directories that hold the system's NCCL and cuBLAS: each
