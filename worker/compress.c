@@ -346,6 +346,13 @@ size_t dr_cmp_q_elems(const dr_cmp_t *c) { return c->q_elems; }
 size_t dr_cmp_ef_elems(const dr_cmp_t *c) { return c->ef_elems; }
 float *dr_cmp_q(dr_cmp_t *c) { return c->q; }
 float *dr_cmp_ef(dr_cmp_t *c) { return c->ef; }
+size_t dr_cmp_q_off(const dr_cmp_t *c, size_t param) {
+  return param < c->n_params ? c->q_off[param] : SIZE_MAX;
+}
+size_t dr_cmp_ef_off(const dr_cmp_t *c, size_t param) {
+  return param < c->n_params ? c->ef_off[param] : SIZE_MAX;
+}
+const dr_cmp_config_t *dr_cmp_config(const dr_cmp_t *c) { return &c->cfg; }
 
 const char *dr_cmp_describe(dr_cmp_t *c) {
   char name[32];

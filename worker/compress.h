@@ -116,6 +116,13 @@ size_t dr_cmp_ef_elems(const dr_cmp_t *c);
 float *dr_cmp_q(dr_cmp_t *c);
 float *dr_cmp_ef(dr_cmp_t *c);
 
+/* Where parameter param's Q and error feedback lie in those (SIZE_MAX:
+ * the parameter is not compressed), and the configuration: for another
+ * implementation of the same rounds (the GPU's, gpu_psgd.h). */
+size_t dr_cmp_q_off(const dr_cmp_t *c, size_t param);
+size_t dr_cmp_ef_off(const dr_cmp_t *c, size_t param);
+const dr_cmp_config_t *dr_cmp_config(const dr_cmp_t *c);
+
 /* "powersgd:4: 3 of 6 tensors compressed (12.3x fewer bytes)" */
 const char *dr_cmp_describe(dr_cmp_t *c);
 

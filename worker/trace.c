@@ -242,6 +242,29 @@ void dr_trace_allreduce(dr_trace_t *t, size_t bucket, uint64_t n_bytes,
   maybe_flush(t);
 }
 
+void dr_trace_counter(dr_trace_t *t, const char *name, uint64_t ts_us,
+                      const char *const *keys, const double *vals,
+                      size_t n) {
+  if (t == NULL)
+    return;
+  char esc[128];
+  escape(name, esc, sizeof(esc));
+  put(t, ",\n{\"name\":\"%s\",\"ph\":\"C\",\"pid\":%" PRIu32
+         ",\"ts\":%" PRId64 ",\"args\":{",
+      esc, t->rank, dr_trace_file_us(t, ts_us));
+  for (size_t i = 0; i < n; i++) {
+    char k[64];
+    escape(keys[i], k, sizeof(k));
+    /* JSON has no NaN or infinity. */
+    double v = vals[i] == vals[i] && vals[i] < 1e300 && vals[i] > -1e300
+                   ? vals[i]
+                   : 0.0;
+    put(t, "%s\"%s\":%.10g", i > 0 ? "," : "", k, v);
+  }
+  put(t, "}}");
+  maybe_flush(t);
+}
+
 int dr_trace_close(dr_trace_t **tp) {
   dr_trace_t *t = *tp;
   *tp = NULL;

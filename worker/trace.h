@@ -14,6 +14,8 @@
  *   {"name":"step 3","ph":"X","pid":R,"tid":0,"ts":T,"dur":D},
  *   {"name":"allreduce bucket 2 (1.00 MiB)","ph":"X","pid":R,"tid":1,
  *    "ts":T,"dur":D,"args":{"bucket":2,"bytes":1048576,"ready_us":T0}},
+ *   {"name":"cpu ms","ph":"C","pid":R,"ts":T,
+ *    "args":{"compute":12.5,"comm":3.25}},
  *   ...
  *   ]}
  *
@@ -76,6 +78,14 @@ void dr_trace_span(dr_trace_t *t, int tid, const char *name, uint64_t t0_us,
  * out). */
 void dr_trace_allreduce(dr_trace_t *t, size_t bucket, uint64_t n_bytes,
                         uint64_t ready_us, uint64_t t0_us, uint64_t t1_us);
+
+/* A counter event ("ph":"C") at ts_us (monotonic): series keys[i] with
+ * value vals[i], i < n (keys are written as given: plain names). A
+ * counter holds its values until its next event; Perfetto draws one
+ * track per name, its series stacked. */
+void dr_trace_counter(dr_trace_t *t, const char *name, uint64_t ts_us,
+                      const char *const *keys, const double *vals,
+                      size_t n);
 
 /* Writes what is kept. 0 or the first write error (-errno); after one,
  * nothing more is written and the file keeps its last complete state. */

@@ -21,6 +21,8 @@
 typedef struct dr_gpu dr_gpu_t;
 /* The device that runs the step and the evaluation (train_device.h). */
 typedef struct dr_train_device dr_train_device_t;
+/* The threads' per-step CPU figures (train_threads.h). */
+typedef struct dr_train_threads dr_train_threads_t;
 
 /* Exit codes of train: the table in proto/exit_codes.h (DR_EXIT_*), and
  * DR_TRAIN_EFAIL for a failure that has no code of its own there, which
@@ -74,6 +76,7 @@ typedef struct {
   dr_cmp_t *cmp;             /* the reducer's launch hook; NULL when
                                 neither compression nor loss scaling */
   dr_loss_scale_t ls;        /* --loss-scale: the same on every rank */
+  dr_train_threads_t *threads; /* --trace or --thread-stats; else NULL */
 } dr_run_t;
 
 uint64_t dr_now_us(void);
@@ -81,6 +84,12 @@ uint64_t dr_now_us(void);
 /* train_loop.c: runs steps start .. total_steps - 1. Returns an exit
  * code. */
 int dr_train_loop(dr_run_t *r, uint64_t start);
+/* The loss scaler's verdict on step (DR_LS_SKIP or DR_LS_EFLOOR, with
+ * r->ls already updated from the scale `before`): rank 0 says the
+ * skipped step on stdout; at the floor every rank says why it stops and
+ * DR_TRAIN_ENONFINITE is returned. 0 otherwise. */
+int dr_train_overflow_said(dr_run_t *r, uint64_t step, double before,
+                           int verdict);
 /* Accuracy and mean loss on the held-out split, computed across ranks. */
 int dr_train_evaluate(dr_run_t *r, double *accuracy, double *loss);
 

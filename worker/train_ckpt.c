@@ -421,10 +421,14 @@ int dr_train_ckpt_save(dr_run_t *r, uint64_t done) {
   verdict_t v;
   memset(&v, 0, sizeof(v));
   v.step = done;
-  /* Each rank's error feedback goes into rank 0's file. */
+  /* Each rank's error feedback goes into rank 0's file: on a GPU, from
+   * every rank's device first. */
   float *cmp_state = NULL;
   uint64_t cmp_elems = 0;
-  int code = dr__train_ckpt_cmp_gather(r, &cmp_state, &cmp_elems);
+  int code = r->gpu != NULL && r->cmp != NULL ? dr_gpu_train_to_host(r, 1)
+                                              : 0;
+  if (code == 0)
+    code = dr__train_ckpt_cmp_gather(r, &cmp_state, &cmp_elems);
   if (code != 0)
     return code;
   if (r->rank == 0)

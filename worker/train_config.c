@@ -99,7 +99,12 @@ static const row_t rows[] = {
     {"trace", K_STR, OFF(trace), NULL, 0, 0,
      "write a Chrome trace-event JSON per rank ({rank} in the path is "
      "replaced; else .rankN is added when there are several): wall-clock "
-     "microseconds, with DDPRUN_CLOCK_OFFSET_US (if set) in its otherData"},
+     "microseconds, with DDPRUN_CLOCK_OFFSET_US (if set) in its otherData; "
+     "also sets --thread-stats, whose figures go in as counters"},
+    {"thread-stats", K_FLAG, OFF(thread_stats), "0", 0, 1,
+     "measure each step's CPU time, run-queue wait and context switches of "
+     "the compute and communication threads; their means per step end the "
+     "final line (compute_cpu_ms ... comm_invol_cs, thread_sample_us)"},
     {"force-tcp", K_FLAG, OFF(force_tcp), "0", 0, 1,
      "use TCP even between ranks on one host"},
     {"device", K_STR, OFF(device), "auto", 0, 0,
@@ -107,8 +112,10 @@ static const row_t rows[] = {
      "gradients all-reduced by NCCL), or auto: cuda when this train has GPU "
      "support and a GPU is visible, else cpu"},
     {"precision", K_STR, OFF(precision), "fp32", 0, 0,
-     "fp32, or bf16 (cuda only: bf16 activations and GEMM inputs, fp32 "
-     "master weights, gradients, softmax and loss)"},
+     "fp32, bf16 or fp16 (cuda only: activations and GEMM inputs in the "
+     "two-byte type, fp32 master weights, gradients, softmax and loss; "
+     "fp16 wants --loss-scale dynamic, which keeps small gradients from "
+     "flushing to zero)"},
     {"tf32", K_FLAG, OFF(tf32), "0", 0, 1,
      "cuda, fp32: run the GEMMs on TF32 tensor cores (10-bit mantissa "
      "inputs, fp32 accumulation); off by default, as in PyTorch"},
@@ -134,8 +141,9 @@ static const row_t rows[] = {
      "cast back); powersgd[:RANK] (each matrix gradient sent as two "
      "rank-RANK factors, default 4, with error feedback; 1-D and small "
      "tensors uncompressed). A checkpoint records it: a resume with "
-     "another setting is refused unless --allow-schedule-change. With "
-     "--device cuda: none, fp16 or bf16"},
+     "another setting is refused unless --allow-schedule-change. On "
+     "--device cuda the casts and PowerSGD's products (cuBLAS) run on the "
+     "GPU and the sums in NCCL"},
     {"powersgd-start-step", K_U64, OFF(powersgd_start_step), "10", 0, 1e12,
      "powersgd: the first steps all-reduced uncompressed"},
     {"powersgd-no-error-feedback", K_FLAG, OFF(powersgd_no_ef), "0", 0, 1,
@@ -147,7 +155,8 @@ static const row_t rows[] = {
      "starts at INIT); or a fixed scale. The ranks agree on every overflow "
      "(of any rank's own gradients or of the reduced sum) and skip the same "
      "steps; an overflow at the floor stops the run (exit 5). Pairs with "
-     "--grad-compress fp16. CPU only"},
+     "--grad-compress fp16 and, with --device cuda, --precision fp16 (on "
+     "the GPU the scale and the verdicts stay on the device)"},
 };
 #define N_ROWS (sizeof(rows) / sizeof(rows[0]))
 
@@ -404,8 +413,9 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->device, "cuda") != 0)
     return fail(err, n, "--device '%s': expected auto, cpu or cuda",
                 c->device);
-  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0)
-    return fail(err, n, "--precision '%s': expected fp32 or bf16",
+  if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
+      strcmp(c->precision, "fp16") != 0)
+    return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",
                 c->precision);
   {
     dr_cmp_config_t cc;

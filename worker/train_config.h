@@ -34,6 +34,7 @@ typedef struct {
   double comm_timeout;  /* seconds */
   uint32_t log_every;
   char *trace;          /* Chrome trace path; {rank} is replaced */
+  int thread_stats;     /* the threads' CPU figures (also with trace) */
   int force_tcp;
   char *device;         /* auto | cpu | cuda */
   char *precision;      /* fp32 | bf16 (cuda only) */

@@ -7,6 +7,7 @@
 #include "progress.h"
 #include "train_device.h"
 #include "train_plan.h"
+#include "train_threads.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -114,12 +115,20 @@ static int finish_compressed(dr_run_t *r, uint64_t step, int *skip) {
   dr_cmp_commit(r->cmp, !overflow);
   double before = r->ls.scale;
   int u = dr_loss_scale_update(&r->ls, overflow, who, step);
+  if (u == DR_LS_SKIP)
+    *skip = 1;
+  return u != 0 ? dr_train_overflow_said(r, step, before, u) : 0;
+}
+
+int dr_train_overflow_said(dr_run_t *r, uint64_t step, double before,
+                           int verdict) {
   char where[64];
-  if (who >= 0)
-    snprintf(where, sizeof(where), "rank %lld's gradient", (long long)who);
+  if (r->ls.last_rank >= 0)
+    snprintf(where, sizeof(where), "rank %lld's gradient",
+             (long long)r->ls.last_rank);
   else
     snprintf(where, sizeof(where), "the reduced sum");
-  if (u == DR_LS_EFLOOR) {
+  if (verdict == DR_LS_EFLOOR) {
     fprintf(stderr, "train: rank %u: the gradients overflowed at step %llu "
             "(%s) with the loss scale at its floor of %g: they are not "
             "finite at any scale; stopping (exit %d: non-finite, not "
@@ -127,14 +136,11 @@ static int finish_compressed(dr_run_t *r, uint64_t step, int *skip) {
             (unsigned long long)step + 1, where, before, DR_TRAIN_ENONFINITE);
     return DR_TRAIN_ENONFINITE;
   }
-  if (u == DR_LS_SKIP) {
-    *skip = 1;
-    if (r->rank == 0)
-      fprintf(stdout, "overflow at step %llu in %s: step skipped, loss "
-              "scale %g -> %g (%llu skipped)\n",
-              (unsigned long long)step + 1, where, before, r->ls.scale,
-              (unsigned long long)r->ls.skipped);
-  }
+  if (r->rank == 0)
+    fprintf(stdout, "overflow at step %llu in %s: step skipped, loss "
+            "scale %g -> %g (%llu skipped)\n",
+            (unsigned long long)step + 1, where, before, r->ls.scale,
+            (unsigned long long)r->ls.skipped);
   return 0;
 }
 
@@ -152,7 +158,9 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     return rc;
   dr_step_marks_t m = {.start_us = dr_now_us()};
   float scale = (float)r->ls.scale;
-  if (r->cmp != NULL) {
+  /* A device that runs the step on its own clock compresses there too. */
+  const int host_cmp = r->cmp != NULL && !dev->async;
+  if (host_cmp) {
     dr_cmp_begin_step(r->cmp, step, scale);
     float poison = dr_fault_overflow_value(r->rank, r->world, step);
     if (poison != 0)
@@ -197,7 +205,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     return dr_train_comm_failed(r, "gradient all-reduce", rc, err);
   }
   int skip = 0;
-  if (r->cmp != NULL && (rc = finish_compressed(r, step, &skip)) != 0)
+  if (host_cmp && (rc = finish_compressed(r, step, &skip)) != 0)
     return rc;
   m.comm_end_us = dr_now_us();
   /* Before the weights change. 0 where the loss stays on the device: it
@@ -212,7 +220,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   st->data_ms = data_us / 1e3;
   if (!dev->async)
     host_times(r, step, &m, data_us, st);
-  if (r->cmp != NULL) {
+  if (host_cmp) {
     /* PowerSGD's second round starts after the backward pass: exposed. */
     double extra = dr_cmp_extra_comm_us(r->cmp) / 1e3;
     st->comm_ms += extra;
@@ -227,9 +235,13 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   const dr_train_config_t *c = &r->c;
   double window_loss = 0;
   uint64_t window_n = 0, straggler_from = start;
+  int rc0 = dr_train_threads_open(r);
+  if (rc0 != 0)
+    return rc0;
   r->t0_us = dr_now_us();
   for (uint64_t step = start; step < r->total_steps; step++) {
     double loss = 0;
+    dr_train_threads_mark(r, dr_now_us());
     /* This rank's share of the epoch, at its start or, in a run resumed
      * mid-epoch, at the first step: the same sample order either way. */
     if (step % r->steps_per_epoch == 0 || step == start)
@@ -278,6 +290,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     if ((rc = dr_train_preempt_after_step(r, step + 1)) != 0)
       return rc;
   }
+  dr_train_threads_mark(r, dr_now_us());
   return 0;
 }
 

@@ -16,6 +16,7 @@
 #include "train.h"
 #include "train_device.h"
 #include "train_plan.h"
+#include "train_threads.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
   dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
@@ -69,19 +70,15 @@ static int setup_compress(dr_run_t *r, dr_reducer_config_t *rcfg) {
   r->cmpc.check = r->ls.mode != DR_LS_NONE;
   if (r->cmpc.kind == DR_CMP_NONE && r->ls.mode == DR_LS_NONE)
     return 0;
-  if (r->use_gpu) {
-    /* On NCCL: fp16 and bf16 sums (the GPU's own launch hook casts). */
-    if (r->ls.mode == DR_LS_NONE && (r->cmpc.kind == DR_CMP_FP16 ||
-                                     r->cmpc.kind == DR_CMP_BF16))
-      return 0;
-    fprintf(stderr, "train: with --device cuda, --grad-compress takes none, "
-            "fp16 or bf16 and --loss-scale none; --grad-compress %s with "
-            "--loss-scale %s runs on the CPU backend (--device cpu)\n",
-            c->grad_compress, c->loss_scale);
-    return DR_TRAIN_ECONFIG;
-  }
+  /* On the GPU the compressor holds PowerSGD's layout and the host copy
+   * of its state; the GPU's own launch hook does the rounds (gpu_psgd.h),
+   * the fp16 and bf16 sums and the loss scaler (gpu_step.c, gpu_scale.c). */
+  if (r->use_gpu && r->cmpc.kind != DR_CMP_POWERSGD)
+    return 0;
   if (dr_cmp_new(&r->cmpc, r->model, r->pg, &r->cmp) != 0)
     return dr_train_nomem(r, "the gradient compression state");
+  if (r->use_gpu)
+    return 0;
   rcfg->launch = dr_cmp_launch;
   rcfg->launch_arg = r->cmp;
   return 0;
@@ -225,6 +222,7 @@ static int setup(dr_run_t *r) {
 }
 
 static void teardown(dr_run_t *r) {
+  dr_train_threads_free(r);
   dr_train_plan_free(r);
   dr_progress_close(&r->progress);
   /* On every exit path that returns: the file is valid JSON up to its

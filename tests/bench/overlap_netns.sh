@@ -25,7 +25,12 @@
 #
 #   overlap_netns cap_mib=5 buckets=5 mode=overlap run=1 median_step_ms=..
 #     comm_ms=.. exposed_comm_ms=.. hidden_frac=.. exposed_frac=..
+#     compute_cpu_ms=.. compute_wait_ms=.. compute_invol_cs=..
+#     comm_cpu_ms=.. comm_vol_cs=..
 #
+# (the last five: rank 0's compute and communication threads per step,
+# from train --thread-stats: CPU time, run-queue wait, preemptions of the
+# compute thread, CPU time and wake-ups of the communication thread),
 # then a table (per cap and mode, the run with the median step time), and
 # the two targets: exposed communication under 20% of all communication at
 # the best cap (the overlapped run with the shortest step), and that step
@@ -121,7 +126,8 @@ for cap in $caps; do
       r=$((r + 1))
       trace=
       [ -n "$trace_dir" ] && trace="--trace $trace_dir/ovl-$cap-$mode-$r.{rank}.json"
-      pair_job "ovl-$cap-$mode-$r" --bucket-cap-mb "$cap" $flag $trace
+      pair_job "ovl-$cap-$mode-$r" --bucket-cap-mb "$cap" $flag $trace \
+        --thread-stats
       step=$(field "$line" median_step_ms)
       comm=$(field "$line" comm_ms)
       exposed=$(field "$line" exposed_comm_ms)
@@ -129,10 +135,17 @@ for cap in $caps; do
       efrac=$(awk -v c="$comm" -v e="$exposed" 'BEGIN { printf "%.3f", (c > 0 ? e / c : 0) }')
       nb=$(sed -n 's/.*model [0-9]* parameters, \([0-9]*\) bucket.*/\1/p' \
            "$tmp/ovl-$cap-$mode-$r.a.err" | head -n 1)
+      thr= kv=
+      for key in compute_cpu_ms compute_wait_ms compute_invol_cs comm_cpu_ms \
+          comm_vol_cs; do
+        v=$(field "$line" "$key")
+        thr="$thr ${v:--}"
+        kv="$kv $key=${v:--}"
+      done
       echo "overlap_netns cap_mib=$cap buckets=$nb mode=$mode run=$r" \
            "median_step_ms=$step comm_ms=$comm exposed_comm_ms=$exposed" \
-           "hidden_frac=$hidden exposed_frac=$efrac"
-      echo "$cap $mode $step $comm $exposed $hidden $efrac ${nb:-?}" >>"$tmp/rows"
+           "hidden_frac=$hidden exposed_frac=$efrac$kv"
+      echo "$cap $mode $step $comm $exposed $hidden $efrac ${nb:-?}$thr" >>"$tmp/rows"
     done
   done
 done
@@ -146,6 +159,7 @@ awk -v smoke="$smoke" '
     i = ++nr[k]
     step[k, i] = $3; comm[k, i] = $4; expo[k, i] = $5; hid[k, i] = $6
     nb[k] = $8
+    for (j = 9; j <= 13; j++) thr[k, i, j] = $j
   }
   function pick(k,   i, j, c, best) {
     for (i = 1; i <= nr[k]; i++) {
@@ -158,13 +172,15 @@ awk -v smoke="$smoke" '
     return best
   }
   END {
-    printf "\n| cap MiB | buckets | mode | runs | step ms | comm ms | exposed ms | hidden | exposed/comm |\n"
-    printf "|---|---|---|---|---|---|---|---|---|\n"
+    printf "\n| cap MiB | buckets | mode | runs | step ms | comm ms | exposed ms | hidden | exposed/comm | compute CPU ms | compute wait ms | compute preempted | comm CPU ms | comm wake-ups |\n"
+    printf "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     best = ""; bestno = ""
     for (i = 1; i <= n; i++) {
       k = order[i]; split(k, p, " "); r = pick(k)
       s = step[k, r]; c = comm[k, r]; e = expo[k, r]
-      printf "| %s | %s | %s | %d | %.1f | %.1f | %.1f | %.3f | %.3f |\n", p[1], nb[k], p[2], nr[k], s, c, e, hid[k, r], (c > 0 ? e / c : 0)
+      printf "| %s | %s | %s | %d | %.1f | %.1f | %.1f | %.3f | %.3f |", p[1], nb[k], p[2], nr[k], s, c, e, hid[k, r], (c > 0 ? e / c : 0)
+      for (j = 9; j <= 13; j++) printf " %s |", thr[k, r, j]
+      printf "\n"
       if (p[2] == "overlap" && (best == "" || s + 0 < bs)) { best = p[1]; bs = s; bc = c; be = e }
       if (p[2] == "no-overlap" && (bestno == "" || s + 0 < bns)) { bestno = p[1]; bns = s }
     }

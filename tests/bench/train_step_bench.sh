@@ -13,11 +13,17 @@
 #
 #   train_step_bench setting=2ranks runs=3 steps=120 median_step_ms=..
 #     samples_per_s=.. comm_ms=.. exposed_comm_ms=.. hidden_frac=..
-#     min_step_ms=.. max_step_ms=..
+#     compute_cpu_ms=.. compute_wait_ms=.. compute_vol_cs=..
+#     compute_invol_cs=.. comm_cpu_ms=.. comm_wait_ms=.. comm_vol_cs=..
+#     comm_invol_cs=.. min_step_ms=.. max_step_ms=..
 #
 # samples_per_s is the global batch (64 x ranks) over the median step;
 # min and max are those of the runs' medians (other load on the machine
-# shows there first).
+# shows there first). compute_* and comm_* are rank 0's compute and
+# communication threads per step (train --thread-stats): CPU time,
+# run-queue wait, voluntary switches (wake-ups) and involuntary ones
+# (preemptions); comm_* are 0 on 1 rank, and BLAS threads beyond the
+# compute thread (OMP_NUM_THREADS=2) are not in them.
 #
 # Usage: train_step_bench.sh [--smoke] [BUILD_DIR [RUNS [STEPS]]]
 #   BUILD_DIR holds train and ddprun (default: build), RUNS per setting
@@ -59,7 +65,9 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/train_step_bench.XXXXXX") || exit 1
 
 model="--data synthetic --layers 4 --width 1024 --input-dim 256 --classes 256
        --batch 64 --optimizer sgd --samples 65536 --eval-samples 256
-       --steps $steps --log-every $steps"
+       --steps $steps --log-every $steps --thread-stats"
+thread_keys="compute_cpu_ms compute_wait_ms compute_vol_cs compute_invol_cs
+             comm_cpu_ms comm_wait_ms comm_vol_cs comm_invol_cs"
 
 # field LINE KEY
 field() {
@@ -98,15 +106,20 @@ for setting in 1rank_omp1 1rank_omp2 2ranks; do
       continue
     fi
     echo "$line" >>"$tmp/$setting.lines"
+    thr=
+    for key in $thread_keys; do
+      thr="$thr $key=$(field "$line" "$key")"
+    done
     echo "train_step_bench setting=$setting run=$i steps=$steps" \
          "median_step_ms=$(field "$line" median_step_ms)" \
          "samples_per_s=$(field "$line" samples_per_s)" \
          "comm_ms=$(field "$line" comm_ms)" \
-         "exposed_comm_ms=$(field "$line" exposed_comm_ms)"
+         "exposed_comm_ms=$(field "$line" exposed_comm_ms)$thr"
   done
   [ -s "$tmp/$setting.lines" ] || continue
   out="train_step_bench setting=$setting runs=$(wc -l <"$tmp/$setting.lines") steps=$steps"
-  for key in median_step_ms samples_per_s comm_ms exposed_comm_ms hidden_frac; do
+  for key in median_step_ms samples_per_s comm_ms exposed_comm_ms hidden_frac \
+      $thread_keys; do
     v=$(while IFS= read -r l; do field "$l" "$key"; done <"$tmp/$setting.lines" | median)
     out="$out $key=$v"
   done

@@ -17,10 +17,17 @@
 #            (NCCL) and on the CPU, same seed: final loss within 0.2%
 #            (fp32) and 5% (bf16) of the CPU's
 #   compress the match job with --grad-compress fp16 and bf16 (NCCL's
-#            two-byte sums): final loss within 1% of the CPU's fp32 run
+#            two-byte sums): final loss within 1% of the CPU's fp32 run;
+#            powersgd (cuBLAS products) within 1% of the CPU's PowerSGD
+#            run, and with an overflow skipped
+#   scale    --precision fp16 with --loss-scale dynamic (the scaler on the
+#            device): loss within 5% of the CPU's; an injected overflow
+#            skips its step and halves the scale; the floor stops (exit 5)
 #   ckpt     a checkpoint written on the GPU resumes on the CPU and one
 #            written on the CPU resumes on the GPU; each run's final loss
-#            within 0.2% of an uninterrupted CPU run
+#            within 0.2% of an uninterrupted CPU run; a PowerSGD run with
+#            the loss scaler resumed on the device: the uninterrupted
+#            run's weights, bit for bit
 #   bench    --layers 8 --width 8192 --batch 8192 in fp32 (TF32 GEMMs) and
 #            bf16: median step time and TFLOP/s, next to the GEMM rate
 #            (target: bf16 at 60% or more of the bf16 GEMM rate)
@@ -253,6 +260,78 @@ for cmp in fp16 bf16; do
   fi
 done
 
+# PowerSGD (rank 4, compressed from step 11) on cuBLAS and NCCL against the
+# same compression on the CPU (OpenBLAS): final loss within 1%; then with
+# --loss-scale dynamic and an infinity at step 15: the step is skipped, the
+# error feedback and Q kept, and the run goes on to a finite loss.
+run psgd_cpu 90 "${ddp[@]}" "$B/bin/train" --device cpu --grad-compress powersgd \
+  --steps 60 "${small[@]}"
+psgd_cpu_rc=$rc
+psgd_cpu_loss=$(final psgd_cpu loss)
+run psgd_dev 90 "${ddp[@]}" "$B/bin/train" --device "$dev" --grad-compress powersgd \
+  --steps 60 "${small[@]}"
+loss=$(final psgd_dev loss)
+if [ "$rc" -ne 0 ] || [ "$psgd_cpu_rc" -ne 0 ]; then
+  failed "compress powersgd: exit $rc (cpu run: exit $psgd_cpu_rc); see $OUT/psgd_dev.log"
+elif [ "$dev" = cuda ] && ! grep -q "PowerSGD on cuBLAS" "$OUT/psgd_dev.log"; then
+  failed "compress powersgd: the run did not report PowerSGD on cuBLAS"
+elif within "$loss" "$psgd_cpu_loss" 0.01; then
+  pass "compress powersgd: $side final loss $loss, CPU PowerSGD $psgd_cpu_loss, rel. diff $(reldiff "$loss" "$psgd_cpu_loss") (limit 0.01; CPU fp32 uncompressed $cpu_loss)"
+else
+  failed "compress powersgd: $side final loss $loss, CPU PowerSGD $psgd_cpu_loss, rel. diff $(reldiff "$loss" "$psgd_cpu_loss") over 0.01"
+fi
+DDPRUN_OVERFLOW_TEST=0@15 run psgd_skip 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+  --grad-compress powersgd --loss-scale dynamic --steps 60 "${small[@]}"
+if [ "$rc" -eq 0 ] && [ "$(final psgd_skip skipped)" = 1 ] &&
+   [ "$(final psgd_skip loss_scale)" = 32768 ] &&
+   within "$(final psgd_skip loss)" "$psgd_cpu_loss" 0.02; then
+  pass "compress powersgd skip: an infinity at step 15 skipped, scale 32768, final loss $(final psgd_skip loss)"
+else
+  failed "compress powersgd skip: exit $rc, skipped=$(final psgd_skip skipped) loss_scale=$(final psgd_skip loss_scale) loss $(final psgd_skip loss) (see $OUT/psgd_skip.log)"
+fi
+
+# ---- scale: --precision fp16 with the loss scaler on the device ------------
+# fp16 activations and GEMM inputs (fp32 master weights) with --loss-scale
+# dynamic: final loss within 5% of the CPU's fp32 run; then an infinity put
+# into the gradient at step 5 (DDPRUN_OVERFLOW_TEST): the step is skipped
+# and the scale halves (the final line: skipped=1 loss_scale=32768),
+# as on the CPU; and overflows at every step from 5 with the scale starting
+# at 2: the run stops at the floor with exit 5. The rehearsal runs it in
+# fp32 (the CPU has no fp16 model). An overflow only in the fp16 sum needs
+# two ranks, which one GPU cannot hold under NCCL: the CPU tests cover it.
+sprec=fp16
+[ "$rehearse" -eq 1 ] && sprec=fp32
+run scale_fp16 90 "${ddp[@]}" "$B/bin/train" --device "$dev" --precision "$sprec" \
+  --loss-scale dynamic --steps 60 "${small[@]}"
+loss=$(final scale_fp16 loss)
+if [ "$rc" -ne 0 ] || [ "$cpu_rc" -ne 0 ]; then
+  failed "scale $sprec: exit $rc (cpu run: exit $cpu_rc); see $OUT/scale_fp16.log"
+elif [ "$(final scale_fp16 loss_scale)" != 65536 ] || [ "$(final scale_fp16 skipped)" != 0 ]; then
+  failed "scale $sprec: loss_scale=$(final scale_fp16 loss_scale) skipped=$(final scale_fp16 skipped), expected 65536 and 0"
+elif within "$loss" "$cpu_loss" 0.05; then
+  pass "scale $sprec: $side final loss $loss with --loss-scale dynamic, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") (limit 0.05)"
+else
+  failed "scale $sprec: $side final loss $loss, CPU fp32 $cpu_loss, rel. diff $(reldiff "$loss" "$cpu_loss") over 0.05"
+fi
+DDPRUN_OVERFLOW_TEST=0@5 run scale_skip 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+  --precision "$sprec" --loss-scale dynamic --steps 60 "${small[@]}"
+if [ "$rc" -eq 0 ] && [ "$(final scale_skip skipped)" = 1 ] &&
+   [ "$(final scale_skip loss_scale)" = 32768 ] &&
+   [ "$(final scale_skip overflow_rank)" = 0 ] &&
+   grep -q "overflow at step 5 in rank 0's gradient: step skipped, loss scale 65536 -> 32768" "$OUT/scale_skip.log"; then
+  pass "scale skip: an infinity at step 5 skipped it, scale 65536 -> 32768, final loss $(final scale_skip loss)"
+else
+  failed "scale skip: exit $rc, skipped=$(final scale_skip skipped) loss_scale=$(final scale_skip loss_scale) (expected 1, 32768; see $OUT/scale_skip.log)"
+fi
+DDPRUN_OVERFLOW_TEST=0@5:40 run scale_floor 90 "${ddp[@]}" "$B/bin/train" --device "$dev" \
+  --precision "$sprec" --loss-scale dynamic:2 --steps 60 "${small[@]}"
+if [ "$rc" -ne 0 ] && grep -q "at its floor of 1" "$OUT/scale_floor.log" &&
+   grep -q "exit code 5" "$OUT/scale_floor.log"; then
+  pass "scale floor: overflows from step 5 with the scale at 2 stopped the run at the floor (exit 5)"
+else
+  failed "scale floor: exit $rc; expected exit 5 at the floor (see $OUT/scale_floor.log)"
+fi
+
 # ---- ckpt: GPU -> CPU and CPU -> GPU ----------------------------------------
 # One process each (no ddprun): the checkpoint code is the same. The first
 # run of a pair is killed by train's test hook right after its step-20
@@ -282,6 +361,27 @@ for pair in "$dev:cpu" "cpu:$dev"; do
     failed "ckpt $w->$rd: final loss $loss, uninterrupted CPU $ref_loss: rel. diff $(reldiff "$loss" "$ref_loss") over 0.002"
   fi
 done
+
+# PowerSGD with the loss scaler on the device: a checkpoint at step 20 (Q,
+# the error feedback and the scale, downloaded from the device) resumed on
+# the device gives the uninterrupted device run's weights, bit for bit.
+pargs=(--device "$dev" --grad-compress powersgd --loss-scale dynamic --steps 40
+       "${small[@]}")
+run ckpt_psgd_ref 90 "${solo[@]}" "$B/bin/train" "${pargs[@]}"
+dir=$OUT/ckpt_psgd
+rm -rf "$dir"
+run ckpt_psgd_write 90 "${solo[@]}" DDPRUN_CKPT_TEST_KILL_AT=20 "$B/bin/train" \
+  "${pargs[@]}" --ckpt-dir "$dir" --ckpt-every 20
+run ckpt_psgd_resume 90 "${solo[@]}" "$B/bin/train" "${pargs[@]}" --ckpt-dir "$dir" \
+  --ckpt-every 20
+ref_crc=$(final ckpt_psgd_ref weights_crc32)
+crc=$(final ckpt_psgd_resume weights_crc32)
+if [ "$rc" -eq 0 ] && grep -q "resuming at step 20" "$OUT/ckpt_psgd_resume.log" &&
+   [ -n "$crc" ] && [ "$crc" = "$ref_crc" ]; then
+  pass "ckpt powersgd: resumed on $dev at step 20 with Q and the error feedback: weights $crc, the uninterrupted run's"
+else
+  failed "ckpt powersgd: exit $rc, weights $crc, uninterrupted $ref_crc (see $OUT/ckpt_psgd_resume.log)"
+fi
 
 # ---- bench: the large MLP ---------------------------------------------------
 L=8 W=8192 BATCH=8192

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # train's --device, --precision and --tf32 on a machine without a GPU:
 # bad values are refused with exit 2 before anything runs; --device cuda
-# and --precision bf16 are configuration errors (exit 2) that say what to
+# and --precision bf16|fp16 are configuration errors (exit 2) that say what to
 # do; --device auto runs on the CPU and computes what --device cpu does.
 #   device_flags.sh TRAIN
 set -u
@@ -24,7 +24,7 @@ expect() {
 small=(--steps 3 --samples 512 --eval-samples 64 --batch 16 --width 16
        --input-dim 8 --classes 4)
 expect 2 "expected auto, cpu or cuda" --device gpu
-expect 2 "expected fp32 or bf16" --precision fp16
+expect 2 "expected fp32, bf16 or fp16" --precision fp8
 expect 0 "--precision" --help
 grep -q -e "--device" "$tmp/out" || fail "--help does not list --device"
 grep -q -e "--tf32" "$tmp/out" || fail "--help does not list --tf32"
@@ -36,6 +36,7 @@ fi
 expect 2 "use --device cpu" --device cuda "${small[@]}"
 expect 2 "needs --device cuda" --precision bf16 "${small[@]}"
 expect 2 "needs --device cuda" --device cpu --precision bf16 "${small[@]}"
+expect 2 "needs --device cuda" --precision fp16 --loss-scale dynamic "${small[@]}"
 expect 0 "device cpu" --device auto "${small[@]}"
 auto=$(grep -o 'weights_crc32=0x[0-9a-f]*' "$tmp/out")
 expect 0 "device cpu" --device cpu "${small[@]}"

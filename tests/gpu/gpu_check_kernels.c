@@ -8,15 +8,21 @@
 
 #include "gpu_check_util.h"
 
-static const char *tname(dr_dtype_t t) { return t == DR_BF16 ? "bf16" : "fp32"; }
-static double tol(dr_dtype_t t) { return t == DR_BF16 ? TOL_BF16 : TOL_F32; }
+static const char *tname(dr_dtype_t t) {
+  return t == DR_BF16 ? "bf16" : t == DR_F16 ? "fp16" : "fp32";
+}
+static double tol(dr_dtype_t t) {
+  return t == DR_BF16 ? TOL_BF16 : t == DR_F16 ? TOL_F16 : TOL_F32;
+}
 
 /* What a value of type t holds. */
 static void as_type(float *v, size_t n, dr_dtype_t t) {
-  if (t == DR_BF16)
-    for (size_t i = 0; i < n; i++)
-      v[i] = bf16_round(v[i]);
+  for (size_t i = 0; i < n; i++)
+    v[i] = t == DR_BF16 ? bf16_round(v[i]) : t == DR_F16 ? f16_round(v[i])
+                                                         : v[i];
 }
+
+static const dr_dtype_t TYPES[] = {DR_F32, DR_BF16, DR_F16};
 
 static void bias_act(dr_rng_t *r, dr_dtype_t t, int relu) {
   const uint32_t rows = 37, cols = 300;
@@ -143,8 +149,8 @@ static void xent(dr_rng_t *r, uint32_t rows, uint32_t classes) {
 
   /* Backward from the GPU's probabilities, against the formula. */
   const float coef = 0.75f / (float)rows;
-  for (int ti = 0; ti < 2; ti++) {
-    dr_dtype_t t = ti ? DR_BF16 : DR_F32;
+  for (int ti = 0; ti < 3; ti++) {
+    dr_dtype_t t = TYPES[ti];
     float *ref = malloc(n * 4);
     for (uint32_t k = 0; k < rows; k++) {
       uint32_t yy = (uint32_t)y[k] < classes ? (uint32_t)y[k] : 0;
@@ -156,7 +162,7 @@ static void xent(dr_rng_t *r, uint32_t rows, uint32_t classes) {
     void *dd = dev_alloc(n * 4);
     poison(dd, t, n);
     float *out = malloc(n * 4);
-    dr_k_xent_bwd(dl, dy, dd, t, rows, classes, coef, g_stream);
+    dr_k_xent_bwd(dl, dy, dd, t, rows, classes, coef, NULL, g_stream);
     read_values(out, dd, n, t);
     snprintf(what, sizeof(what), "cross-entropy backward %ux%u %s", rows,
              classes, tname(t));
@@ -274,8 +280,8 @@ static void correct(dr_rng_t *r) {
 void check_kernels(void) {
   dr_rng_t r;
   dr_rng_seed(&r, 20240601);
-  for (int ti = 0; ti < 2; ti++) {
-    dr_dtype_t t = ti ? DR_BF16 : DR_F32;
+  for (int ti = 0; ti < 3; ti++) {
+    dr_dtype_t t = TYPES[ti];
     bias_act(&r, t, 1);
     bias_act(&r, t, 0);
     bias_grad(&r, t, 0);

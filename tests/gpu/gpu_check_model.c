@@ -40,7 +40,7 @@ static float *device_grads(dr_model_t *m) {
 }
 
 static dr_gpu_model_t *gpu_model(dr_model_t *host, dr_dtype_t t, int tf32) {
-  dr_gpu_model_opts_t o = {t, tf32, g_stream, g_blas, &g_waiter};
+  dr_gpu_model_opts_t o = {t, tf32, g_stream, g_blas, &g_waiter, NULL};
   dr_gpu_model_t *gm = NULL;
   if (dr_gpu_model_new(host, &o, &gm) != 0) {
     fprintf(stderr, "gpu_kernel_check: cannot build the GPU model\n");
@@ -92,7 +92,7 @@ static void optimizer(const char *what, dr_optim_kind_t kind, float momentum,
     to_dev(dg, grads, n * sizeof(float));
     free(grads);
     dr_optim_step(ocpu, cpu, step);
-    if (dr_gpu_optim_step(go, gm, mirror, step) != 0)
+    if (dr_gpu_optim_step(go, gm, mirror, step, NULL) != 0)
       exit(1);
   }
   if (dr_gpu_model_download(gm, mirror) != 0 || dr_gpu_optim_download(go) != 0)
@@ -163,7 +163,8 @@ typedef enum {
                and all gradients together within 5e-2 (norm-wise): TF32
                keeps 10 mantissa bits of each GEMM input, and ReLU masks
                flip near zero */
-  REF_BF16  /* bf16: ref_bf16 (gpu_check_ref.c), each within 1e-2 */
+  REF_BF16, /* bf16: ref_bf16 (gpu_check_ref.c), each within 1e-2 */
+  REF_F16   /* fp16: the same reference with fp16's rounding, 2e-3 */
 } ref_t;
 
 static void compare(const char *what, const char *part, dr_model_t *cpu,
@@ -179,7 +180,7 @@ static void compare(const char *what, const char *part, dr_model_t *cpu,
     dr_param_t *p = dr_model_param(cpu, i);
     snprintf(line, sizeof(line), "%s %s %s", what, part, p->name);
     check(line, got + off, want + off, p->n_elems,
-          ref == REF_BF16 ? TOL_BF16 : TOL_F32);
+          ref == REF_BF16 ? TOL_BF16 : ref == REF_F16 ? TOL_F16 : TOL_F32);
     off += p->n_elems;
   }
 }
@@ -199,8 +200,8 @@ static void model(const char *what, const dr_model_config_t *mc,
   float loss = dr_model_forward(cpu, &b);
   dr_model_backward(cpu, 0.5f, 0, record, &rc);
   float *want = host_values(cpu, 1);
-  if (ref == REF_BF16)
-    ref_bf16(cpu, &b, 0.5f, &loss, want);
+  if (ref == REF_BF16 || ref == REF_F16)
+    ref_half(cpu, &b, 0.5f, &loss, want, ref == REF_F16);
   const double loss_tol = ref == REF_CPU ? TOL_F32 : TOL_BF16;
 
   float *dg = device_grads(mirror);
@@ -275,5 +276,7 @@ void check_models(void) {
   model("mlp tf32", &mlp, DR_F32, 1, REF_TF32);
   model("mlp bf16", &mlp, DR_BF16, 0, REF_BF16);
   model("text bf16", &text, DR_BF16, 0, REF_BF16);
+  model("mlp fp16", &mlp, DR_F16, 0, REF_F16);
+  model("text fp16", &text, DR_F16, 0, REF_F16);
   cublasDestroy(g_blas);
 }

@@ -17,7 +17,14 @@
 
 #include "gpu_check_util.h"
 
-static float q(float x) { return bf16_round(x); }
+/* The two-byte type's rounding: bf16's or fp16's (ref_half). */
+static float (*q)(float) = bf16_round;
+
+int ref_half(dr_model_t *m, const dr_batch_t *b, float scale, float *loss,
+             float *grads, int f16) {
+  q = f16 ? f16_round : bf16_round;
+  return ref_bf16(m, b, scale, loss, grads);
+}
 
 int ref_bf16(dr_model_t *m, const dr_batch_t *b, float scale, float *loss,
              float *grads) {

@@ -24,6 +24,7 @@ extern int g_failures;
  * elements (a NaN anywhere fails). */
 #define TOL_F32 1e-5
 #define TOL_BF16 1e-2
+#define TOL_F16 2e-3
 
 void *dev_alloc(size_t n_bytes);
 void *dev_copy(const void *host, size_t n_bytes);
@@ -38,11 +39,14 @@ void poison(void *dev, dr_dtype_t t, size_t n);
 float bf16_round(float x);
 uint16_t bf16_bits(float x);
 float bf16_value(uint16_t b);
+/* Round to fp16 (nearest even) and back (worker/comm/half.h). */
+float f16_round(float x);
 
 /* Uniform in [-1, 1). */
 void fill_uniform(dr_rng_t *r, float *v, size_t n);
 
-/* A device buffer of n elements of t holding v (rounded for bf16). */
+/* A device buffer of n elements of t holding v (rounded for bf16 and
+ * fp16). */
 void *dev_values(const float *v, size_t n, dr_dtype_t t);
 /* n elements of t at dev, as floats. */
 void read_values(float *out, const void *dev, size_t n, dr_dtype_t t);
@@ -60,10 +64,15 @@ int check_l2(const char *what, const float *gpu, const float *ref, size_t n,
  * rounded where the GPU rounds. */
 int ref_bf16(dr_model_t *m, const dr_batch_t *b, float scale, float *loss,
              float *grads);
+/* The same with fp16's rounding when f16 is set (the rounding stays
+ * chosen for later ref_bf16 calls: call ref_half for each). */
+int ref_half(dr_model_t *m, const dr_batch_t *b, float scale, float *loss,
+             float *grads, int f16);
 
 /* The checks, by file. */
 void check_kernels(void);
 void check_optimizers(void);
 void check_models(void);
+void check_scaler(void);
 
 #endif /* DR_GPU_CHECK_UTIL_H */

@@ -16,6 +16,7 @@
 #include "gpu_check.h"
 #include "gpu_check_util.h"
 #include "gpu_device.h"
+#include "half.h"
 
 cudaStream_t g_stream;
 dr_gpu_waiter_t g_waiter = {60000, NULL, NULL};
@@ -91,12 +92,14 @@ void fill_uniform(dr_rng_t *r, float *v, size_t n) {
     v[i] = (float)(2.0 * dr_rng_uniform(r) - 1.0);
 }
 
+float f16_round(float x) { return dr_f16_to_f32(dr_f32_to_f16(x)); }
+
 void *dev_values(const float *v, size_t n, dr_dtype_t t) {
   if (t == DR_F32)
     return dev_copy(v, n * sizeof(float));
   uint16_t *b = malloc(n * sizeof(uint16_t));
   for (size_t i = 0; i < n; i++)
-    b[i] = bf16_bits(v[i]);
+    b[i] = t == DR_F16 ? dr_f32_to_f16(v[i]) : bf16_bits(v[i]);
   void *p = dev_copy(b, n * sizeof(uint16_t));
   free(b);
   return p;
@@ -110,7 +113,7 @@ void read_values(float *out, const void *dev, size_t n, dr_dtype_t t) {
   uint16_t *b = malloc(n * sizeof(uint16_t));
   to_host(b, dev, n * sizeof(uint16_t));
   for (size_t i = 0; i < n; i++)
-    out[i] = bf16_value(b[i]);
+    out[i] = t == DR_F16 ? dr_f16_to_f32(b[i]) : bf16_value(b[i]);
   free(b);
 }
 
@@ -196,6 +199,7 @@ int main(int argc, char **argv) {
   check_kernels();
   check_optimizers();
   check_models();
+  check_scaler();
   printf("%s: %d check%s failed\n", g_failures ? "FAILED" : "PASSED",
          g_failures, g_failures == 1 ? "" : "s");
   return g_failures ? 1 : 0;

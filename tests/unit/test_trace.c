@@ -2,9 +2,9 @@
  * with and without a clock offset; times on the wall clock, durations as
  * measured; a file that ends in its closing after every flush, and stays
  * so when the writer is never closed (a killed process); the all-reduce's
- * args; escaping; the host thread named once, on first use; the per-rank
- * path; the strict offset parser; the peak resident set growing by what
- * is touched. */
+ * args; counters; escaping; the host thread named once, on first use;
+ * the per-rank path; the strict offset parser; the peak resident set
+ * growing by what is touched. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,6 +178,36 @@ static void test_times_and_args(void **state) {
   free(s);
 }
 
+/* A counter: its series as given, on the file's clock; a value that JSON
+ * cannot hold is written as 0. */
+static void test_counter(void **state) {
+  fx_t *f = *state;
+  dr_trace_meta_t m = {"train", 3, 4, "cpu", 0, 0};
+  dr_trace_t *t = NULL;
+  char used[512];
+  assert_int_equal(dr_trace_open(f->path, &m, &t, used, sizeof(used)), 0);
+  uint64_t now = mono_us();
+  int64_t file_now = dr_trace_file_us(t, now);
+  const char *keys[2] = {"compute", "comm"};
+  double vals[2] = {12.5, 3};
+  dr_trace_counter(t, "cpu ms", now, keys, vals, 2);
+  double bad[1] = {NAN};
+  dr_trace_counter(t, "run-queue wait ms", now + 5, keys, bad, 1);
+  assert_int_equal(dr_trace_close(&t), 0);
+  char *s = slurp(used);
+  char want[256];
+  snprintf(want, sizeof(want),
+           "{\"name\":\"cpu ms\",\"ph\":\"C\",\"pid\":3,\"ts\":%" PRId64
+           ",\"args\":{\"compute\":12.5,\"comm\":3}}", file_now);
+  assert_non_null(strstr(s, want));
+  snprintf(want, sizeof(want),
+           "{\"name\":\"run-queue wait ms\",\"ph\":\"C\",\"pid\":3,"
+           "\"ts\":%" PRId64 ",\"args\":{\"compute\":0}}", file_now + 5);
+  assert_non_null(strstr(s, want));
+  assert_true(ends_closed(s));
+  free(s);
+}
+
 static void test_escape_and_host_thread(void **state) {
   fx_t *f = *state;
   dr_trace_meta_t m = {"tr\"ain", 0, 1, "c\\pu", 0, 0};
@@ -284,6 +315,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_header, setup, teardown),
       cmocka_unit_test_setup_teardown(test_paths, setup, teardown),
       cmocka_unit_test_setup_teardown(test_times_and_args, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_counter, setup, teardown),
       cmocka_unit_test_setup_teardown(test_escape_and_host_thread, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_flush_keeps_it_closed, setup,

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "auth.h"
@@ -257,6 +258,10 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
 
 static void *comm_thread(void *arg) {
   dr_pg_t *pg = arg;
+  pthread_mutex_lock(&pg->mu);
+  atomic_store(&pg->comm_tid, (int)syscall(SYS_gettid));
+  pthread_cond_broadcast(&pg->done_cv);
+  pthread_mutex_unlock(&pg->mu);
   for (;;) {
     pthread_mutex_lock(&pg->mu);
     while (pg->head == NULL && !pg->stop)
@@ -438,6 +443,7 @@ int dr_pg_barrier_sync(dr_pg_t *pg, char *err, size_t err_len) {
 
 uint32_t dr_pg_rank(const dr_pg_t *pg) { return pg->rank; }
 uint32_t dr_pg_world(const dr_pg_t *pg) { return pg->world; }
+int dr_pg_comm_tid(const dr_pg_t *pg) { return atomic_load(&pg->comm_tid); }
 const char *dr_pg_describe(const dr_pg_t *pg) { return pg->describe; }
 
 static void pg_free(dr_pg_t *pg) {
@@ -514,6 +520,12 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
     return -rc;
   }
   pg->have_thread = 1;
+  /* Its id is known before the first collective: a caller that samples
+   * the thread's CPU time from the start finds it. */
+  pthread_mutex_lock(&pg->mu);
+  while (atomic_load(&pg->comm_tid) == 0)
+    pthread_cond_wait(&pg->done_cv, &pg->mu);
+  pthread_mutex_unlock(&pg->mu);
   *out = pg;
   return 0;
 }

@@ -101,6 +101,11 @@ void dr_pg_destroy(dr_pg_t **pg);
 uint32_t dr_pg_rank(const dr_pg_t *pg);
 uint32_t dr_pg_world(const dr_pg_t *pg);
 
+/* The kernel thread id (gettid) of the communication thread, for its
+ * CPU time and context switches under /proc/self/task/TID; 0 in a group
+ * of one, which has no such thread. */
+int dr_pg_comm_tid(const dr_pg_t *pg);
+
 /* "ring of 4: shm 0>1, tcp 1>2, shm 2>3, tcp 3>0" for the summary. */
 const char *dr_pg_describe(const dr_pg_t *pg);
 

@@ -107,6 +107,9 @@ struct dr_pg {
 
   pthread_t thread;
   int have_thread;
+  /* The communication thread's kernel id; set by it under mu (done_cv
+   * tells dr_pg_init), then never changed. */
+  _Atomic int comm_tid;
   pthread_mutex_t mu;
   pthread_cond_t queue_cv; /* work queued, or stop */
   pthread_cond_t done_cv;  /* some work completed */

@@ -31,17 +31,38 @@ __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const bf16 *p, size_t i) {
   return __bfloat162float(p[i]);
 }
+__device__ __forceinline__ float ld(const __half *p, size_t i) {
+  return __half2float(p[i]);
+}
 __device__ __forceinline__ void st(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void st(bf16 *p, size_t i, float v) {
   p[i] = __float2bfloat16_rn(v);
 }
+__device__ __forceinline__ void st(__half *p, size_t i, float v) {
+  p[i] = __float2half_rn(v);
+}
+
+/* Runs the statement with T the element type of t. */
+#define DISPATCH(t, T, ...)                                                 \
+  do {                                                                      \
+    if ((t) == DR_BF16) {                                                   \
+      typedef bf16 T;                                                       \
+      __VA_ARGS__;                                                          \
+    } else if ((t) == DR_F16) {                                             \
+      typedef __half T;                                                     \
+      __VA_ARGS__;                                                          \
+    } else {                                                                \
+      typedef float T;                                                      \
+      __VA_ARGS__;                                                          \
+    }                                                                       \
+  } while (0)
 
 #define GRID_STRIDE(i, n)                                                   \
   for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
        i += (size_t)gridDim.x * blockDim.x)
 
 extern "C" size_t dr_dtype_size(dr_dtype_t t) {
-  return t == DR_BF16 ? sizeof(uint16_t) : sizeof(float);
+  return t == DR_F32 ? sizeof(float) : sizeof(uint16_t);
 }
 
 /* ---- bias, activation ---------------------------------------------------- */
@@ -60,10 +81,9 @@ extern "C" int dr_k_bias_act_fwd(void *y, dr_dtype_t t, const float *bias,
                                  uint32_t rows, uint32_t cols, int relu,
                                  cudaStream_t s) {
   size_t n = (size_t)rows * cols;
-  if (t == DR_BF16)
-    bias_act_fwd<<<grid_for(n), BLOCK, 0, s>>>((bf16 *)y, bias, n, cols, relu);
-  else
-    bias_act_fwd<<<grid_for(n), BLOCK, 0, s>>>((float *)y, bias, n, cols, relu);
+  DISPATCH(t, T,
+           bias_act_fwd<<<grid_for(n), BLOCK, 0, s>>>((T *)y, bias, n, cols,
+                                                      relu));
   return launched();
 }
 
@@ -102,12 +122,10 @@ extern "C" int dr_k_bias_grad(const void *d, dr_dtype_t t, uint32_t rows,
   dim3 grid((cols + BLOCK - 1) / BLOCK, chunks > 0 ? chunks : 1);
   if (rows == 0) {
     cudaMemsetAsync(scratch, 0, cols * sizeof(float), s);
-  } else if (t == DR_BF16) {
-    bias_grad_partial<<<grid, BLOCK, 0, s>>>((const bf16 *)d, rows, cols,
-                                             scratch);
   } else {
-    bias_grad_partial<<<grid, BLOCK, 0, s>>>((const float *)d, rows, cols,
-                                             scratch);
+    DISPATCH(t, T,
+             bias_grad_partial<<<grid, BLOCK, 0, s>>>((const T *)d, rows,
+                                                      cols, scratch));
   }
   bias_grad_final<<<grid.x, BLOCK, 0, s>>>(scratch, grid.y, cols, g,
                                            accumulate);
@@ -123,12 +141,9 @@ __global__ void relu_bwd(T *dx, const T *a, size_t n) {
 
 extern "C" int dr_k_relu_bwd(void *dx, const void *a, dr_dtype_t t,
                              size_t n_elems, cudaStream_t s) {
-  if (t == DR_BF16)
-    relu_bwd<<<grid_for(n_elems), BLOCK, 0, s>>>((bf16 *)dx, (const bf16 *)a,
-                                                 n_elems);
-  else
-    relu_bwd<<<grid_for(n_elems), BLOCK, 0, s>>>((float *)dx, (const float *)a,
-                                                 n_elems);
+  DISPATCH(t, T,
+           relu_bwd<<<grid_for(n_elems), BLOCK, 0, s>>>((T *)dx, (const T *)a,
+                                                        n_elems));
   return launched();
 }
 
@@ -226,7 +241,9 @@ extern "C" int dr_k_loss_add(const float *row_loss, uint32_t rows, int mean,
 
 template <typename T>
 __global__ void xent_bwd(const float *probs, const int32_t *labels, T *d,
-                         size_t n, uint32_t classes, float coef) {
+                         size_t n, uint32_t classes, float coef_in,
+                         const float *scale) {
+  const float coef = scale != NULL ? coef_in * *scale : coef_in;
   GRID_STRIDE(i, n) {
     size_t r = i / classes;
     uint32_t c = (uint32_t)(i % classes);
@@ -239,14 +256,12 @@ __global__ void xent_bwd(const float *probs, const int32_t *labels, T *d,
 
 extern "C" int dr_k_xent_bwd(const float *probs, const int32_t *labels,
                              void *d, dr_dtype_t t, uint32_t rows,
-                             uint32_t classes, float coef, cudaStream_t s) {
+                             uint32_t classes, float coef, const float *scale,
+                             cudaStream_t s) {
   size_t n = (size_t)rows * classes;
-  if (t == DR_BF16)
-    xent_bwd<<<grid_for(n), BLOCK, 0, s>>>(probs, labels, (bf16 *)d, n,
-                                           classes, coef);
-  else
-    xent_bwd<<<grid_for(n), BLOCK, 0, s>>>(probs, labels, (float *)d, n,
-                                           classes, coef);
+  DISPATCH(t, T,
+           xent_bwd<<<grid_for(n), BLOCK, 0, s>>>(probs, labels, (T *)d, n,
+                                                  classes, coef, scale));
   return launched();
 }
 
@@ -265,10 +280,9 @@ extern "C" int dr_k_embed_fwd(const float *table, const uint8_t *tokens,
                               size_t n_tok, uint32_t e, void *x, dr_dtype_t t,
                               cudaStream_t s) {
   size_t n = n_tok * e;
-  if (t == DR_BF16)
-    embed_fwd<<<grid_for(n), BLOCK, 0, s>>>(table, tokens, n, e, (bf16 *)x);
-  else
-    embed_fwd<<<grid_for(n), BLOCK, 0, s>>>(table, tokens, n, e, (float *)x);
+  DISPATCH(t, T,
+           embed_fwd<<<grid_for(n), BLOCK, 0, s>>>(table, tokens, n, e,
+                                                   (T *)x));
   return launched();
 }
 
@@ -290,19 +304,23 @@ extern "C" int dr_k_embed_bwd(const void *dx, dr_dtype_t t,
                               const uint8_t *tokens, size_t n_tok, uint32_t e,
                               float *g, int accumulate, cudaStream_t s) {
   size_t n = (size_t)256 * e;
-  if (t == DR_BF16)
-    embed_bwd<<<grid_for(n), BLOCK, 0, s>>>((const bf16 *)dx, tokens, n_tok, e,
-                                            g, accumulate);
-  else
-    embed_bwd<<<grid_for(n), BLOCK, 0, s>>>((const float *)dx, tokens, n_tok,
-                                            e, g, accumulate);
+  DISPATCH(t, T,
+           embed_bwd<<<grid_for(n), BLOCK, 0, s>>>((const T *)dx, tokens,
+                                                   n_tok, e, g, accumulate));
   return launched();
 }
 
 /* ---- optimizers ----------------------------------------------------------- */
 
+/* A step the loss scaler skips: the ranks' agreed overflow flags. */
+__device__ __forceinline__ int skipped(const float *skip) {
+  return skip != NULL && (skip[0] > 0.0f || skip[1] > 0.0f);
+}
+
+template <typename W>
 __global__ void sgd(float *w, const float *g, float *buf, size_t n, float lr,
-                    float mu, float wd, bf16 *w16) {
+                    float mu, float wd, W *w16, const float *skip) {
+  if (skipped(skip)) return;
   GRID_STRIDE(i, n) {
     float wi = w[i];
     if (buf) {
@@ -314,21 +332,27 @@ __global__ void sgd(float *w, const float *g, float *buf, size_t n, float lr,
       wi -= lr * (g[i] + wd * wi);
     }
     w[i] = wi;
-    if (w16) w16[i] = __float2bfloat16_rn(wi);
+    if (w16) st(w16, i, wi);
   }
 }
 
 extern "C" int dr_k_sgd(float *w, const float *g, float *buf, size_t n_elems,
                         float lr, float mu, float wd, uint16_t *w16,
-                        cudaStream_t s) {
-  sgd<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, buf, n_elems, lr, mu, wd,
-                                          (bf16 *)w16);
+                        dr_dtype_t t16, const float *skip, cudaStream_t s) {
+  if (t16 == DR_F16)
+    sgd<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, buf, n_elems, lr, mu, wd,
+                                            (__half *)w16, skip);
+  else
+    sgd<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, buf, n_elems, lr, mu, wd,
+                                            (bf16 *)w16, skip);
   return launched();
 }
 
+template <typename W>
 __global__ void adamw(float *w, const float *g, float *m, float *v, size_t n,
                       float decay, float b1, float b2, float step_size,
-                      float bc2_sqrt, float eps, bf16 *w16) {
+                      float bc2_sqrt, float eps, W *w16, const float *skip) {
+  if (skipped(skip)) return;
   GRID_STRIDE(i, n) {
     float wi = w[i] * decay;
     const float gi = g[i];
@@ -339,17 +363,23 @@ __global__ void adamw(float *w, const float *g, float *m, float *v, size_t n,
     m[i] = mi;
     v[i] = vi;
     w[i] = wi;
-    if (w16) w16[i] = __float2bfloat16_rn(wi);
+    if (w16) st(w16, i, wi);
   }
 }
 
 extern "C" int dr_k_adamw(float *w, const float *g, float *m, float *v,
                           size_t n_elems, float decay, float b1, float b2,
                           float step_size, float bc2_sqrt, float eps,
-                          uint16_t *w16, cudaStream_t s) {
-  adamw<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, m, v, n_elems, decay, b1, b2,
-                                            step_size, bc2_sqrt, eps,
-                                            (bf16 *)w16);
+                          uint16_t *w16, dr_dtype_t t16, const float *skip,
+                          cudaStream_t s) {
+  if (t16 == DR_F16)
+    adamw<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, m, v, n_elems, decay, b1,
+                                              b2, step_size, bc2_sqrt, eps,
+                                              (__half *)w16, skip);
+  else
+    adamw<<<grid_for(n_elems), BLOCK, 0, s>>>(w, g, m, v, n_elems, decay, b1,
+                                              b2, step_size, bc2_sqrt, eps,
+                                              (bf16 *)w16, skip);
   return launched();
 }
 
@@ -366,6 +396,32 @@ __global__ void cast_bf16_f32(const bf16 *in, float *out, size_t n) {
 extern "C" int dr_k_cast_f32_bf16(const float *in, uint16_t *out,
                                   size_t n_elems, cudaStream_t s) {
   cast_f32_bf16<<<grid_for(n_elems), BLOCK, 0, s>>>(in, (bf16 *)out, n_elems);
+  return launched();
+}
+
+template <typename T>
+__global__ void cast_from_f32(const float *in, T *out, size_t n) {
+  GRID_STRIDE(i, n) st(out, i, in[i]);
+}
+
+template <typename T>
+__global__ void cast_to_f32(const T *in, float *out, size_t n) {
+  GRID_STRIDE(i, n) out[i] = ld(in, i);
+}
+
+extern "C" int dr_k_cast_from_f32(const float *in, void *out, dr_dtype_t t,
+                                  size_t n_elems, cudaStream_t s) {
+  DISPATCH(t, T,
+           cast_from_f32<<<grid_for(n_elems), BLOCK, 0, s>>>(in, (T *)out,
+                                                             n_elems));
+  return launched();
+}
+
+extern "C" int dr_k_cast_to_f32(const void *in, dr_dtype_t t, float *out,
+                                size_t n_elems, cudaStream_t s) {
+  DISPATCH(t, T,
+           cast_to_f32<<<grid_for(n_elems), BLOCK, 0, s>>>((const T *)in, out,
+                                                           n_elems));
   return launched();
 }
 
@@ -438,9 +494,10 @@ extern "C" int dr_k_from_half(const void *in, float *out, int is_bf16,
 
 extern "C" int dr_k_fill_nan(void *p, dr_dtype_t t, size_t n_elems,
                              cudaStream_t s) {
-  if (t == DR_BF16)
-    fill_u16<<<grid_for(n_elems), BLOCK, 0, s>>>((uint16_t *)p, n_elems,
-                                                 (uint16_t)0x7fc0);
+  if (t == DR_BF16 || t == DR_F16)
+    fill_u16<<<grid_for(n_elems), BLOCK, 0, s>>>(
+        (uint16_t *)p, n_elems, t == DR_BF16 ? (uint16_t)0x7fc0
+                                             : (uint16_t)0x7e00);
   else
     fill_u32<<<grid_for(n_elems), BLOCK, 0, s>>>((uint32_t *)p, n_elems,
                                                  0x7fc00000u);

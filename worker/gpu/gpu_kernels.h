@@ -6,8 +6,8 @@
  * Matrices are row-major, as in worker/nn: rows x cols, cols contiguous.
  * Activation-side buffers are fp32 or bf16 (dr_dtype_t); weights, biases,
  * gradients, optimizer state, logits and losses are always fp32. bf16
- * values are stored as uint16_t (the bits of __nv_bfloat16); conversions
- * round to nearest even.
+ * and fp16 values are stored as uint16_t (the bits of __nv_bfloat16 or
+ * __half); conversions round to nearest even.
  *
  * Every kernel computes what the CPU model computes (worker/nn/model_pass.c
  * and optim.c), in the same formula; sums may run in another order, so
@@ -26,7 +26,7 @@
 extern "C" {
 #endif
 
-typedef enum { DR_F32 = 0, DR_BF16 = 1 } dr_dtype_t;
+typedef enum { DR_F32 = 0, DR_BF16 = 1, DR_F16 = 2 } dr_dtype_t;
 
 /* Bytes of one element of t. */
 size_t dr_dtype_size(dr_dtype_t t);
@@ -60,10 +60,11 @@ int dr_k_loss_add(const float *row_loss, uint32_t rows, int mean,
                   double *acc, cudaStream_t s);
 
 /* d[r][c] = coef * (p[r][c] - (c == y_r)): the gradient of the loss with
- * respect to the logits, coef = scale / rows. */
+ * respect to the logits, coef = scale / rows; times *loss_scale (on the
+ * device, the loss scaler's) when loss_scale is not NULL. */
 int dr_k_xent_bwd(const float *probs, const int32_t *labels, void *d,
                   dr_dtype_t t, uint32_t rows, uint32_t classes, float coef,
-                  cudaStream_t s);
+                  const float *loss_scale, cudaStream_t s);
 
 /* x[i][j] = table[tokens[i]][j] for the n_tok tokens (e columns). */
 int dr_k_embed_fwd(const float *table, const uint8_t *tokens, size_t n_tok,
@@ -77,16 +78,25 @@ int dr_k_embed_bwd(const void *dx, dr_dtype_t t, const uint8_t *tokens,
                    cudaStream_t s);
 
 /* optim.c's SGD: d = g + wd w; buf = mu buf + d; w -= lr buf (buf NULL:
- * w -= lr d). w16 (may be NULL) receives the new w in bf16. */
+ * w -= lr d). w16 (may be NULL) receives the new w in t16 (bf16 or fp16).
+ * skip (may be NULL): the loss scaler's agreed flags of the step
+ * (gpu_scale.h); nothing changes when either is set. */
 int dr_k_sgd(float *w, const float *g, float *buf, size_t n_elems, float lr,
-             float mu, float wd, uint16_t *w16, cudaStream_t s);
+             float mu, float wd, uint16_t *w16, dr_dtype_t t16,
+             const float *skip, cudaStream_t s);
 
 /* optim.c's AdamW: w *= decay; m += (1 - b1)(g - m); v = b2 v +
  * (1 - b2) g^2; w -= step_size * m / (sqrt(v) / bc2_sqrt + eps). */
 int dr_k_adamw(float *w, const float *g, float *m, float *v, size_t n_elems,
                float decay, float b1, float b2, float step_size,
-               float bc2_sqrt, float eps, uint16_t *w16, cudaStream_t s);
+               float bc2_sqrt, float eps, uint16_t *w16, dr_dtype_t t16,
+               const float *skip, cudaStream_t s);
 
+/* out := in in type t (rounded to nearest even), and back. */
+int dr_k_cast_from_f32(const float *in, void *out, dr_dtype_t t,
+                       size_t n_elems, cudaStream_t s);
+int dr_k_cast_to_f32(const void *in, dr_dtype_t t, float *out,
+                     size_t n_elems, cudaStream_t s);
 int dr_k_cast_f32_bf16(const float *in, uint16_t *out, size_t n_elems,
                        cudaStream_t s);
 int dr_k_cast_bf16_f32(const uint16_t *in, float *out, size_t n_elems,

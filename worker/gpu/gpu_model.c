@@ -36,11 +36,11 @@ struct dr_gpu_model {
   size_t es;            /* bytes of an activation element */
 
   float *w;             /* [n_elems] fp32 master weights */
-  uint16_t *w16;        /* [n_elems] bf16 copy, or NULL */
+  uint16_t *w16;        /* [n_elems] bf16 or fp16 copy, or NULL */
   void **act;           /* [n_linear]: Linear k's input, max_batch x in */
   float *logits;        /* [max_batch][classes]; softmax in place */
   void *dbuf[2];        /* [max_batch][max_dim] gradients ping-pong */
-  float *x32;           /* bf16: the fp32 input before its cast */
+  float *x32;           /* bf16, fp16: the fp32 input before its cast */
   float *row_loss;      /* [max_batch] */
   float *scratch;       /* bias-gradient partial sums */
   int32_t *labels;      /* [max_batch] */
@@ -96,7 +96,7 @@ static int alloc_all(dr_gpu_model_t *m) {
   if ((rc = dev_alloc(m, (void **)&(ptr), (n_bytes))) != 0)                 \
     return rc;
   DEV(m->w, m->n_elems * sizeof(float));
-  if (m->o.dtype == DR_BF16) {
+  if (m->o.dtype != DR_F32) {
     DEV(m->w16, m->n_elems * sizeof(uint16_t));
     if (!m->text) {
       DEV(m->x32, rows * m->in_dim * sizeof(float));
@@ -190,6 +190,7 @@ void dr_gpu_model_free(dr_gpu_model_t **mp) {
 
 float *dr_gpu_model_weights(dr_gpu_model_t *m) { return m->w; }
 uint16_t *dr_gpu_model_weights16(dr_gpu_model_t *m) { return m->w16; }
+dr_dtype_t dr_gpu_model_dtype(const dr_gpu_model_t *m) { return m->o.dtype; }
 size_t dr_gpu_model_bytes(const dr_gpu_model_t *m) { return m->bytes; }
 
 int dr_gpu_model_upload(dr_gpu_model_t *m, dr_model_t *host) {
@@ -201,7 +202,8 @@ int dr_gpu_model_upload(dr_gpu_model_t *m, dr_model_t *host) {
       return rc;
   }
   if (m->w16 != NULL)
-    KERNEL_CHECK(dr_k_cast_f32_bf16(m->w, m->w16, m->n_elems, m->o.stream));
+    KERNEL_CHECK(dr_k_cast_from_f32(m->w, m->w16, m->o.dtype, m->n_elems,
+                                    m->o.stream));
   return 0;
 }
 
@@ -216,10 +218,16 @@ int dr_gpu_model_download(dr_gpu_model_t *m, dr_model_t *host) {
   return 0;
 }
 
-/* The GEMM operand of a weight: the bf16 copy in bf16. */
+/* The GEMM operand of a weight: the two-byte copy in bf16 or fp16. */
 static const void *weight(const dr_gpu_model_t *m, size_t param) {
   return m->w16 != NULL ? (const void *)(m->w16 + m->off[param])
                         : (const void *)(m->w + m->off[param]);
+}
+
+static cudaDataType_t act_type(const dr_gpu_model_t *m) {
+  return m->o.dtype == DR_BF16   ? CUDA_R_16BF
+         : m->o.dtype == DR_F16 ? CUDA_R_16F
+                                : CUDA_R_32F;
 }
 
 /* C (ldc) = alpha op(A) op(B) + beta C, column-major; A and B in the
@@ -229,7 +237,7 @@ static int gemm(dr_gpu_model_t *m, cublasOperation_t ta, cublasOperation_t tb,
                 const void *b, int ldb, float beta, void *c,
                 cudaDataType_t ct, int ldc) {
   const float alpha = 1.0f;
-  cudaDataType_t ab = m->o.dtype == DR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+  cudaDataType_t ab = act_type(m);
   cublasComputeType_t comp = m->o.dtype == DR_F32 && m->o.tf32
                                  ? CUBLAS_COMPUTE_32F_FAST_TF32
                                  : CUBLAS_COMPUTE_32F;
@@ -239,9 +247,6 @@ static int gemm(dr_gpu_model_t *m, cublasOperation_t ta, cublasOperation_t tb,
   return 0;
 }
 
-static cudaDataType_t act_type(const dr_gpu_model_t *m) {
-  return m->o.dtype == DR_BF16 ? CUDA_R_16BF : CUDA_R_32F;
-}
 
 /* The batch to the device, through the pinned buffers. */
 static int upload_batch(dr_gpu_model_t *m, const dr_batch_t *b) {
@@ -272,7 +277,7 @@ static int upload_batch(dr_gpu_model_t *m, const dr_batch_t *b) {
                                 (size_t)n * m->cfg.context, m->cfg.embed_dim,
                                 m->act[0], m->o.dtype, s));
   else if (m->x32 != NULL)
-    KERNEL_CHECK(dr_k_cast_f32_bf16(m->x32, m->act[0],
+    KERNEL_CHECK(dr_k_cast_from_f32(m->x32, m->act[0], m->o.dtype,
                                     (size_t)n * m->in_dim, s));
   return 0;
 }
@@ -358,7 +363,8 @@ int dr_gpu_model_backward(dr_gpu_model_t *m, float scale, int accumulate,
   cudaStream_t s = m->o.stream;
   void *d = m->dbuf[0], *dx = m->dbuf[1];
   KERNEL_CHECK(dr_k_xent_bwd(m->logits, m->labels, d, m->o.dtype, n,
-                             m->cfg.classes, scale / (float)n, s));
+                             m->cfg.classes, scale / (float)n,
+                             m->o.loss_scale, s));
   const float beta = accumulate ? 1.0f : 0.0f;
   for (uint32_t k = m->n_linear; k-- > 0;) {
     const linear_t *l = &m->lin[k];

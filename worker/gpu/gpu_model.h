@@ -47,6 +47,8 @@ typedef struct {
   cudaStream_t stream;      /* the compute stream (borrowed) */
   cublasHandle_t blas;      /* bound to stream by the caller (borrowed) */
   const dr_gpu_waiter_t *waiter; /* bounds the blocking calls (borrowed) */
+  const float *loss_scale;  /* device: the loss scaler's scale, which the
+                               backward pass multiplies in; NULL: none */
 } dr_gpu_model_opts_t;
 
 /* Allocates the device model for host's configuration and uploads its
@@ -59,8 +61,10 @@ void dr_gpu_model_free(dr_gpu_model_t **m);
 
 /* All weights, fp32, registration order (the host layout). */
 float *dr_gpu_model_weights(dr_gpu_model_t *m);
-/* The bf16 copy, or NULL in fp32. */
+/* The two-byte copy (bf16 or fp16, the compute precision), or NULL in
+ * fp32. */
 uint16_t *dr_gpu_model_weights16(dr_gpu_model_t *m);
+dr_dtype_t dr_gpu_model_dtype(const dr_gpu_model_t *m);
 
 /* Host weights -> device (and the bf16 copy); device -> host weights.
  * Both wait for their copies (bounded by the waiter). */

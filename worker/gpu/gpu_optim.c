@@ -84,7 +84,8 @@ int dr_gpu_optim_download(dr_gpu_optim_t *o) {
 }
 
 int dr_gpu_optim_step(dr_gpu_optim_t *o, dr_gpu_model_t *gm,
-                      dr_model_t *host_model, uint64_t step) {
+                      dr_model_t *host_model, uint64_t step,
+                      const float *skip) {
   const dr_optim_config_t *c = &o->cfg;
   const float lr = dr_optim_lr(o->host, step);
   const double t = (double)step + 1.0;
@@ -92,6 +93,7 @@ int dr_gpu_optim_step(dr_gpu_optim_t *o, dr_gpu_model_t *gm,
   const double bc2 = 1.0 - pow(c->beta2, t);
   float *w = dr_gpu_model_weights(gm);
   uint16_t *w16 = dr_gpu_model_weights16(gm);
+  const dr_dtype_t t16 = dr_gpu_model_dtype(gm);
   size_t off = 0;
   for (size_t i = 0; i < dr_model_n_params(host_model); i++) {
     dr_param_t *p = dr_model_param(host_model, i);
@@ -100,13 +102,13 @@ int dr_gpu_optim_step(dr_gpu_optim_t *o, dr_gpu_model_t *gm,
       KERNEL_CHECK(dr_k_sgd(w + off, p->g,
                             o->state_elems > 0 ? o->state + off : NULL,
                             p->n_elems, lr, c->momentum, c->weight_decay, p16,
-                            o->s));
+                            t16, skip, o->s));
     else
       KERNEL_CHECK(dr_k_adamw(w + off, p->g, o->state + off,
                               o->state + o->n_elems + off, p->n_elems,
                               1.0f - lr * c->weight_decay, c->beta1, c->beta2,
                               (float)(lr / bc1), (float)sqrt(bc2), c->eps, p16,
-                              o->s));
+                              t16, skip, o->s));
     off += p->n_elems;
   }
   return 0;

@@ -30,9 +30,12 @@ void dr_gpu_optim_free(dr_gpu_optim_t **o);
 
 /* Enqueues one update of every parameter of gm at step's learning rate,
  * with the gradients at the host model's param->g (device pointers); the
- * bf16 copy of the weights is refreshed in the same pass. */
+ * two-byte copy of the weights is refreshed in the same pass. skip (a
+ * device pointer, may be NULL): the loss scaler's agreed flags; the
+ * kernels change nothing when one is set. */
 int dr_gpu_optim_step(dr_gpu_optim_t *o, dr_gpu_model_t *gm,
-                      dr_model_t *host_model, uint64_t step);
+                      dr_model_t *host_model, uint64_t step,
+                      const float *skip);
 
 /* The state between the host optimizer's buffer and the device (both
  * wait for their copies). */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "gpu_check.h"
+#include "gpu_scale_internal.h"
 #include "gpu_step_internal.h"
 #include "gpu_train.h"
 #include "train_device.h"
@@ -126,7 +127,9 @@ static int launch_half(dr_run_t *r, size_t bucket, float *data, size_t n) {
     return DR_GPU_ECUDA;
   KERNEL_CHECK(dr_k_to_half(data, 1.0f / (float)r->world, h, bf16, n,
                             g->comm));
-  int rc = dr_nccl_allreduce_sum_half(g->nccl, h, n, bf16, g->comm);
+  int rc = dr__gpu_scale_own_half(r, h, n);
+  if (rc == 0)
+    rc = dr_nccl_allreduce_sum_half(g->nccl, h, n, bf16, g->comm);
   if (rc != 0)
     return rc;
   KERNEL_CHECK(dr_k_from_half(h, data, bf16, n, g->comm));
@@ -158,9 +161,19 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
   CUDA_CHECK(cudaEventRecord(sl->rd[bucket], g->compute));
   CUDA_CHECK(cudaStreamWaitEvent(g->comm, sl->rd[bucket], 0));
   CUDA_CHECK(cudaEventRecord(sl->c0[bucket], g->comm));
-  int rc = g->half_kind != DR_CMP_NONE
-               ? launch_half(r, bucket, data, n_elems)
-               : dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
+  int rc = dr__gpu_scale_own(r, data, n_elems);
+  if (rc == 0 && dr_gpu_psgd_active(g->psgd, sl->step)) {
+    /* Unscaled in its first round: the sum is only checked. */
+    rc = dr_gpu_psgd_launch(g->psgd, data, n_elems);
+    if (rc == 0)
+      rc = dr__gpu_scale_check_sum(r, data, n_elems);
+  } else if (rc == 0) {
+    rc = g->half_kind != DR_CMP_NONE
+             ? launch_half(r, bucket, data, n_elems)
+             : dr_nccl_allreduce_avg(g->nccl, data, n_elems, g->comm);
+    if (rc == 0)
+      rc = dr__gpu_scale_sum(r, data, n_elems);
+  }
   if (rc != 0)
     return rc;
   CUDA_CHECK(cudaEventRecord(sl->c1[bucket], g->comm));
@@ -236,7 +249,7 @@ static int harvest(dr_run_t *r, dr_gpu_slot_t *sl) {
     dr__gpu_sample_mem(g);
   trace_slot(r, sl);
   sl->used = 0;
-  return 0;
+  return dr__gpu_scale_harvest(r, (size_t)(sl - g->ring), sl->step);
 }
 
 static int gpu_harvest(dr_run_t *r) {
@@ -261,10 +274,14 @@ static int record(cudaEvent_t e, cudaStream_t s) {
   return 0;
 }
 
-/* The optimizer after the last bucket's all-reduce: one event suffices,
- * the communication stream runs its buckets in order. */
-static int order_optimizer(dr_gpu_t *g, dr_gpu_slot_t *sl) {
+/* The optimizer after the last bucket's all-reduce (and the loss
+ * scaler's agreement): one event suffices, the communication stream runs
+ * its work in order. */
+static int order_optimizer(dr_run_t *r, dr_gpu_slot_t *sl) {
+  dr_gpu_t *g = r->gpu;
   CUDA_CHECK(cudaEventRecord(sl->bwd_end, g->compute));
+  if (dr__gpu_scale_agree(r) != 0)
+    return DR_GPU_ENCCL;
   CUDA_CHECK(cudaEventRecord(g->comm_done, g->comm));
   CUDA_CHECK(cudaStreamWaitEvent(g->compute, g->comm_done, 0));
   CUDA_CHECK(cudaEventRecord(sl->opt_start, g->compute));
@@ -361,6 +378,7 @@ static int gpu_step_begin(dr_run_t *r, uint64_t step) {
   sl->step = step;
   sl->nb = 0;
   g->cur = sl;
+  dr__gpu_scale_step(r, step);
   if (record(sl->start, g->compute) != 0)
     return failed(r, "marking the step's start");
   return 0;
@@ -377,6 +395,10 @@ static int gpu_forward(dr_run_t *r, double *loss) {
 
 static int gpu_backward(dr_run_t *r, float scale, int accumulate,
                         dr_grad_ready_fn ready, void *arg) {
+  /* With a loss scaler the scale is the device's (the host's r->ls lags
+   * behind it): the model multiplies it in. */
+  if (r->gpu->scaler != NULL)
+    scale = 1.0f / (float)r->c.grad_accum;
   if (dr_gpu_model_backward(r->gpu->model, scale, accumulate, ready, arg) !=
       0)
     return failed(r, "the backward pass");
@@ -396,10 +418,16 @@ static void gpu_abort(dr_run_t *r) {
 static int gpu_optimize(dr_run_t *r, uint64_t step) {
   dr_gpu_t *g = r->gpu;
   dr_gpu_slot_t *sl = g->cur;
-  if (order_optimizer(g, sl) != 0)
+  if (order_optimizer(r, sl) != 0)
     return failed(r, "ordering the optimizer after the all-reduce");
-  if (dr_gpu_optim_step(g->optim, g->model, r->model, step) != 0)
+  if (dr_gpu_optim_step(g->optim, g->model, r->model, step,
+                        dr__gpu_scale_flags(g)) != 0)
     return failed(r, "the optimizer step");
+  if (dr_gpu_psgd_active(g->psgd, step) &&
+      dr_gpu_psgd_commit(g->psgd, dr__gpu_scale_flags(g)) != 0)
+    return failed(r, "PowerSGD's state update");
+  if (dr__gpu_scale_update(r, (size_t)(sl - g->ring), step) != 0)
+    return failed(r, "the loss scale's update");
   if (record(sl->end, g->compute) != 0)
     return failed(r, "marking the step's end");
   sl->used = 1;

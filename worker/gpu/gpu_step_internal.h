@@ -9,6 +9,8 @@
 
 #include "gpu_model.h"
 #include "gpu_optim.h"
+#include "gpu_psgd.h"
+#include "gpu_scale.h"
 #include "gpu_sync.h"
 #include "nccl_backend.h"
 #include "train.h"
@@ -66,6 +68,18 @@ struct dr_gpu {
   void **half;             /* [n_half] */
   size_t *half_elems;      /* [n_half] */
   size_t n_half;
+
+  /* --loss-scale (gpu_scale.h): the device state, its pinned mirror per
+   * ring slot, the last state harvested, and the test hooks' overflow
+   * for the step being enqueued. NULL without a scaler. */
+  dr_gpu_scaler_t *scaler;
+  dr_gpu_scaler_t *scaler_pin; /* [DR_GPU_RING] */
+  dr_gpu_scaler_t seen;
+  float poison;
+
+  /* --grad-compress powersgd: the device rounds (gpu_psgd.h); NULL
+   * otherwise. */
+  dr_gpu_psgd_t *psgd;
 };
 
 /* Updates g->mem_peak with the device memory in use now (cudaMemGetInfo:

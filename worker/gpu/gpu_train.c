@@ -9,7 +9,9 @@
 
 #include "gpu_check.h"
 #include "gpu_device.h"
+#include "gpu_scale_internal.h"
 #include "gpu_step_internal.h"
+#include "train_device.h"
 
 /* LOCAL_RANK and LOCAL_WORLD_SIZE as ddprun sets them (0 and 1 alone). */
 static uint32_t env_u32(const char *name, uint32_t dflt) {
@@ -36,11 +38,17 @@ int dr_gpu_train_resolve(dr_run_t *r) {
     return DR_TRAIN_ECONFIG;
   }
   r->use_gpu = usable;
-  if (!r->use_gpu && strcmp(c->precision, "bf16") == 0) {
-    fprintf(stderr, "train: --precision bf16 needs --device cuda and a "
-            "usable GPU (the CPU model computes in fp32 only)\n");
+  if (!r->use_gpu && strcmp(c->precision, "fp32") != 0) {
+    fprintf(stderr, "train: --precision %s needs --device cuda and a "
+            "usable GPU (the CPU model computes in fp32 only)\n",
+            c->precision);
     return DR_TRAIN_ECONFIG;
   }
+  if (r->use_gpu && strcmp(c->precision, "fp16") == 0 &&
+      strcmp(c->loss_scale, "none") == 0 && r->rank == 0)
+    fprintf(stderr, "train: warning: --precision fp16 without --loss-scale: "
+            "gradients below 6e-8 flush to zero in fp16; --loss-scale "
+            "dynamic keeps them\n");
   if (r->use_gpu && (c->bucket_cap_auto || c->profile_out != NULL)) {
     fprintf(stderr, "train: --bucket-cap-mb auto and --profile-out measure "
             "the CPU step's phases; with --device cuda give a fixed "
@@ -105,7 +113,9 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   if (g == NULL)
     return dr_train_nomem(r, "the GPU state");
   r->gpu = g;
-  g->dtype = strcmp(r->c.precision, "bf16") == 0 ? DR_BF16 : DR_F32;
+  g->dtype = strcmp(r->c.precision, "bf16") == 0   ? DR_BF16
+             : strcmp(r->c.precision, "fp16") == 0 ? DR_F16
+                                                   : DR_F32;
   /* fp16/bf16 gradients on the wire: cast around NCCL's sum. */
   g->half_kind = r->cmpc.kind == DR_CMP_FP16 || r->cmpc.kind == DR_CMP_BF16
                      ? (int)r->cmpc.kind
@@ -116,10 +126,10 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
     fprintf(stderr, "train: rank %u: %s\n", r->rank, err);
     return DR_TRAIN_ECONFIG;
   }
-  if (open_device(r, g) != 0)
+  if (open_device(r, g) != 0 || dr__gpu_scale_open(r) != 0)
     return DR_TRAIN_EDEVICE;
   dr_gpu_model_opts_t mo = {g->dtype, r->c.tf32, g->compute, g->blas,
-                            &g->waiter};
+                            &g->waiter, dr__gpu_scale_value(g)};
   int rc2 = dr_gpu_model_new(r->model, &mo, &g->model);
   if (rc2 != 0) {
     fprintf(stderr, "train: rank %u: cannot put the model on cuda:%d "
@@ -142,6 +152,12 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   }
   g->waiter.poll = dr_nccl_poll;
   g->waiter.poll_arg = g->nccl;
+  if (r->cmpc.kind == DR_CMP_POWERSGD) {
+    dr_gpu_psgd_opts_t po = {r->cmp, r->model, g->comm, g->compute, g->nccl,
+                             &g->waiter, r->world, g->scaler};
+    if (dr_gpu_psgd_new(&po, &g->psgd) != 0)
+      return DR_TRAIN_EDEVICE;
+  }
   /* The device clock's origin on the host's monotonic clock, for traces. */
   if (record_origin(g) != 0 ||
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
@@ -183,6 +199,8 @@ void dr_gpu_train_close(dr_run_t *r) {
   }
   dr__gpu_ring_free(g);
   dr__gpu_half_free(g);
+  dr__gpu_scale_free(g);
+  dr_gpu_psgd_free(&g->psgd);
   dr_gpu_optim_free(&g->optim);
   dr_gpu_model_free(&g->model);
   if (g->blas != NULL)
@@ -231,23 +249,37 @@ void dr_gpu_train_summary(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   char dev[2048];
   dr_gpu_describe(g->device, dev, sizeof(dev));
+  char ls[64];
   fprintf(stderr, "train: rank %u: device %s; precision %s%s; model on the "
           "device %.1f MiB; backend NCCL on its own stream%s, CPU process "
-          "group for control\n", r->rank, dev,
-          g->dtype == DR_BF16 ? "bf16 (fp32 master weights)" : "fp32",
+          "group for control; loss scale %s\n", r->rank, dev,
+          g->dtype == DR_BF16   ? "bf16 (fp32 master weights)"
+          : g->dtype == DR_F16 ? "fp16 (fp32 master weights)"
+                               : "fp32",
           g->dtype == DR_F32 ? (r->c.tf32 ? " with TF32 GEMMs"
                                           : " (TF32 off)")
                              : "",
           dr_gpu_model_bytes(g->model) / 1048576.0,
           g->half_kind == DR_CMP_FP16   ? ", gradients summed in fp16"
           : g->half_kind == DR_CMP_BF16 ? ", gradients summed in bf16"
-                                        : "");
+          : g->psgd != NULL             ? ", PowerSGD on cuBLAS"
+                                        : "",
+          dr_loss_scale_describe(&r->ls, ls, sizeof(ls)));
 }
 
 int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
   dr_gpu_t *g = r->gpu;
+  /* Every enqueued step harvested: r->ls is the device scaler's state
+   * (and an overflow at the floor stops the run here too). */
+  if (g->scaler != NULL) {
+    int rc = r->dev->harvest(r);
+    if (rc != 0)
+      return rc;
+  }
   if (dr_gpu_model_download(g->model, r->model) != 0 ||
-      (optimizer_too && dr_gpu_optim_download(g->optim) != 0)) {
+      (optimizer_too && dr_gpu_optim_download(g->optim) != 0) ||
+      (optimizer_too && g->psgd != NULL &&
+       dr_gpu_psgd_download(g->psgd) != 0)) {
     fprintf(stderr, "train: rank %u: cannot copy the model from cuda:%d "
             "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
     return DR_TRAIN_ETIMEOUT;
@@ -258,7 +290,8 @@ int dr_gpu_train_to_host(dr_run_t *r, int optimizer_too) {
 int dr_gpu_train_from_host(dr_run_t *r) {
   dr_gpu_t *g = r->gpu;
   if (dr_gpu_model_upload(g->model, r->model) != 0 ||
-      dr_gpu_optim_upload(g->optim) != 0) {
+      dr_gpu_optim_upload(g->optim) != 0 || dr__gpu_scale_upload(r) != 0 ||
+      (g->psgd != NULL && dr_gpu_psgd_upload(g->psgd) != 0)) {
     fprintf(stderr, "train: rank %u: cannot copy the model to cuda:%d "
             "(exit %d)\n", r->rank, g->device, DR_TRAIN_ETIMEOUT);
     return DR_TRAIN_ETIMEOUT;

@@ -1,5 +1,5 @@
 /* train without GPU support (the build found no CUDA toolkit or NCCL):
- * --device auto is the CPU, --device cuda and --precision bf16 are
+ * --device auto is the CPU, --device cuda and --precision bf16|fp16 are
  * configuration errors. The other functions of gpu_train.h are never
  * reached (r->use_gpu and r->gpu stay 0 and NULL, r->dev the CPU's): each
  * fails if it is, with a line that names it; dr_gpu_train_close, which
@@ -26,9 +26,9 @@ int dr_gpu_train_resolve(dr_run_t *r) {
             "docs/gpu.md); use --device cpu\n");
     return DR_TRAIN_ECONFIG;
   }
-  if (strcmp(c->precision, "bf16") == 0) {
-    fprintf(stderr, "train: --precision bf16 needs --device cuda (the CPU "
-            "model computes in fp32 only)\n");
+  if (strcmp(c->precision, "fp32") != 0) {
+    fprintf(stderr, "train: --precision %s needs --device cuda (the CPU "
+            "model computes in fp32 only)\n", c->precision);
     return DR_TRAIN_ECONFIG;
   }
   return 0;

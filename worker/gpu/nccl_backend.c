@@ -312,6 +312,16 @@ int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
   return allreduce(n, buf, n_elems, ncclFloat32, sizeof(float), ncclAvg, s);
 }
 
+int dr_nccl_allreduce_sum(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s) {
+  return allreduce(n, buf, n_elems, ncclFloat32, sizeof(float), ncclSum, s);
+}
+
+int dr_nccl_allreduce_max(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s) {
+  return allreduce(n, buf, n_elems, ncclFloat32, sizeof(float), ncclMax, s);
+}
+
 int dr_nccl_allreduce_sum_half(dr_nccl_t *n, void *buf, size_t n_elems,
                                int bf16, cudaStream_t s) {
   return allreduce(n, buf, n_elems, bf16 ? ncclBfloat16 : ncclFloat16, 2,

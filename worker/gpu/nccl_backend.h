@@ -61,6 +61,12 @@ void dr_nccl_abort(dr_nccl_t *n);
  * code (printed). */
 int dr_nccl_allreduce_avg(dr_nccl_t *n, float *buf, size_t n_elems,
                           cudaStream_t s);
+/* The same, an in-place fp32 sum (PowerSGD's first round) and maximum
+ * (the loss scaler's flags). */
+int dr_nccl_allreduce_sum(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s);
+int dr_nccl_allreduce_max(dr_nccl_t *n, float *buf, size_t n_elems,
+                          cudaStream_t s);
 /* The same, an in-place sum of n_elems fp16 (bf16 when bf16 is set)
  * values: gradients that travel in two bytes, pre-divided by the caller. */
 int dr_nccl_allreduce_sum_half(dr_nccl_t *n, void *buf, size_t n_elems,
