@@ -7,7 +7,7 @@
  *
  * The module exports one symbol, DR_GPU_MODULE_SYMBOL, a table of the
  * functions of gpu_train.h. Everything else in it is hidden; what it calls
- * of train (the host model, the process group's store client, the trace)
+ * of train (the host model, the compressor, the store client, the trace)
  * it takes from train's own exported symbols, so there is one copy of
  * each. A module is used only with the train of the same build: the
  * loader checks abi, the sizes of the structures they share and the
