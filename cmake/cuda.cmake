@@ -29,6 +29,29 @@ if(NOT DDPRUN_CUDA STREQUAL "OFF")
     set_target_properties(dr_nccl_lib PROPERTIES
       IMPORTED_LOCATION ${NCCL_LIBRARY}
       INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
+
+    # The GPU module (worker/gpu): where it is installed, where train looks
+    # for it relative to its own directory, and where the module looks for
+    # cuBLAS and NCCL before the system's library path. In a wheel it sits
+    # in site-packages/ddprun_gpu and train in site-packages/ddprun.scripts
+    # (auditwheel moves the programs there), and PyPI's nvidia-nccl-cuN
+    # and nvidia-cublas(-cuN) install their libraries in
+    # site-packages/nvidia/{nccl,cuN,cublas}/lib.
+    if(SKBUILD)
+      set(DDPRUN_GPU_MODULE_DIR ddprun_gpu)
+      set(DDPRUN_GPU_MODULE_RELDIR ../ddprun_gpu)
+      set(DDPRUN_GPU_MODULE_RPATH
+          "$ORIGIN/../nvidia/nccl/lib;$ORIGIN/../nvidia/cu${CUDAToolkit_VERSION_MAJOR}/lib;$ORIGIN/../nvidia/cublas/lib")
+    else()
+      set(DDPRUN_GPU_MODULE_DIR ${CMAKE_INSTALL_LIBDIR}/ddprun)
+      file(RELATIVE_PATH DDPRUN_GPU_MODULE_RELDIR ${CMAKE_INSTALL_FULL_BINDIR}
+           ${CMAKE_INSTALL_FULL_LIBDIR}/ddprun)
+      set(DDPRUN_GPU_MODULE_RPATH "")
+    endif()
+    # The sonames the loader tries from $CUDA_HOME and /usr/local/cuda when
+    # the library path does not find them (cuBLASLt first: cuBLAS needs it).
+    set(DDPRUN_GPU_NEEDED
+        "libcublasLt.so.${CUDAToolkit_VERSION_MAJOR}:libcublas.so.${CUDAToolkit_VERSION_MAJOR}:libnccl.so.2")
   else()
     set(_why "")
     if(NOT CMAKE_CUDA_COMPILER)

@@ -24,12 +24,13 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION utils)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dpkg-shlibdeps skips a library that no Debian package owns (the CUDA
-# toolkit's). The GPU code needs cuBLAS and NCCL, which Debian's archive
-# does not have: NVIDIA's CUDA repository's packages are declared instead.
+# toolkit's). The GPU module needs cuBLAS and NCCL, which Debian's archive
+# does not have: NVIDIA's CUDA repository's packages are recommended, not
+# required, as train runs on the CPU without them (worker/gpu/gpu_loader.c).
 if(DDPRUN_HAVE_CUDA)
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _cuda_mm "${CUDAToolkit_VERSION}")
   string(REPLACE "." "-" _cuda_mm "${_cuda_mm}")
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libcublas-${_cuda_mm}, libnccl2")
+  set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "libcublas-${_cuda_mm}, libnccl2")
 endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3, slurm-client, systemd")
 configure_file(${CMAKE_CURRENT_LIST_DIR}/conffiles.in

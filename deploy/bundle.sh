@@ -7,7 +7,9 @@
 #   deploy/bundle.sh BUILD_DIR OUT_DIR [--with-cuda-libs]
 #
 # OUT_DIR/libexec/  the real binaries: train, ddprun, ddprun-rdzv, and
-#                   gpu_kernel_check and gpu_bench when they were built
+#                   gpu_kernel_check and gpu_bench when they were built;
+#                   beside train its GPU code, libddprun_gpu.so, which
+#                   train loads from there
 # OUT_DIR/lib/      the libraries, as ldd resolved them here
 # OUT_DIR/bin/      one wrapper per binary that puts lib/ first on
 #                   LD_LIBRARY_PATH and execs the binary (workers that
@@ -18,8 +20,9 @@
 # (libc, libm, libpthread, libdl, librt, ld-linux), the compiler runtime
 # (libstdc++, libgcc_s, which PyTorch programs under ddprun also load),
 # the driver (libcuda, libnvidia-*), and unless --with-cuda-libs, the CUDA
-# toolkit's libraries (cuBLAS, cuBLASLt, NCCL; the CUDA runtime is linked
-# statically into train). --with-cuda-libs copies those too (some 700 MB).
+# toolkit's libraries (cuBLAS, cuBLASLt, NCCL, which the GPU module loads;
+# the CUDA runtime is linked statically into it). --with-cuda-libs copies
+# those too (some 700 MB).
 set -euo pipefail
 
 usage() {
@@ -41,10 +44,11 @@ programs=()
 for p in train ddprun ddprun-rdzv gpu_kernel_check gpu_bench; do
   [ -x "$build/$p" ] && programs+=("$p")
 done
-# gpu_kernel_check is built exactly when the GPU code is: without it this
-# train runs on the CPU only, and tests/gpu/check.sh cannot use the bundle.
+# gpu_kernel_check and the module are built exactly when the GPU code is:
+# without them this train runs on the CPU only, and tests/gpu/check.sh
+# cannot use the bundle.
 gpu=yes
-if [ ! -x "$build/gpu_kernel_check" ]; then
+if [ ! -x "$build/gpu_kernel_check" ] || [ ! -f "$build/libddprun_gpu.so" ]; then
   gpu=no
   echo "bundle.sh: warning: $build has no GPU code (no gpu_kernel_check):" \
        "its train runs on the CPU only; reconfigure with" \
@@ -66,18 +70,27 @@ provided() {
   esac
 }
 
-for p in "${programs[@]}"; do
-  cp "$build/$p" "$out/libexec/$p"
+# copy_libs FILE: the libraries FILE needs into lib/.
+copy_libs() {
   # "libuv.so.1 => /lib/x86_64-linux-gnu/libuv.so.1 (0x...)"
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     provided "$name" && continue
     if [ "$path" = "not" ]; then
-      echo "bundle.sh: $p needs $name, which is not found here" >&2
+      echo "bundle.sh: $(basename "$1") needs $name, which is not found here" >&2
       exit 1
     fi
     [ -e "$out/lib/$name" ] || cp -L "$path" "$out/lib/$name"
-  done < <(ldd "$build/$p")
+  done < <(ldd "$1")
+}
+
+if [ "$gpu" = yes ]; then
+  cp "$build/libddprun_gpu.so" "$out/libexec/"
+  copy_libs "$build/libddprun_gpu.so"
+fi
+for p in "${programs[@]}"; do
+  cp "$build/$p" "$out/libexec/$p"
+  copy_libs "$build/$p"
   cat > "$out/bin/$p" <<EOF
 #!/bin/sh
 # ddprun bundle: runs libexec/$p with the bundle's libraries first.

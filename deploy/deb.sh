@@ -7,7 +7,8 @@
 #
 # The package needs dpkg-dev (dpkg-shlibdeps) and file. Without
 # -DDDPRUN_CUDA=OFF, a machine with the CUDA toolkit builds the GPU code,
-# and the package then depends on NVIDIA's libcublas and libnccl2 packages.
+# and the package then recommends NVIDIA's libcublas and libnccl2 packages
+# (train runs on the CPU without them).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: deploy/deb.sh BUILD_DIR [CMAKE_ARGS...]" >&2; exit 2; }
 build=$1

@@ -2,9 +2,12 @@
 # Builds the pip packages: the sdist, the wheel from that sdist
 # (scikit-build-core, CMake), and the binary wheel that carries the shared
 # libraries the programs need beyond glibc (auditwheel repair, patchelf),
-# tagged for the oldest glibc it runs on.
+# tagged for the oldest glibc it runs on. When the build finds CUDA and
+# NCCL the wheel holds train's GPU module (ddprun_gpu/libddprun_gpu.so,
+# the CUDA runtime linked in), but not the NCCL and cuBLAS it loads: those
+# come from the system or from PyPI (pip install ddprun[cuda]).
 #
-#   deploy/wheel.sh OUT_DIR [-Ccmake.define.DDPRUN_CUDA=AUTO ...]
+#   deploy/wheel.sh OUT_DIR [-Ccmake.define.DDPRUN_CUDA=OFF ...]
 #
 # OUT_DIR/dist/       ddprun-<version>.tar.gz and the plain wheel (it needs
 #                     the system's libuv, libsodium, OpenBLAS, ...)
@@ -16,7 +19,8 @@
 # PYTHON names the interpreter that has build, scikit-build-core and
 # auditwheel (tests/package/install_pytools.sh DIR installs them into
 # DIR; then PYTHON=DIR/bin/python); default python3. More arguments go to
-# the build backend (pyproject.toml's defaults: no GPU code, no tests).
+# the build backend (pyproject.toml's defaults: the GPU code when CUDA is
+# found, no tests).
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: deploy/wheel.sh OUT_DIR [-Ckey=value ...]" >&2; exit 2; }
 out=$(mkdir -p "$1" && cd "$1" && pwd)
@@ -44,7 +48,11 @@ rm -rf "$out/dist" "$out/wheelhouse"
   exit 1
 }
 wheel=$(ls "$out"/dist/ddprun-*.whl)
-"$py" -m auditwheel repair --wheel-dir "$out/wheelhouse" "$wheel" \
+# NCCL and cuBLAS stay out (some 700 MB): the GPU module finds them at run
+# time, and train runs on the CPU without them.
+"$py" -m auditwheel repair --wheel-dir "$out/wheelhouse" \
+  --exclude 'libnccl.so.*' --exclude 'libcublas.so.*' --exclude 'libcublasLt.so.*' \
+  "$wheel" \
   >"$out/repair.log" 2>&1 || {
   echo "wheel.sh: auditwheel repair failed; see $out/repair.log" >&2
   tail -5 "$out/repair.log" >&2

@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "exit_codes.h"
 #include "fault_inject.h"
+#include "gpu_train.h"
 #include "loss_scale.h"
 #include "model.h"
 #include "compress.h"
@@ -309,7 +310,8 @@ static void usage(void) {
          "given with --config (`key = value`, top level or [train]);\n"
          "flags override the file. --help prints this; --version prints\n"
          "the version and the build's GPU code (CUDA and NCCL versions, or\n"
-         "\"no GPU code\").\n\n");
+         "\"no GPU code\"), then whether that code loads here and which\n"
+         "NCCL and cuBLAS it loaded.\n\n");
   for (size_t k = 0; k < N_ROWS; k++) {
     char left[64], text[512];
     snprintf(left, sizeof(left), "--%s%s", rows[k].name,
@@ -365,7 +367,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       return 1;
     }
     if (strcmp(argv[i], "--version") == 0) {
+      char gpu[8 * 4096];
+      dr_gpu_train_describe(gpu, sizeof(gpu));
       printf("train %s\n", DDPRUN_VERSION_LINE);
+      if (gpu[0] != '\0')
+        printf("%s\n", gpu);
       return 1;
     }
     if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)

@@ -37,8 +37,18 @@ for need in libinih libsodium libopenblas libuv; do
 done
 echo "ok: bundle holds $(ls "$out/lib" | wc -l) libraries, none the target provides"
 
+# A build with GPU code carries the module beside train, and the bundled
+# train finds it there (its CUDA libraries as this machine has them).
+if [ -f "$build/libddprun_gpu.so" ]; then
+  [ -f "$out/libexec/libddprun_gpu.so" ] || fail "no libexec/libddprun_gpu.so in the bundle"
+  "$out/bin/train" --version >"$tmp/version" 2>&1 || { cat "$tmp/version"; fail "train --version failed"; }
+  grep -q "^GPU code: $out/libexec/libddprun_gpu.so" "$tmp/version" ||
+    { cat "$tmp/version"; fail "the bundled train does not look for its module in libexec/"; }
+  echo "ok: $(tail -1 "$tmp/version")"
+fi
+
 # With the wrapper's path, every bundled library resolves inside the bundle.
-LD_LIBRARY_PATH="$out/lib" ldd "$out/libexec/train" "$out/libexec/ddprun" >"$tmp/ldd"
+LD_LIBRARY_PATH="$out/lib" ldd "$out"/libexec/* >"$tmp/ldd"
 for lib in "$out"/lib/*; do
   name=$(basename "$lib")
   if grep -q "$name =>" "$tmp/ldd" && grep "$name =>" "$tmp/ldd" | grep -vq "$out/lib/"; then

@@ -131,9 +131,12 @@ reldiff() {
   command -v nvidia-smi >/dev/null && timeout 30 \
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
 } >"$OUT/env.txt" 2>&1
+# train and its GPU module (which train loads from beside itself).
+objs=("$B/libexec/train")
+[ -f "$B/libexec/libddprun_gpu.so" ] && objs+=("$B/libexec/libddprun_gpu.so")
 missing() {
   LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-    ldd "$B/libexec/train" 2>/dev/null | awk '/not found/ {print $1}'
+    ldd "${objs[@]}" 2>/dev/null | awk '/not found/ {print $1}' | sort -u
 }
 need=$(missing)
 if [ -n "$need" ]; then
@@ -159,9 +162,15 @@ fi
 need=$(missing)
 echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}" >>"$OUT/env.txt"
 LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-  ldd "$B/libexec/train" >>"$OUT/env.txt" 2>&1
+  ldd "${objs[@]}" >>"$OUT/env.txt" 2>&1
 if [ -n "$need" ]; then
   failed "env: train cannot load: $(echo $need) (set CUDA_HOME / NCCL_HOME or LD_LIBRARY_PATH; see $OUT/env.txt)"
+  exit 1
+fi
+# The GPU module loads in train (its NCCL and cuBLAS, as train found them).
+"$B/bin/train" --version >>"$OUT/env.txt" 2>&1
+if [ "$rehearse" -eq 0 ] && ! "$B/bin/train" --version | grep -q '^GPU code: .*libddprun_gpu.so (CUDA'; then
+  failed "env: train's GPU code does not load: $("$B/bin/train" --version | tail -1)"
   exit 1
 fi
 # Every program starts (a C library older than the bundle needs, or a

@@ -24,6 +24,11 @@ unit=$p/lib/systemd/system/ddprun-rdzv.service
 grep -q "^ExecStart=$p/bin/ddprun-rdzv " "$unit" || fail "the unit's ExecStart= is not $p/bin/ddprun-rdzv"
 grep -qx "EnvironmentFile=$p/etc/ddprun/ddprun-rdzv.env" "$unit" ||
   fail "the unit's EnvironmentFile= is not $p/etc/ddprun/ddprun-rdzv.env"
+# With GPU code, the installed train finds its module in the prefix.
+if [ -f "$build/libddprun_gpu.so" ]; then
+  "$p/bin/train" --version | grep -q "^GPU code: $p/lib[^ ]*/ddprun/libddprun_gpu.so" ||
+    fail "the installed train does not find its GPU module in $p: $("$p/bin/train" --version | tail -1)"
+fi
 export PATH=$p/bin:/usr/bin:/bin
 check_job job ddprun
 echo "PASS: $name"

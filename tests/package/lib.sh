@@ -13,11 +13,20 @@ version=$(sed -n 's/^project(ddprun VERSION \([0-9]*\.[0-9]*\.[0-9]*\).*/\1/p' \
 [ -n "$version" ] || fail "no project(ddprun VERSION ...) in $src/CMakeLists.txt"
 
 # check_versions BINDIR FEATURES: each program's --version is
-# "NAME <version> (FEATURES)".
+# "NAME <version> (FEATURES)"; train's, with GPU code, has a second line
+# "GPU code: ..." (whether it loads, and from where), left in
+# $tmp/train_gpu_line.
 check_versions() {
   local p got
+  : >"$tmp/train_gpu_line"
   for p in ddprun ddprun-rdzv train; do
     got=$("$1/$p" --version 2>&1) || fail "$1/$p --version failed: $got"
+    if [ "$p" = train ] && [ "$2" != "no GPU code" ]; then
+      sed -n 2p <<<"$got" >"$tmp/train_gpu_line"
+      grep -q '^GPU code: ' "$tmp/train_gpu_line" && [ "$(wc -l <<<"$got")" -eq 2 ] ||
+        fail "$1/train --version has no second line 'GPU code: ...': $got"
+      got=$(head -n 1 <<<"$got")
+    fi
     [ "$got" = "$p $version ($2)" ] ||
       fail "$1/$p --version says '$got', not '$p $version ($2)'"
   done

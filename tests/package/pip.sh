@@ -5,7 +5,10 @@
 # job and a Python program that reports through ddprun_progress run; the
 # installed programs load no library from outside the environment but
 # glibc's and those the manylinux policy takes from the system; the
-# versions agree with the package's metadata.
+# versions agree with the package's metadata. A wheel built with CUDA
+# holds train's GPU module, whose NCCL and cuBLAS are the one exception
+# (the system's here, said; package.pip_gpu runs it without them). The
+# wheel stays in WORK_DIR/wheelhouse for package.pip_gpu.
 #
 #   pip.sh SRC_DIR WORK_DIR      (DDPRUN_PYTOOLS: the tools' virtual
 #                                 environment, tests/package/install_pytools.sh)
@@ -55,6 +58,11 @@ done
 for lib in libuv libsodium libinih libjansson libopenblas libgfortran; do
   grep -qE "^ddprun\.libs/$lib" "$tmp/wheel.txt" || fail "the wheel carries no $lib"
 done
+! grep -qE "^ddprun\.libs/lib(nccl|cublas)" "$tmp/wheel.txt" ||
+  fail "the wheel carries $(grep -m1 -E '^ddprun\.libs/lib(nccl|cublas)' "$tmp/wheel.txt")"
+gpu=no
+grep -qx ddprun_gpu/libddprun_gpu.so "$tmp/wheel.txt" && gpu=yes
+echo "wheel: GPU code: $gpu"
 
 venv=$tmp/venv
 python3 -m venv "$venv" || fail "python3 -m venv $venv failed"
@@ -67,7 +75,13 @@ unset PYTHONPATH LD_LIBRARY_PATH
 for p in ddprun ddprun-rdzv train python3; do
   [ "$(command -v "$p")" = "$venv/bin/$p" ] || fail "$p is $(command -v "$p"), not $venv/bin/$p"
 done
-check_versions "$venv/bin" "no GPU code"
+features="no GPU code"
+if [ "$gpu" = yes ]; then
+  features=$(train --version | sed -n "s/^train $version (\(CUDA .*, NCCL .*\))\$/\1/p")
+  [ -n "$features" ] || fail "the GPU wheel's train --version says: $(train --version | head -1)"
+fi
+check_versions "$venv/bin" "$features"
+[ "$gpu" = no ] || echo "train --version: $(cat "$tmp/train_gpu_line")"
 meta=$(python3 -c 'import importlib.metadata as m; print(m.version("ddprun"))')
 [ "$meta" = "$version" ] || fail "the package's metadata says $meta, the programs $version"
 
@@ -75,19 +89,29 @@ meta=$(python3 -c 'import importlib.metadata as m; print(m.version("ddprun"))')
 # compiler's runtime or zlib (the libraries the manylinux policy leaves to
 # the system; auditwheel never copies them).
 site=$(python3 -c 'import sysconfig; print(sysconfig.get_path("platlib"))')
-for p in ddprun ddprun-rdzv train; do
-  exe=$site/ddprun.scripts/$p
-  [ -x "$exe" ] || fail "no $exe"
+objs="ddprun.scripts/ddprun ddprun.scripts/ddprun-rdzv ddprun.scripts/train"
+[ "$gpu" = no ] || objs="$objs ddprun_gpu/libddprun_gpu.so"
+for o in $objs; do
+  exe=$site/$o
+  p=$(basename "$o")
+  [ -f "$exe" ] || fail "no $exe"
   ldd "$exe" >"$tmp/ldd.$p" || fail "ldd $exe failed"
-  ! grep -q "not found" "$tmp/ldd.$p" || fail "$p: $(grep 'not found' "$tmp/ldd.$p" | head -1)"
   while read -r lib arrow path _; do
     [ "$arrow" = "=>" ] || continue
     case $path in "$venv"/*) continue ;; esac
     case $lib in
       libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|libgcc_s.so.*|libz.so.*) ;;
+      libstdc++.so.*) [ "$p" = libddprun_gpu.so ] ||
+                        fail "$p loads $lib from $path, outside the environment" ;;
+      # The module's NCCL and cuBLAS: the system's or PyPI's, never the wheel's.
+      libnccl.so.*|libcublas.so.*|libcublasLt.so.*)
+        [ "$p" = libddprun_gpu.so ] || fail "$p loads $lib: only the GPU module may"
+        echo "ldd: $p: $lib => $path (not in the wheel)" ;;
       *) fail "$p loads $lib from $path, outside the environment" ;;
     esac
   done <"$tmp/ldd.$p"
+  [ "$p" = libddprun_gpu.so ] || ! grep -q "not found" "$tmp/ldd.$p" ||
+    fail "$p: $(grep 'not found' "$tmp/ldd.$p" | head -1)"
 done
 ! grep -hE 'libuv|libsodium|openblas|libinih|libjansson|gfortran' "$tmp"/ldd.* |
   grep -v "=> $venv/" || fail "a vendored library resolves outside $venv"

@@ -24,8 +24,11 @@
  * failure (CUDA, cuBLAS, NCCL init), 4 for a failure or timeout during
  * the run, 9 for a device that fails at set-up.
  *
- * A CPU-only build links gpu_train_none.c instead: --device cuda and
- * --precision bf16 are configuration errors there, auto means cpu.
+ * A build with CUDA puts these functions in the module libddprun_gpu.so
+ * (gpu_module.h) and links gpu_loader.c into train, which loads it on
+ * first use; a CPU-only build links gpu_train_none.c. Where there is no
+ * module, or it cannot be loaded, --device cuda and --precision bf16 are
+ * configuration errors and auto means cpu.
  */
 #ifndef DR_GPU_TRAIN_H
 #define DR_GPU_TRAIN_H
@@ -61,6 +64,13 @@ void dr_gpu_train_close(dr_run_t *r);
  * allocation, and any other process's on the same GPU. 0 without a GPU
  * (r->gpu NULL). */
 uint64_t dr_gpu_train_peak_bytes(dr_run_t *r);
+
+/* The line train --version prints after the version, without a newline:
+ * "GPU code: PATH (CUDA runtime 13.0, NCCL 2.28.9 from PATH, cuBLAS
+ * 13.1.0 from PATH)", "GPU code: PATH, not loadable: REASON" or "GPU
+ * code: not found (...)"; empty in a build without GPU code. Loads the
+ * module. */
+void dr_gpu_train_describe(char *buf, size_t len);
 
 /* Line(s) of the environment summary for the GPU. */
 void dr_gpu_train_summary(dr_run_t *r);

@@ -41,6 +41,12 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
 
 void dr_gpu_train_close(dr_run_t *r) { (void)r; }
 
+/* The version line's "(no GPU code)" says it all. */
+void dr_gpu_train_describe(char *buf, size_t len) {
+  if (len > 0)
+    buf[0] = '\0';
+}
+
 uint64_t dr_gpu_train_peak_bytes(dr_run_t *r) {
   (void)r;
   return 0;
