@@ -251,7 +251,7 @@ static int predict(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, size_t *pick,
     goto out;
   rec->best = dr_plan_best(rec->cand, rec->n_caps);
   dr_plan_cost_t cost = {p.alpha_ms, p.bytes_per_ms, p.backward_ms,
-                         p.forward_ms + p.optimizer_ms};
+                         p.forward_ms + p.optimizer_ms, 0};
   dr_plan_eval(own, n_own, &cost, &rec->in_use);
   for (size_t j = 0; j < n_own; j++)
     if (own[j].bytes / DR__DG_MIB > rec->in_use_mib)

@@ -274,7 +274,7 @@ static int predict_uniform(const args_t *a, double cap_mib,
     return -ENOMEM;
   n = dr_plan_uniform(a->grad_mib * MIB, cap_mib * MIB, a->backward_ms, b, n);
   dr_plan_cost_t cost = {a->alpha_ms, a->bw_mib_ms * MIB, a->backward_ms,
-                         a->forward_ms + a->optim_ms};
+                         a->forward_ms + a->optim_ms, 0};
   if (a->compress == NULL || a->cmp.kind == DR_PLAN_F32) {
     dr_plan_eval(b, n, &cost, out);
   } else {

@@ -3,25 +3,61 @@
 
 #include <math.h>
 
+void dr_plan_clock_init(dr_plan_clock_t *c, double overlap_cost) {
+  c->kappa = overlap_cost > 0 ? overlap_cost : 0;
+  c->t = c->w = c->comm_end = 0;
+}
+
+double dr_plan_clock_at(dr_plan_clock_t *c, double work) {
+  if (c->kappa == 0)
+    return work;
+  if (work <= c->w)
+    return c->t;
+  /* The all-reduces in flight from t to comm_end (contiguous: each starts
+   * at the later of its ready time and the previous one's end). */
+  if (c->comm_end > c->t) {
+    double span = (c->comm_end - c->t) / (1 + c->kappa);
+    if (c->w + span >= work) {
+      c->t += (work - c->w) * (1 + c->kappa);
+      c->w = work;
+      return c->t;
+    }
+    c->w += span;
+    c->t = c->comm_end;
+  }
+  c->t += work - c->w;
+  c->w = work;
+  return c->t;
+}
+
+void dr_plan_clock_comm(dr_plan_clock_t *c, double end) {
+  if (end > c->comm_end)
+    c->comm_end = end;
+}
+
 void dr_plan_eval(const dr_plan_bucket_t *b, size_t n,
                   const dr_plan_cost_t *cost, dr_plan_result_t *out) {
   double end = 0, comm = 0, largest = 0;
+  dr_plan_clock_t clk;
+  dr_plan_clock_init(&clk, cost->overlap_cost);
   for (size_t i = 0; i < n; i++) {
     double dur = cost->alpha_ms + b[i].bytes / cost->bytes_per_ms;
-    double start = b[i].ready_ms > end ? b[i].ready_ms : end;
+    double ready = dr_plan_clock_at(&clk, b[i].ready_ms);
+    double start = ready > end ? ready : end;
     end = start + dur;
+    dr_plan_clock_comm(&clk, end);
     comm += dur;
     if (b[i].bytes > largest)
       largest = b[i].bytes;
   }
+  double bwd = dr_plan_clock_at(&clk, cost->backward_ms);
   out->n_buckets = n;
   out->allreduce_ms = n > 0 ? cost->alpha_ms + largest / cost->bytes_per_ms : 0;
   out->comm_ms = comm;
   out->finish_ms = end;
-  out->exposed_ms = end > cost->backward_ms ? end - cost->backward_ms : 0;
+  out->exposed_ms = end > bwd ? end - bwd : 0;
   out->hidden_frac = comm > 0 ? 1.0 - out->exposed_ms / comm : 1.0;
-  out->step_ms =
-      cost->fixed_ms + (end > cost->backward_ms ? end : cost->backward_ms);
+  out->step_ms = cost->fixed_ms + (end > bwd ? end : bwd);
 }
 
 size_t dr_plan_uniform(double total_bytes, double cap_bytes, double backward_ms,

@@ -16,6 +16,14 @@
  * part after the backward end, max(0, finish - backward end); the hidden
  * fraction is 1 - exposed / (sum of all-reduce times).
  *
+ * Contention. Where the communication competes with the backward pass
+ * for the same cores (a CPU backend on few cores), the backward pass
+ * slows while an all-reduce runs: overlap_cost is the milliseconds it
+ * loses per millisecond of all-reduce during it. The gradients' ready
+ * times and the backward end are then the profile's (uncontended) times
+ * stretched by 1 + overlap_cost wherever an all-reduce is in flight. 0:
+ * no contention (a GPU, or spare cores).
+ *
  * Units: bytes, milliseconds, bytes per millisecond. Times of gradients
  * are relative to the start of the backward pass.
  */
@@ -36,7 +44,23 @@ typedef struct {
   double bytes_per_ms;      /* B; > 0 */
   double backward_ms;       /* end of the backward pass */
   double fixed_ms;          /* data + forward + optimizer */
+  double overlap_cost;      /* ms of backward lost per ms of overlap */
 } dr_plan_cost_t;
+
+/* The backward pass's clock under contention: maps the uncontended time
+ * of the backward pass (work, ms) to the step's (wall, ms) while the
+ * all-reduces scheduled so far (in flight until comm_end) slow it. */
+typedef struct {
+  double kappa, t, w, comm_end;
+} dr_plan_clock_t;
+
+void dr_plan_clock_init(dr_plan_clock_t *c, double overlap_cost);
+/* The wall time at which the backward pass reaches work ms (ready times
+ * in order; an earlier one than the last maps to the last's wall time).
+ * With no contention: work itself. */
+double dr_plan_clock_at(dr_plan_clock_t *c, double work);
+/* An all-reduce now runs until end (after the previous ones). */
+void dr_plan_clock_comm(dr_plan_clock_t *c, double end);
 
 /* The prediction for one bucket size. */
 typedef struct {

@@ -100,6 +100,8 @@ void dr_plan_eval_params(const dr_plan_param_t *p, size_t n, double cap_bytes,
   double alpha = cost->alpha_ms, B = cost->bytes_per_ms;
   size_t first = 0, nb = 0;
   double bucket_bytes = 0, ready = 0;
+  dr_plan_clock_t clk;
+  dr_plan_clock_init(&clk, cost->overlap_cost);
   /* Second-round work per bucket, done after the last first round. */
   double *b2 = malloc((n > 0 ? n : 1) * 3 * sizeof(double));
   if (b2 == NULL)
@@ -115,9 +117,11 @@ void dr_plan_eval_params(const dr_plan_param_t *p, size_t n, double cap_bytes,
       shift += lc;
       double bytes1, bytes2, between, after;
       bucket_work(p + first, m, c, &bytes1, &bytes2, &between, &after);
-      double start = ready + shift > end1 ? ready + shift : end1;
+      double at = dr_plan_clock_at(&clk, ready + shift);
+      double start = at > end1 ? at : end1;
       double dur = alpha + bytes1 / B;
       end1 = start + dur;
+      dr_plan_clock_comm(&clk, end1);
       comm += dur;
       if (bytes1 > largest)
         largest = bytes1;
@@ -135,7 +139,7 @@ void dr_plan_eval_params(const dr_plan_param_t *p, size_t n, double cap_bytes,
     if (p[k].ready_ms > ready)
       ready = p[k].ready_ms;
   }
-  double bwd = cost->backward_ms + shift;
+  double bwd = dr_plan_clock_at(&clk, cost->backward_ms + shift);
   /* The tail runs on the compute thread after the backward pass and the
    * first rounds: second rounds launched one by one, then each bucket's
    * work after its second round. */

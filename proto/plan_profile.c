@@ -70,13 +70,15 @@ int dr_plan_profile_write(FILE *f, const dr_plan_profile_t *p) {
           "\"optimizer_ms\": %.9g,\n"
           " \"measured_step_ms\": %.9g,\n"
           " \"compress\": \"%s\", \"gemm_gflops\": %.9g, "
-          "\"cast_mib_per_ms\": %.9g,\n"
+          "\"cast_mib_per_ms\": %.9g, \"overlap_cost\": %.9g, "
+          "\"overlaps\": %d,\n"
           " \"params\": [",
           p->world, p->cap_bytes / MIB, p->first_cap_bytes / MIB, p->alpha_ms,
           p->bytes_per_ms / MIB, p->forward_ms, p->backward_ms,
           p->optimizer_ms, p->measured_step_ms, compress_name(&p->measured),
           p->measured.gemm_flops_per_ms / 1e6,
-          p->measured.cast_bytes_per_ms / MIB);
+          p->measured.cast_bytes_per_ms / MIB, p->overlap_cost,
+          !p->no_overlap);
   for (size_t k = 0; k < p->n_params; k++) {
     fprintf(f, "%s\n  {\"index\": %zu, \"bytes\": %.17g, \"ready_ms\": "
             "%.9g", k == 0 ? "" : ",", p->index[k], p->bytes[k],
@@ -390,6 +392,14 @@ int dr_plan_profile_parse(const char *text, size_t len, dr_plan_profile_t *p,
         p->measured.gemm_flops_per_ms = v * 1e6;
       else
         p->measured.cast_bytes_per_ms = v * MIB;
+    } else if (strcmp(key, "overlaps") == 0) {
+      if (number(&r, &v) != 0 || (v != 0 && v != 1))
+        return bad(&r, "\"overlaps\": expected 0 or 1");
+      p->no_overlap = v == 0;
+    } else if (strcmp(key, "overlap_cost") == 0) {
+      if (number(&r, &v) != 0 || v < 0)
+        return bad(&r, "\"overlap_cost\": expected a number, 0 or more");
+      p->overlap_cost = v;
     } else if (strcmp(key, "params") == 0) {
       if (params(&r, p) != 0)
         return DR_EBADARG;
@@ -428,6 +438,7 @@ static void profile_cost(const dr_plan_profile_t *p, dr_plan_cost_t *c) {
   c->bytes_per_ms = p->bytes_per_ms;
   c->backward_ms = p->backward_ms;
   c->fixed_ms = p->forward_ms + p->optimizer_ms;
+  c->overlap_cost = p->overlap_cost;
 }
 
 int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
@@ -438,8 +449,9 @@ int dr_plan_profile_predict(const dr_plan_profile_t *p, const double *caps,
   if (q == NULL)
     return -ENOMEM;
   for (size_t k = 0; k < p->n_params; k++)
-    q[k] = (dr_plan_param_t){p->bytes[k], p->ready_ms[k], p->rows[k],
-                             p->cols[k]};
+    q[k] = (dr_plan_param_t){p->bytes[k],
+                             p->no_overlap ? p->backward_ms : p->ready_ms[k],
+                             p->rows[k], p->cols[k]};
   dr_plan_cost_t cost;
   profile_cost(p, &cost);
   for (size_t i = 0; i < n; i++)

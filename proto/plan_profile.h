@@ -16,8 +16,13 @@
  * casts and PowerSGD's first products are inside the measured backward
  * pass and ready times); gemm_gflops and cast_mib_per_ms are that host's
  * rates for PowerSGD's products and for elementwise passes over fp32
- * gradients (plan.h); rows and cols a parameter's shape. All are optional:
- * none, rates of 0 (compute not charged), and rows x 1.
+ * gradients (plan.h); rows and cols a parameter's shape; overlap_cost
+ * plan.h's contention (then backward_ms and the ready times are the
+ * uncontended ones train derived); "overlaps": 0 a run whose all-reduces
+ * wait for the backward pass (--no-overlap, or the CPU backend's inline
+ * schedule), whose predictions then start every bucket at the backward
+ * end. All are optional: none, rates of 0 (compute not charged), rows x
+ * 1, no contention, and overlaps 1.
  *
  * params lists the parameters in the order they fill buckets (the order
  * the backward pass made them ready), with their gradient's size and when
@@ -49,6 +54,9 @@ typedef struct {
   double *ready_ms;                   /* [n_params] */
   double *rows, *cols;                /* [n_params] shapes */
   dr_plan_compress_t measured;        /* compress and the two rates */
+  double overlap_cost;                /* plan.h's; 0 when not measured */
+  int no_overlap;                     /* the run's all-reduces could not
+                                         overlap its backward pass */
 } dr_plan_profile_t;
 
 /* Allocates the three arrays for n parameters (zeroed); 0 or -ENOMEM. */

@@ -13,6 +13,7 @@
 #include "plan.h"
 #include "plan_profile.h"
 #include "stats.h"
+#include "train_plan_overlap.h"
 
 #define MIB 1048576.0
 #define PROF_STEPS 5     /* steps profiled per plan (their medians) */
@@ -37,6 +38,14 @@ struct dr_train_plan {
   size_t prof_n;
   double *ready;            /* [PROF_STEPS][n_params], in fill order */
   double fwd[PROF_STEPS], bwd[PROF_STEPS], opt[PROF_STEPS], stp[PROF_STEPS];
+  double ovl[PROF_STEPS];   /* all-reduce ms during the backward pass */
+  /* What overlap costs (train_plan_overlap.h), rank 0: 0 before the
+   * first plan, 1 while profiling at the chosen cap, 2 measured (or not
+   * needed); the first profile kept meanwhile, its overlap. */
+  int calib;
+  double overlap_cost;
+  dr_plan_profile_t base;
+  double base_ovl;
   /* With compression: the profiled steps' own all-reduces (bytes sent,
    * ms), up to MAX_COLLS, for the fit of their cost. */
   double coll_bytes[MAX_COLLS], coll_ms[MAX_COLLS];
@@ -103,6 +112,7 @@ int dr_train_plan_start(dr_run_t *r) {
 void dr_train_plan_free(dr_run_t *r) {
   if (r->plan == NULL)
     return;
+  dr_plan_profile_free(&r->plan->base);
   free(r->plan->ready);
   free(r->plan);
   r->plan = NULL;
@@ -136,6 +146,8 @@ static void record(dr_run_t *r, const dr_step_marks_t *m) {
   }
   p->fwd[p->prof_n] = (m->backward_us - m->start_us) / 1e3;
   p->bwd[p->prof_n] = bwd;
+  p->ovl[p->prof_n] =
+      dr_plan_step_overlap_ms(r->red, m->backward_us, m->backward_end_us);
   p->opt[p->prof_n] = (m->end_us - m->comm_end_us) / 1e3;
   p->stp[p->prof_n] = (m->end_us - m->start_us) / 1e3;
   p->prof_n++;
@@ -194,6 +206,9 @@ static int make_profile(dr_run_t *r, dr_plan_profile_t *prof) {
   prof->optimizer_ms = dr_median(p->opt, p->prof_n);
   prof->measured_step_ms = dr_median(p->stp, p->prof_n);
   prof->measured = p->cmp;
+  prof->no_overlap = r->c.no_overlap || dr_pg_inline(r->pg);
+  /* A cost already measured: this profile's times without it. */
+  dr_plan_uncontend(prof, dr_median(p->ovl, p->prof_n), p->overlap_cost);
   return 0;
 }
 
@@ -207,14 +222,38 @@ static int write_profile(const char *path, const dr_plan_profile_t *prof) {
   return rc;
 }
 
+/* Rank 0, on the profile at the cap the first plan chose: the cost of
+ * overlap from it and the first profile, which then (uncontended, with
+ * that cost) replaces prof. */
+static void calibrate(dr_run_t *r, dr_plan_profile_t *prof) {
+  struct dr_train_plan *p = r->plan;
+  double bwd1 = prof->backward_ms, ov1 = dr_median(p->ovl, p->prof_n);
+  double bwd0 = p->base.backward_ms, ov0 = p->base_ovl;
+  p->overlap_cost = dr_plan_fit_overlap_cost(bwd0, ov0, bwd1, ov1);
+  printf("plan: overlap costs the backward pass %.3f ms per ms of "
+         "all-reduce during it (%.2f ms with %.2f ms of overlap at %g MiB, "
+         "%.2f ms with %.2f ms at %g MiB)\n", p->overlap_cost, bwd0, ov0,
+         p->base.cap_bytes / MIB, bwd1, ov1, prof->cap_bytes / MIB);
+  dr_plan_profile_free(prof);
+  *prof = p->base;
+  memset(&p->base, 0, sizeof(p->base));
+  dr_plan_uncontend(prof, ov0, p->overlap_cost);
+  p->calib = 2;
+}
+
 /* Rank 0: profile, predictions, printout; *cap_bytes and *pred_ms are the
- * choice (with auto) or the cap in use. Returns an exit code. */
+ * choice (with auto) or the cap in use; *again: profile at that cap once
+ * more, to measure what its overlap costs. Returns an exit code. */
 static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
-                  double *pred_ms) {
+                  double *pred_ms, int *again) {
   struct dr_train_plan *p = r->plan;
   dr_plan_profile_t prof;
+  *again = 0;
   if (make_profile(r, &prof) != 0)
     return dr_train_nomem(r, "the bucket planner's profile");
+  int recal = p->calib == 1;
+  if (recal)
+    calibrate(r, &prof);
   if (r->c.profile_out != NULL) {
     int rc = write_profile(r->c.profile_out, &prof);
     if (rc != 0) {
@@ -225,10 +264,14 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
     }
   }
   /* Without overlap every bucket waits for the end of the backward
-   * pass. */
-  if (r->c.no_overlap)
-    for (size_t k = 0; k < prof.n_params; k++)
-      prof.ready_ms[k] = prof.backward_ms;
+   * pass (the profile says so: dr_plan_profile_predict starts them
+   * there): with --no-overlap, and where the collectives run on the
+   * compute thread (pg.h's inline schedule). */
+  int overlaps = !prof.no_overlap;
+  if (!overlaps && p->calib == 0 && r->c.bucket_cap_auto &&
+      dr_pg_inline(r->pg))
+    printf("plan: %s: no all-reduce overlaps the backward pass\n",
+           dr_pg_schedule_note(r->pg));
   double caps[N_CAPS + 1];
   for (size_t i = 0; i < N_CAPS; i++)
     caps[i] = caps_mib[i] * MIB;
@@ -243,13 +286,22 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
     printf("plan: all-reduces of the profiled steps: alpha %.3f ms, "
            "bandwidth %.4f MiB/ms (%zu of them)\n", prof.alpha_ms,
            prof.bytes_per_ms / MIB, p->n_colls);
-  printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
-         "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms (the "
-         "model's at this cap: %.2f ms)\n",
-         (unsigned long long)(step + 2 - p->prof_n),
-         (unsigned long long)(step + 1), prof.cap_bytes / MIB,
-         prof.forward_ms, prof.backward_ms, prof.optimizer_ms,
-         prof.measured_step_ms, res[N_CAPS].step_ms);
+  if (recal)
+    printf("plan: profile of steps %llu-%llu at %g MiB: measured step %.2f "
+           "ms (the model's at this cap: %.2f ms); planned from the profile "
+           "at %g MiB without its overlap's cost (backward %.2f ms)\n",
+           (unsigned long long)(step + 2 - p->prof_n),
+           (unsigned long long)(step + 1), caps[N_CAPS] / MIB,
+           dr_median(p->stp, p->prof_n), res[N_CAPS].step_ms,
+           prof.cap_bytes / MIB, prof.backward_ms);
+  else
+    printf("plan: profile of steps %llu-%llu at %g MiB: forward %.2f ms, "
+           "backward %.2f ms, optimizer %.2f ms, measured step %.2f ms (the "
+           "model's at this cap: %.2f ms)\n",
+           (unsigned long long)(step + 2 - p->prof_n),
+           (unsigned long long)(step + 1), prof.cap_bytes / MIB,
+           prof.forward_ms, prof.backward_ms, prof.optimizer_ms,
+           prof.measured_step_ms, res[N_CAPS].step_ms);
   for (size_t i = 0; i < N_CAPS; i++)
     printf("plan: cap %g MiB: %zu buckets, all-reduce %.2f ms, finish %.2f "
            "ms, exposed %.2f ms, hidden %.3f, predicted step %.2f ms%s\n",
@@ -261,6 +313,23 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
            caps[N_CAPS] / MIB, res[N_CAPS].step_ms);
   *cap_bytes = caps[best];
   *pred_ms = res[best].step_ms;
+  /* A cap other than the profiled one whose all-reduces would overlap the
+   * backward pass by 5% of it or more: measure there what that costs
+   * (once; a re-plan keeps the cost). */
+  double hidden = res[best].comm_ms - res[best].exposed_ms;
+  if (p->calib == 0 && r->c.bucket_cap_auto && overlaps &&
+      caps[best] != prof.cap_bytes && hidden > 0.05 * prof.backward_ms) {
+    *again = 1;
+    p->calib = 1;
+    p->base = prof;
+    p->base_ovl = dr_median(p->ovl, p->prof_n);
+    memset(&prof, 0, sizeof(prof));
+    printf("plan: profiling %d steps at %g MiB to measure what its "
+           "overlap costs the backward pass\n", PROF_STEPS,
+           *cap_bytes / MIB);
+  } else if (p->calib == 0) {
+    p->calib = 2;
+  }
   /* For tests: a prediction the run cannot meet, to exercise re-plans. */
   double scale = dr_fault_plan_scale();
   if (scale > 0) {
@@ -275,12 +344,14 @@ static int decide(dr_run_t *r, uint64_t step, double *cap_bytes,
 /* Every rank: rank 0's decision, then the rebuild. */
 static int plan(dr_run_t *r, uint64_t step, uint64_t i) {
   struct dr_train_plan *p = r->plan;
-  double d[2] = {0, 0}; /* cap bytes, predicted ms; or -1, exit code */
-  int code = 0;
-  if (r->rank == 0 && (code = decide(r, step, &d[0], &d[1])) != 0) {
+  /* cap bytes, predicted ms, profile again; or -1, exit code */
+  double d[3] = {0, 0, 0};
+  int code = 0, again = 0;
+  if (r->rank == 0 && (code = decide(r, step, &d[0], &d[1], &again)) != 0) {
     d[0] = -1;
     d[1] = code;
   }
+  d[2] = again;
   char err[256] = "";
   if (r->world > 1) {
     if (r->rank != 0)
@@ -323,6 +394,14 @@ static int plan(dr_run_t *r, uint64_t step, uint64_t i) {
   p->check_from = i + 1;
   p->drifting = 0;
   p->state = r->c.bucket_cap_auto ? ST_CHECK : ST_OFF;
+  if (d[2] != 0) {
+    /* The next steps, after the rebuild's first, are profiled at the new
+     * cap; the plan is made again from both profiles. */
+    p->state = ST_PROFILE;
+    p->prof_from = i + 1 + PROF_FIRST;
+    p->prof_n = 0;
+    p->n_colls = 0;
+  }
   return 0;
 }
 

@@ -74,7 +74,7 @@ static void rec_shape(size_t r, size_t k, syn_step_t *s, void *arg) {
 /* What the planner says for these gradients, cap by cap. */
 static void check_against_plan(const dr_dg_recommend_t *rec, const double *bytes,
                                const double *ready, size_t n, double bwd) {
-  dr_plan_cost_t cost = {1.0, 1.0 * MIB, bwd, 20 + 10};
+  dr_plan_cost_t cost = {1.0, 1.0 * MIB, bwd, 20 + 10, 0};
   close_to(rec->backward_ms, bwd);
   close_to(rec->alpha_ms, 1);
   close_to(rec->bytes_per_ms, MIB);

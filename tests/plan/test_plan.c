@@ -24,7 +24,7 @@ static void near(double got, double want) {
 }
 
 /* 100 MiB over a 100 ms backward pass, alpha 1 ms, B 2 MiB/ms. */
-static const dr_plan_cost_t uniform_cost = {1.0, 2.0 * MIB, 100.0, 0.0};
+static const dr_plan_cost_t uniform_cost = {1.0, 2.0 * MIB, 100.0, 0.0, 0};
 
 static void uniform(double cap_mib, dr_plan_result_t *r) {
   dr_plan_bucket_t b[256];
@@ -113,7 +113,7 @@ static void test_param_larger_than_cap(void **state) {
   near(b[0].ready_ms, 2);
   near(b[1].ready_ms, 10);
   near(b[2].ready_ms, 20);
-  dr_plan_cost_t c = {1.0, 1.0 * MIB, 20.0, 5.0};
+  dr_plan_cost_t c = {1.0, 1.0 * MIB, 20.0, 5.0, 0};
   dr_plan_result_t r;
   dr_plan_eval(b, n, &c, &r);
   near(r.allreduce_ms, 6);
@@ -121,6 +121,40 @@ static void test_param_larger_than_cap(void **state) {
   near(r.finish_ms, 23);
   near(r.exposed_ms, 3);
   near(r.step_ms, 28);
+}
+
+/* Contention: one 10 MiB bucket ready at 10 ms of a 50 ms backward pass,
+ * 20 ms to all-reduce, overlap_cost 0.5. The backward pass does 20 / 1.5
+ * ms of its work while the all-reduce runs (10-30), the rest (26.67 ms)
+ * after: it ends at 56.67 ms, the all-reduce at 30, nothing exposed.
+ * Two buckets, the second ready at 40 (work): the first all-reduce slows
+ * the pass until 30 (work 23.33), so the second is ready at 46.67 and runs
+ * to 66.67; work 40-50 then takes 15 ms: backward end 61.67, 5 ms
+ * exposed. With overlap_cost 0 the model is the plain one. */
+static void test_contention(void **state) {
+  (void)state;
+  dr_plan_bucket_t one[1] = {{10 * MIB, 10}};
+  dr_plan_cost_t c = {0.0, 0.5 * MIB, 50.0, 7.0, 0.5};
+  dr_plan_result_t r;
+  dr_plan_eval(one, 1, &c, &r);
+  near(r.finish_ms, 30);
+  near(r.exposed_ms, 0);
+  near(r.step_ms, 7 + 50 + 20.0 / 3);
+  dr_plan_bucket_t two[2] = {{10 * MIB, 10}, {10 * MIB, 40}};
+  dr_plan_eval(two, 2, &c, &r);
+  near(r.finish_ms, 46.0 + 2.0 / 3 + 20);
+  near(r.exposed_ms, 5);
+  near(r.step_ms, 7 + 66.0 + 2.0 / 3);
+  c.overlap_cost = 0;
+  dr_plan_eval(two, 2, &c, &r);
+  near(r.finish_ms, 60);
+  near(r.exposed_ms, 10);
+  /* The same through the parameter path (plan_compress.c). */
+  dr_plan_param_t q[2] = {{10 * MIB, 10, 1, 1}, {10 * MIB, 40, 1, 1}};
+  c.overlap_cost = 0.5;
+  dr_plan_eval_params(q, 2, 10 * MIB, 10 * MIB, &c, NULL, NULL, &r);
+  near(r.finish_ms, 46.0 + 2.0 / 3 + 20);
+  near(r.exposed_ms, 5);
 }
 
 /* Ready times that are not uniform: 1 MiB parameters at 10, 11, 50, 90, a
@@ -135,7 +169,7 @@ static void test_non_uniform(void **state) {
   size_t n = dr_plan_group(bytes, ready, 4, 2 * MIB, 1 * MIB, b);
   assert_int_equal(n, 3);
   near(b[1].ready_ms, 50);
-  dr_plan_cost_t c = {0.5, 0.5 * MIB, 95.0, 0.0};
+  dr_plan_cost_t c = {0.5, 0.5 * MIB, 95.0, 0.0, 0};
   dr_plan_result_t r;
   dr_plan_eval(b, n, &c, &r);
   near(r.finish_ms, 92.5);
@@ -149,7 +183,7 @@ static void test_non_uniform(void **state) {
 static void test_bucket_order(void **state) {
   (void)state;
   const dr_plan_bucket_t b[] = {{MIB, 30}, {MIB, 20}};
-  dr_plan_cost_t c = {0.0, 1.0 * MIB, 25.0, 0.0};
+  dr_plan_cost_t c = {0.0, 1.0 * MIB, 25.0, 0.0, 0};
   dr_plan_result_t r;
   dr_plan_eval(b, 2, &c, &r);
   near(r.finish_ms, 32);
@@ -159,7 +193,7 @@ static void test_bucket_order(void **state) {
 /* No gradients at all: no communication, the step is the backward pass. */
 static void test_no_buckets(void **state) {
   (void)state;
-  dr_plan_cost_t c = {1.0, 1.0 * MIB, 25.0, 3.0};
+  dr_plan_cost_t c = {1.0, 1.0 * MIB, 25.0, 3.0, 0};
   dr_plan_result_t r;
   dr_plan_eval(NULL, 0, &c, &r);
   assert_int_equal(r.n_buckets, 0);
@@ -466,7 +500,7 @@ static void test_compress_none_is_plain(void **state) {
     ready[k] = k * 1.5 + (k % 3);
     p[k] = (dr_plan_param_t){bytes[k], ready[k], bytes[k] / 4, 1};
   }
-  dr_plan_cost_t cost = {0.7, 1.3 * MIB, 70.0, 9.0};
+  dr_plan_cost_t cost = {0.7, 1.3 * MIB, 70.0, 9.0, 0};
   double caps[] = {0.5 * MIB, 2 * MIB, 5 * MIB, 100 * MIB};
   for (int i = 0; i < 4; i++) {
     dr_plan_bucket_t b[40];
@@ -489,7 +523,7 @@ static void test_compress_none_is_plain(void **state) {
 static void test_compress_fp16(void **state) {
   (void)state;
   dr_plan_param_t p = {8 * MIB, 10.0, 2 * MIB, 1};
-  dr_plan_cost_t cost = {1.0, 1.0 * MIB, 10.0, 2.0};
+  dr_plan_cost_t cost = {1.0, 1.0 * MIB, 10.0, 2.0, 0};
   dr_plan_compress_t c = {DR_PLAN_FP16, 0, 0, 8 * MIB};
   dr_plan_result_t r;
   dr_plan_eval_params(&p, 1, 25 * MIB, 25 * MIB, &cost, &c, NULL, &r);
@@ -521,7 +555,7 @@ static void test_compress_powersgd(void **state) {
   assert_false(dr_plan_psgd_worth(1000, 1, 4));
   assert_false(dr_plan_psgd_worth(8, 8, 4));
   dr_plan_param_t p[2] = {{4000, 5.0, 1000, 1}, {4e6, 5.0, 1000, 1000}};
-  dr_plan_cost_t cost = {1.0, 1000.0, 5.0, 3.0};
+  dr_plan_cost_t cost = {1.0, 1000.0, 5.0, 3.0, 0};
   dr_plan_compress_t c = {DR_PLAN_POWERSGD, 1, 2e6, 0};
   dr_plan_result_t r;
   dr_plan_eval_params(p, 2, 25 * MIB, 25 * MIB, &cost, &c, NULL, &r);
@@ -543,6 +577,7 @@ static void test_compress_powersgd(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_uniform_backlog),
+      cmocka_unit_test(test_contention),
       cmocka_unit_test(test_uniform_no_backlog),
       cmocka_unit_test(test_uniform_last_smaller),
       cmocka_unit_test(test_one_bucket),

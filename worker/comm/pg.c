@@ -268,8 +268,9 @@ void dr__work_run(dr_pg_t *pg, dr_work_t *w) {
 
 static void *comm_thread(void *arg) {
   dr_pg_t *pg = arg;
+  int tid = (int)syscall(SYS_gettid);
   pthread_mutex_lock(&pg->mu);
-  atomic_store(&pg->comm_tid, (int)syscall(SYS_gettid));
+  atomic_store(&pg->comm_tid, tid);
   pthread_cond_broadcast(&pg->done_cv);
   pthread_mutex_unlock(&pg->mu);
   for (;;) {
