@@ -40,6 +40,9 @@ void dr_report_summary(dr_run_t *r) {
     fprintf(stderr, "train: rank %u: %s; the gradients' all-reduce runs "
             "after the backward pass (--comm-schedule thread to overlap "
             "anyway)\n", r->rank, dr_pg_schedule_note(r->pg));
+  else if (dr_pg_schedule_note(r->pg)[0] != '\0' && r->local_rank == 0)
+    fprintf(stderr, "train: rank %u: %s\n", r->rank,
+            dr_pg_schedule_note(r->pg));
 }
 
 double dr_report_median_step_ms(const dr_run_t *r, uint64_t from,

@@ -269,6 +269,7 @@ void dr__work_run(dr_pg_t *pg, dr_work_t *w) {
 static void *comm_thread(void *arg) {
   dr_pg_t *pg = arg;
   int tid = (int)syscall(SYS_gettid);
+  dr__pg_comm_priority(pg);
   pthread_mutex_lock(&pg->mu);
   atomic_store(&pg->comm_tid, tid);
   pthread_cond_broadcast(&pg->done_cv);
@@ -551,6 +552,7 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
   while (atomic_load(&pg->comm_tid) == 0)
     pthread_cond_wait(&pg->done_cv, &pg->mu);
   pthread_mutex_unlock(&pg->mu);
+  dr__pg_note_priority(pg);
   *out = pg;
   return 0;
 }

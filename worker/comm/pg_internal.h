@@ -113,6 +113,13 @@ struct dr_pg {
    * thread that waits for a work runs the queue up to it. */
   int inline_run;
   char schedule_note[256];
+  /* Thread schedule on CPUs the ranks fill: the communication thread asks
+   * for real-time priority (SCHED_RR 1) so that it never waits behind a
+   * compute thread; comm_rt_rc is how that went (0, or -errno), set
+   * before comm_tid. */
+  int comm_rt_wanted;
+  int comm_rt_rc;
+  long cpus_note_busy, cpus_note_cpus; /* for the note */
 
   pthread_t thread;
   int have_thread;
@@ -288,8 +295,13 @@ void dr__work_describe(const dr_work_t *w, char *out, size_t out_len);
 /* pg.c: runs w (on whichever thread runs the queue); drops a reference. */
 void dr__work_run(dr_pg_t *pg, dr_work_t *w);
 void dr__work_unref(dr_work_t *w);
-/* pg_schedule.c: after the links exist, sets inline_run and the note. */
+/* pg_schedule.c: after the links exist, sets inline_run, comm_rt_wanted
+ * and the note. */
 void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want);
+/* On the communication thread, as it starts: its priority (above). */
+void dr__pg_comm_priority(dr_pg_t *pg);
+/* After the communication thread started: the note says its priority. */
+void dr__pg_note_priority(dr_pg_t *pg);
 /* Inline: runs the queue in order until w is done. */
 void dr__pg_run_until(dr_pg_t *pg, dr_work_t *w);
 

@@ -40,8 +40,15 @@ void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want) {
   const char *bound = getenv("DDPRUN_CPUS");
   long sharing = bound != NULL && *bound != '\0' ? 1 : (long)pg->local_world;
   long busy = sharing * (per + 1);
+  int full = cpus > 0 && busy > cpus;
+  /* DR_PG_COMM_RT=0: never ask (to measure what it is worth). */
+  const char *rt = getenv("DR_PG_COMM_RT");
+  pg->comm_rt_wanted = full && !(rt != NULL && strcmp(rt, "0") == 0);
+  pg->cpus_note_busy = busy;
+  pg->cpus_note_cpus = cpus;
   if (want == DR_PG_SCHED_INLINE ||
-      (want == DR_PG_SCHED_AUTO && all_shm && cpus > 0 && busy > cpus)) {
+      (want == DR_PG_SCHED_AUTO && all_shm && full)) {
+    pg->comm_rt_wanted = 0;
     pg->inline_run = 1;
     if (want == DR_PG_SCHED_INLINE)
       snprintf(pg->schedule_note, sizeof(pg->schedule_note),
@@ -53,6 +60,33 @@ void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want) {
                "%ld CPU%s allowed", sharing, sharing == 1 ? "" : "s", per,
                per == 1 ? "" : "s", cpus, cpus == 1 ? "" : "s");
   }
+}
+
+void dr__pg_comm_priority(dr_pg_t *pg) {
+  pg->comm_rt_rc = 0;
+  if (!pg->comm_rt_wanted)
+    return;
+  struct sched_param sp = {.sched_priority = 1};
+  int rc = pthread_setschedparam(pthread_self(), SCHED_RR, &sp);
+  pg->comm_rt_rc = -rc;
+}
+
+void dr__pg_note_priority(dr_pg_t *pg) {
+  if (!pg->comm_rt_wanted)
+    return;
+  if (pg->comm_rt_rc == 0)
+    snprintf(pg->schedule_note, sizeof(pg->schedule_note),
+             "the communication thread runs at real-time priority (SCHED_RR "
+             "1): %ld busy threads on %ld CPU%s, it never waits behind a "
+             "compute thread", pg->cpus_note_busy, pg->cpus_note_cpus,
+             pg->cpus_note_cpus == 1 ? "" : "s");
+  else
+    snprintf(pg->schedule_note, sizeof(pg->schedule_note),
+             "%ld busy threads on %ld CPU%s: the communication thread could "
+             "not take real-time priority (%s; it needs CAP_SYS_NICE or an "
+             "RLIMIT_RTPRIO), so it may wait behind the compute threads",
+             pg->cpus_note_busy, pg->cpus_note_cpus,
+             pg->cpus_note_cpus == 1 ? "" : "s", strerror(-pg->comm_rt_rc));
 }
 
 int dr_pg_inline(const dr_pg_t *pg) { return pg->inline_run; }
