@@ -4,8 +4,9 @@
 #  - shared memory: auto picks the inline schedule and says why; the
 #    weights are bit for bit those of --comm-schedule thread and inline;
 #  - TCP (DR_PG_FORCE_TCP): the communication thread asks for real-time
-#    priority and the summary says it got it (as root) or why not (as an
-#    unprivileged user, where setpriv can switch to one); the weights are
+#    priority and the summary says it got it (as root) or, the CPUs being
+#    full, why not (as an unprivileged user, where setpriv can switch to
+#    one); the weights are
 #    those of a run at normal priority (DR_PG_COMM_RT=0) and of one that
 #    wakes per segment (DR_PG_TCP_LOWAT=1);
 #  - --comm-schedule with another value: exit 2 naming the choices.
@@ -48,7 +49,7 @@ job tcp DR_PG_FORCE_TCP=1 --
 job tcp_normal DR_PG_FORCE_TCP=1 DR_PG_COMM_RT=0 --
 job tcp_segment DR_PG_FORCE_TCP=1 DR_PG_TCP_LOWAT=1 --
 if [ "$(id -u)" -eq 0 ]; then
-  said tcp "the communication thread runs at real-time priority (SCHED_RR 1): 4 busy threads on 1 CPU" ||
+  said tcp "the communication thread runs at real-time priority (SCHED_RR 1): 4 busy threads here on 1 CPU" ||
     { show tcp; fail "tcp as root: the communication thread did not say it runs at real-time priority"; }
 fi
 ! said tcp_normal "real-time" ||

@@ -69,10 +69,11 @@ typedef enum { DR_PG_F32 = 0, DR_PG_F16 = 1, DR_PG_BF16 = 2 } dr_pg_dtype_t;
  * its compute threads (OPENBLAS_NUM_THREADS or OMP_NUM_THREADS, default
  * 1) and a communication thread, would fill the CPUs this process may
  * run on (its own set when ddprun --cpu-bind gave it one, as
- * DDPRUN_CPUS says); else THREAD. A communication thread on CPUs so
- * filled asks for real-time priority (SCHED_RR 1; it sleeps between
- * chunks and uses a few percent of a core) so that it never waits behind
- * a compute thread; where that is not allowed it runs as before.
+ * DDPRUN_CPUS says); else THREAD. The communication thread asks for
+ * real-time priority (SCHED_RR 1; it sleeps between chunks and uses a few
+ * percent of a core) so that it never waits behind a compute thread, also
+ * where the ranks of other nodes share the host's CPUs unseen; where that
+ * is not allowed it runs as before (said when the ranks fill the CPUs).
  * DR_PG_COMM_RT=0 keeps it at normal priority.
  * Results are the same bits either way. */
 typedef enum {
@@ -130,8 +131,9 @@ uint32_t dr_pg_world(const dr_pg_t *pg);
 int dr_pg_comm_tid(const dr_pg_t *pg);
 
 /* 1 when this group runs its collectives on the waiting thread, and why;
- * on the communication thread, where the ranks fill the CPUs, its
- * priority (real-time where allowed, see DR_PG_COMM_RT); else "". */
+ * else the communication thread's priority (real-time where allowed, see
+ * DR_PG_COMM_RT), or "" (a group of one, DR_PG_COMM_RT=0, or not allowed
+ * where spare CPUs make it matter little). */
 int dr_pg_inline(const dr_pg_t *pg);
 const char *dr_pg_schedule_note(const dr_pg_t *pg);
 

@@ -113,13 +113,13 @@ struct dr_pg {
    * thread that waits for a work runs the queue up to it. */
   int inline_run;
   char schedule_note[256];
-  /* Thread schedule on CPUs the ranks fill: the communication thread asks
-   * for real-time priority (SCHED_RR 1) so that it never waits behind a
-   * compute thread; comm_rt_rc is how that went (0, or -errno), set
-   * before comm_tid. */
+  /* Thread schedule: the communication thread asks for real-time priority
+   * (SCHED_RR 1) so that it never waits behind a compute thread;
+   * comm_rt_rc is how that went (0, or -errno), set before comm_tid. */
   int comm_rt_wanted;
   int comm_rt_rc;
   long cpus_note_busy, cpus_note_cpus; /* for the note */
+  int cpus_full;                       /* busy > cpus */
 
   pthread_t thread;
   int have_thread;

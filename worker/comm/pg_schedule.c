@@ -41,9 +41,12 @@ void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want) {
   long sharing = bound != NULL && *bound != '\0' ? 1 : (long)pg->local_world;
   long busy = sharing * (per + 1);
   int full = cpus > 0 && busy > cpus;
-  /* DR_PG_COMM_RT=0: never ask (to measure what it is worth). */
+  /* Every communication thread asks: ranks of other nodes may share these
+   * CPUs too (containers, network namespaces), which no count here sees.
+   * DR_PG_COMM_RT=0: never (to measure what it is worth). */
   const char *rt = getenv("DR_PG_COMM_RT");
-  pg->comm_rt_wanted = full && !(rt != NULL && strcmp(rt, "0") == 0);
+  pg->comm_rt_wanted = !(rt != NULL && strcmp(rt, "0") == 0);
+  pg->cpus_full = full;
   pg->cpus_note_busy = busy;
   pg->cpus_note_cpus = cpus;
   if (want == DR_PG_SCHED_INLINE ||
@@ -77,10 +80,11 @@ void dr__pg_note_priority(dr_pg_t *pg) {
   if (pg->comm_rt_rc == 0)
     snprintf(pg->schedule_note, sizeof(pg->schedule_note),
              "the communication thread runs at real-time priority (SCHED_RR "
-             "1): %ld busy threads on %ld CPU%s, it never waits behind a "
-             "compute thread", pg->cpus_note_busy, pg->cpus_note_cpus,
+             "1): %ld busy thread%s here on %ld CPU%s, it never waits behind "
+             "a compute thread", pg->cpus_note_busy,
+             pg->cpus_note_busy == 1 ? "" : "s", pg->cpus_note_cpus,
              pg->cpus_note_cpus == 1 ? "" : "s");
-  else
+  else if (pg->cpus_full)
     snprintf(pg->schedule_note, sizeof(pg->schedule_note),
              "%ld busy threads on %ld CPU%s: the communication thread could "
              "not take real-time priority (%s; it needs CAP_SYS_NICE or an "
