@@ -28,7 +28,7 @@
  * awaited rank needs. */
 #define DR_PG_SPIN_NS 30000u
 /* The most a TCP receive waits for before it wakes (SO_RCVLOWAT). */
-#define DR_PG_TCP_LOWAT (256u << 10)
+#define DR_PG_TCP_LOWAT (1u << 20)
 /* Longest a wait sleeps before it checks the neighbours' liveness. */
 #define DR_PG_LIVENESS_MS 50
 /* How long a rank that saw a neighbour go away waits for that
