@@ -153,49 +153,72 @@ void dr_cmp_poison(dr_cmp_t *c, float value) {
   c->poison_value = value;
 }
 
-/* The gradients that lie in [data, data + n), in memory order, and the
- * PowerSGD layout of the bucket's two buffers. Kept until the bucket's
- * memory or size changes (a rebuild of the buckets). */
-static int bkt_prepare(dr_cmp_t *c, bkt_t *b, float *data, size_t n) {
-  if (b->data == data && b->n_elems == n)
-    return 0;
-  bkt_clear(b);
-  b->items = calloc(c->n_params > 0 ? c->n_params : 1, sizeof(item_t));
-  if (b->items == NULL)
+int dr_cmp_layout(const dr_cmp_t *c, float *data, size_t n,
+                  dr_cmp_item_t **items, size_t *n_items, size_t *n1,
+                  size_t *n2) {
+  dr_cmp_item_t *it = calloc(c->n_params > 0 ? c->n_params : 1, sizeof(*it));
+  *items = it;
+  *n_items = *n1 = *n2 = 0;
+  if (it == NULL)
     return -ENOMEM;
+  size_t m = 0;
   for (size_t i = 0; i < c->n_params; i++) {
     dr_param_t *p = dr_model_param(c->m, i);
     if (p->g < data || p->g >= data + n)
       continue;
-    size_t k = b->n_items++;
+    size_t k = m++;
     /* Insertion by address: the bucket's own order, the same on every
      * rank. */
-    while (k > 0 && b->items[k - 1].g > p->g) {
-      b->items[k] = b->items[k - 1];
+    while (k > 0 && it[k - 1].g > p->g) {
+      it[k] = it[k - 1];
       k--;
     }
-    b->items[k] = (item_t){.param = i, .g = p->g, .rows = p->rows,
-                           .cols = p->cols, .psgd = c->q_off[i] != SIZE_MAX};
+    it[k] = (dr_cmp_item_t){.param = i, .g = p->g, .rows = p->rows,
+                            .cols = p->cols, .psgd = c->q_off[i] != SIZE_MAX};
   }
   size_t R = c->cfg.rank;
+  for (size_t k = 0; k < m; k++)
+    if (!it[k].psgd) {
+      it[k].off1 = *n1;
+      *n1 += it[k].rows * it[k].cols;
+    }
+  for (size_t k = 0; k < m; k++)
+    if (it[k].psgd) {
+      it[k].off1 = *n1;
+      *n1 += it[k].rows * R;
+      it[k].off2 = *n2;
+      *n2 += it[k].cols * R;
+    }
+  *n_items = m;
+  return 0;
+}
+
+int dr_cmp_layout_holds(const dr_cmp_t *c, const float *data, size_t n,
+                        const float *was_data, size_t was_n,
+                        const dr_cmp_item_t *items, size_t n_items) {
+  if (was_data != data || was_n != n || (n > 0 && items == NULL))
+    return 0;
+  for (size_t k = 0; k < n_items; k++)
+    if (dr_model_param(c->m, items[k].param)->g != items[k].g)
+      return 0;
+  return 1;
+}
+
+/* The bucket's layout (dr_cmp_layout) and buffers, kept while it holds
+ * (dr_cmp_layout_holds). */
+static int bkt_prepare(dr_cmp_t *c, bkt_t *b, float *data, size_t n) {
+  if (dr_cmp_layout_holds(c, data, n, b->data, b->n_elems, b->items,
+                          b->n_items))
+    return 0;
+  bkt_clear(b);
+  if (dr_cmp_layout(c, data, n, &b->items, &b->n_items, &b->n1, &b->n2) != 0)
+    return -ENOMEM;
   if (c->cfg.kind == DR_CMP_FP16 || c->cfg.kind == DR_CMP_BF16) {
     b->half = malloc((n > 0 ? n : 1) * sizeof(uint16_t));
     if (b->half == NULL)
       return -ENOMEM;
   }
   if (c->cfg.kind == DR_CMP_POWERSGD) {
-    for (size_t k = 0; k < b->n_items; k++)
-      if (!b->items[k].psgd) {
-        b->items[k].off1 = b->n1;
-        b->n1 += b->items[k].rows * b->items[k].cols;
-      }
-    for (size_t k = 0; k < b->n_items; k++)
-      if (b->items[k].psgd) {
-        b->items[k].off1 = b->n1;
-        b->n1 += b->items[k].rows * R;
-        b->items[k].off2 = b->n2;
-        b->n2 += b->items[k].cols * R;
-      }
     b->buf1 = malloc((b->n1 > 0 ? b->n1 : 1) * sizeof(float));
     b->buf2 = malloc((b->n2 > 0 ? b->n2 : 1) * sizeof(float));
     if (b->buf1 == NULL || b->buf2 == NULL)

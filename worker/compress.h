@@ -116,6 +116,31 @@ size_t dr_cmp_ef_elems(const dr_cmp_t *c);
 float *dr_cmp_q(dr_cmp_t *c);
 float *dr_cmp_ef(dr_cmp_t *c);
 
+/* One gradient of a bucket, as PowerSGD lays the bucket out. */
+typedef struct {
+  size_t param;
+  float *g;            /* in the bucket's memory */
+  size_t rows, cols;
+  int psgd;            /* sent as P and Q */
+  size_t off1;         /* in the first round's buffer: the tensor, or P */
+  size_t off2;         /* in the second round's: its Q */
+} dr_cmp_item_t;
+
+/* The model's gradients that lie in [data, data + n), in memory order
+ * (the bucket's own, the same on every rank), and the two rounds'
+ * buffers: first the uncompressed tensors, then each compressed one's P
+ * (n1 floats); each Q (n2). *items is malloc'd. 0 or -ENOMEM. The CPU's
+ * and the GPU's PowerSGD (gpu_psgd.h) both lay buckets out so. */
+int dr_cmp_layout(const dr_cmp_t *c, float *data, size_t n,
+                  dr_cmp_item_t **items, size_t *n_items, size_t *n1,
+                  size_t *n2);
+/* 1 when a layout made for [data, data + n) still holds: every item's
+ * gradient is where it was (a rebuild of the buckets moves them, and may
+ * hand out the same memory again). */
+int dr_cmp_layout_holds(const dr_cmp_t *c, const float *data, size_t n,
+                        const float *was_data, size_t was_n,
+                        const dr_cmp_item_t *items, size_t n_items);
+
 /* Where parameter param's Q and error feedback lie in those (SIZE_MAX:
  * the parameter is not compressed), and the configuration: for another
  * implementation of the same rounds (the GPU's, gpu_psgd.h). */

@@ -9,15 +9,8 @@
 
 #include "compress.h"
 
-/* One gradient of a bucket. */
-typedef struct {
-  size_t param;
-  float *g;            /* in the bucket's memory */
-  size_t rows, cols;
-  int psgd;            /* sent as P and Q */
-  size_t off1;         /* in buf1: the tensor, or its P */
-  size_t off2;         /* in buf2: its Q */
-} item_t;
+/* One gradient of a bucket (compress.h). */
+typedef dr_cmp_item_t item_t;
 
 /* How a bucket went out this step. */
 enum { SENT_F32 = 0, SENT_HALF, SENT_PSGD };

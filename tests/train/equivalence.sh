@@ -77,7 +77,7 @@ grep -q "6 buckets" "$tmp/w4_sgd_0.0001.err" ||
   { show w4_sgd_0.0001; fail "--bucket-cap-mb 0.0001 did not make 6 buckets"; }
 
 few="--bucket-cap-mb 0.01 --first-bucket-mb 0.01"
-job w2_overlap 2 --optimizer sgd --lr 0.05 --batch 32 $few
+job w2_overlap 2 --optimizer sgd --lr 0.05 --batch 32 $few --comm-schedule thread
 job w2_no_overlap 2 --optimizer sgd --lr 0.05 --batch 32 $few --no-overlap
 same w1_sgd w2_overlap
 nb=$(sed -n 's/.*\[rank0\]:train: rank 0: .* \([0-9]*\) buckets:.*/\1/p' \

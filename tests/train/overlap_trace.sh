@@ -42,7 +42,7 @@ for mode in overlap no-overlap; do
   flag=
   [ "$mode" = no-overlap ] && flag=--no-overlap
   run 90 "$mode" "$ddprun" --standalone --nproc-per-node 2 --log-level warn \
-    "$train" $model $flag --trace "$tmp/$mode.{rank}.json"
+    "$train" $model $flag --comm-schedule thread --trace "$tmp/$mode.{rank}.json"
   [ "$rc" -eq 0 ] || { show "$mode"; fail "$mode: ddprun exited $rc"; }
   nb=$(sed -n 's/.*\[rank0\]:train: rank 0: .* \([0-9]*\) buckets:.*/\1/p' \
        "$tmp/$mode.err")

@@ -11,21 +11,12 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "gpu_kernel_util.cuh"
 #include "gpu_kernels.h"
 
 typedef __nv_bfloat16 bf16;
 
-#define BLOCK 256
-#define MAX_GRID 65536u
 #define BIAS_CHUNK 64u /* rows summed by one thread in the bias gradient */
-
-static unsigned grid_for(size_t n) {
-  size_t g = (n + BLOCK - 1) / BLOCK;
-  if (g == 0) g = 1;
-  return g > MAX_GRID ? MAX_GRID : (unsigned)g;
-}
-
-static int launched(void) { return (int)cudaGetLastError(); }
 
 __device__ __forceinline__ float ld(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float ld(const bf16 *p, size_t i) {
@@ -56,10 +47,6 @@ __device__ __forceinline__ void st(__half *p, size_t i, float v) {
       __VA_ARGS__;                                                          \
     }                                                                       \
   } while (0)
-
-#define GRID_STRIDE(i, n)                                                   \
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
-       i += (size_t)gridDim.x * blockDim.x)
 
 extern "C" size_t dr_dtype_size(dr_dtype_t t) {
   return t == DR_F32 ? sizeof(float) : sizeof(uint16_t);

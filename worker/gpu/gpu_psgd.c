@@ -7,14 +7,8 @@
 #include "gpu_check.h"
 #include "gpu_kernels.h"
 
-/* One gradient of a bucket (compress_internal.h's item, on the device). */
-typedef struct {
-  size_t param;
-  float *g;              /* device, in the bucket */
-  size_t rows, cols;
-  int psgd;
-  size_t off1, off2;     /* in buf1 (the tensor or its P), buf2 (its Q) */
-} item_t;
+/* One gradient of a bucket, on the device (compress.h's layout). */
+typedef dr_cmp_item_t item_t;
 
 typedef struct {
   float *data;           /* the bucket and its size: the cache key */
@@ -95,49 +89,28 @@ int dr_gpu_psgd_active(const dr_gpu_psgd_t *p, uint64_t step) {
   return p != NULL && step >= p->cfg.start_step;
 }
 
-/* The bucket of data: its gradients by address and the two buffers'
- * layout, as the CPU compressor lays them out (compress.c). */
-static bkt_t *bkt_for(dr_gpu_psgd_t *p, float *data, size_t n) {
-  for (size_t i = 0; i < p->nb; i++)
-    if (p->b[i].data == data && p->b[i].n_elems == n)
-      return &p->b[i];
-  bkt_t *nb = realloc(p->b, (p->nb + 1) * sizeof(*nb));
-  if (nb == NULL)
-    return NULL;
-  p->b = nb;
-  bkt_t *b = &p->b[p->nb++];
-  memset(b, 0, sizeof(*b));
-  size_t np = dr_model_n_params(p->o.model);
-  b->items = calloc(np > 0 ? np : 1, sizeof(item_t));
-  if (b->items == NULL)
-    return NULL;
-  for (size_t i = 0; i < np; i++) {
-    dr_param_t *pr = dr_model_param(p->o.model, i);
-    if (pr->g < data || pr->g >= data + n)
-      continue;
-    size_t k = b->n_items++;
-    while (k > 0 && b->items[k - 1].g > pr->g) {
-      b->items[k] = b->items[k - 1];
-      k--;
-    }
-    b->items[k] = (item_t){.param = i, .g = pr->g, .rows = pr->rows,
-                           .cols = pr->cols,
-                           .psgd = dr_cmp_q_off(p->o.host, i) != SIZE_MAX};
+/* Bucket `bucket`'s layout (the CPU compressor's, dr_cmp_layout) and its
+ * two buffers on the device, made again when it no longer holds (a
+ * rebuild of the buckets). */
+static bkt_t *bkt_for(dr_gpu_psgd_t *p, size_t bucket, float *data,
+                      size_t n) {
+  if (bucket >= p->nb) {
+    bkt_t *nb = realloc(p->b, (bucket + 1) * sizeof(*nb));
+    if (nb == NULL)
+      return NULL;
+    memset(nb + p->nb, 0, (bucket + 1 - p->nb) * sizeof(*nb));
+    p->b = nb;
+    p->nb = bucket + 1;
   }
-  const size_t R = p->cfg.rank;
-  for (size_t k = 0; k < b->n_items; k++)
-    if (!b->items[k].psgd) {
-      b->items[k].off1 = b->n1;
-      b->n1 += b->items[k].rows * b->items[k].cols;
-    }
-  for (size_t k = 0; k < b->n_items; k++)
-    if (b->items[k].psgd) {
-      b->items[k].off1 = b->n1;
-      b->n1 += b->items[k].rows * R;
-      b->items[k].off2 = b->n2;
-      b->n2 += b->items[k].cols * R;
-    }
-  if (dev_alloc(&b->buf1, b->n1) != 0 || dev_alloc(&b->buf2, b->n2) != 0)
+  bkt_t *b = &p->b[bucket];
+  if (dr_cmp_layout_holds(p->o.host, data, n, b->data, b->n_elems, b->items,
+                          b->n_items))
+    return b;
+  /* cudaFree waits for the device: the old buffers' work is done. */
+  bkt_clear(b);
+  if (dr_cmp_layout(p->o.host, data, n, &b->items, &b->n_items, &b->n1,
+                    &b->n2) != 0 ||
+      dev_alloc(&b->buf1, b->n1) != 0 || dev_alloc(&b->buf2, b->n2) != 0)
     return NULL;
   b->data = data;
   b->n_elems = n;
@@ -252,8 +225,9 @@ static int decompress(dr_gpu_psgd_t *p, bkt_t *b) {
   return 0;
 }
 
-int dr_gpu_psgd_launch(dr_gpu_psgd_t *p, float *data, size_t n_elems) {
-  bkt_t *b = bkt_for(p, data, n_elems);
+int dr_gpu_psgd_launch(dr_gpu_psgd_t *p, size_t bucket, float *data,
+                       size_t n_elems) {
+  bkt_t *b = bkt_for(p, bucket, data, n_elems);
   if (b == NULL)
     return dr__gpu_fail(DR_GPU_ECUDA, __FILE__, __LINE__,
                         "PowerSGD bucket layout", "out of memory");

@@ -57,7 +57,8 @@ void dr_gpu_psgd_free(dr_gpu_psgd_t **p);
 int dr_gpu_psgd_active(const dr_gpu_psgd_t *p, uint64_t step);
 /* Enqueues the bucket's rounds (above) on the communication stream; the
  * bucket ends unscaled and averaged. */
-int dr_gpu_psgd_launch(dr_gpu_psgd_t *p, float *data, size_t n_elems);
+int dr_gpu_psgd_launch(dr_gpu_psgd_t *p, size_t bucket, float *data,
+                       size_t n_elems);
 /* On the compute stream after the optimizer: the step's new state
  * becomes the current one, unless skip (the scaler's flags) says it was
  * skipped. */

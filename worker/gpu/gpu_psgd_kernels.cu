@@ -1,23 +1,10 @@
-/* PowerSGD's kernels between the GEMMs. See gpu_psgd.h and gpu_psgd_kernels.h. */
+/* PowerSGD's kernels between the GEMMs. See gpu_psgd.h and
+ * gpu_psgd_kernels.h. */
 #include <math.h>
 
+#include "gpu_kernel_util.cuh"
 #include "gpu_psgd_kernels.h"
 #include "powersgd.h"
-
-#define BLOCK 256
-#define MAX_GRID 65536u
-
-static unsigned grid_for(size_t n) {
-  size_t g = (n + BLOCK - 1) / BLOCK;
-  if (g == 0) g = 1;
-  return g > MAX_GRID ? MAX_GRID : (unsigned)g;
-}
-
-static int launched(void) { return (int)cudaGetLastError(); }
-
-#define GRID_STRIDE(i, n)                                                   \
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
-       i += (size_t)gridDim.x * blockDim.x)
 
 __global__ void psgd_in(const float *g, const float *e,
                         const dr_gpu_scaler_t *sc, float *out, size_t n) {

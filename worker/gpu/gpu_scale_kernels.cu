@@ -3,23 +3,9 @@
 #include <cuda_fp16.h>
 #include <math.h>
 
+#include "gpu_kernel_util.cuh"
 #include "gpu_scale.h"
 #include "loss_scale.h"
-
-#define BLOCK 256
-#define MAX_GRID 4096u
-
-static unsigned grid_for(size_t n) {
-  size_t g = (n + BLOCK - 1) / BLOCK;
-  if (g == 0) g = 1;
-  return g > MAX_GRID ? MAX_GRID : (unsigned)g;
-}
-
-static int launched(void) { return (int)cudaGetLastError(); }
-
-#define GRID_STRIDE(i, n)                                                   \
-  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);   \
-       i += (size_t)gridDim.x * blockDim.x)
 
 __device__ __forceinline__ float val(const float *p, size_t i) { return p[i]; }
 __device__ __forceinline__ float val(const __half *p, size_t i) {

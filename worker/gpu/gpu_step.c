@@ -164,7 +164,7 @@ int dr__gpu_launch_bucket(void *arg, size_t bucket, float *data,
   int rc = dr__gpu_scale_own(r, data, n_elems);
   if (rc == 0 && dr_gpu_psgd_active(g->psgd, sl->step)) {
     /* Unscaled in its first round: the sum is only checked. */
-    rc = dr_gpu_psgd_launch(g->psgd, data, n_elems);
+    rc = dr_gpu_psgd_launch(g->psgd, bucket, data, n_elems);
     if (rc == 0)
       rc = dr__gpu_scale_check_sum(r, data, n_elems);
   } else if (rc == 0) {
