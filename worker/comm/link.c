@@ -416,9 +416,7 @@ static void tcp_lowat(dr_link_t *l, size_t want, size_t most) {
   size_t lim = l->stage_cap > 0 && want > l->stage_cap ? l->stage_cap : want;
   size_t need = lim > l->stage_have ? lim - l->stage_have : 1;
   if (need > most)
-    need = most;
-  if (need == 0)
-    need = 1;
+    need = most; /* most >= 1 */
   if ((l->lowat == 0 ? 1 : l->lowat) == need)
     return;
   int v = (int)need;

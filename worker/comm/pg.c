@@ -266,6 +266,16 @@ void dr__work_run(dr_pg_t *pg, dr_work_t *w) {
   work_complete(pg, w, rc, msg);
 }
 
+dr_work_t *dr__pg_pop_locked(dr_pg_t *pg) {
+  dr_work_t *w = pg->head;
+  if (w != NULL) {
+    pg->head = w->next;
+    if (pg->head == NULL)
+      pg->tail = NULL;
+  }
+  return w;
+}
+
 static void *comm_thread(void *arg) {
   dr_pg_t *pg = arg;
   int tid = (int)syscall(SYS_gettid);
@@ -278,15 +288,10 @@ static void *comm_thread(void *arg) {
     pthread_mutex_lock(&pg->mu);
     while (pg->head == NULL && !pg->stop)
       pthread_cond_wait(&pg->queue_cv, &pg->mu);
-    dr_work_t *w = pg->head;
-    if (w == NULL) {
-      pthread_mutex_unlock(&pg->mu);
-      return NULL;
-    }
-    pg->head = w->next;
-    if (pg->head == NULL)
-      pg->tail = NULL;
+    dr_work_t *w = dr__pg_pop_locked(pg);
     pthread_mutex_unlock(&pg->mu);
+    if (w == NULL)
+      return NULL;
     dr__work_run(pg, w);
     dr__work_unref(w);
   }

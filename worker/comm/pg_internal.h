@@ -118,8 +118,7 @@ struct dr_pg {
    * comm_rt_rc is how that went (0, or -errno), set before comm_tid. */
   int comm_rt_wanted;
   int comm_rt_rc;
-  long cpus_note_busy, cpus_note_cpus; /* for the note */
-  int cpus_full;                       /* busy > cpus */
+  long cpus_note_busy, cpus_note_cpus; /* threads wanting a CPU, CPUs */
 
   pthread_t thread;
   int have_thread;
@@ -295,6 +294,8 @@ void dr__work_describe(const dr_work_t *w, char *out, size_t out_len);
 /* pg.c: runs w (on whichever thread runs the queue); drops a reference. */
 void dr__work_run(dr_pg_t *pg, dr_work_t *w);
 void dr__work_unref(dr_work_t *w);
+/* pg.c: the queue's first work, taken off it (mu held); NULL if empty. */
+dr_work_t *dr__pg_pop_locked(dr_pg_t *pg);
 /* pg_schedule.c: after the links exist, sets inline_run, comm_rt_wanted
  * and the note. */
 void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want);

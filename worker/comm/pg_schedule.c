@@ -46,7 +46,6 @@ void dr__pg_choose_schedule(dr_pg_t *pg, dr_pg_schedule_t want) {
    * DR_PG_COMM_RT=0: never (to measure what it is worth). */
   const char *rt = getenv("DR_PG_COMM_RT");
   pg->comm_rt_wanted = !(rt != NULL && strcmp(rt, "0") == 0);
-  pg->cpus_full = full;
   pg->cpus_note_busy = busy;
   pg->cpus_note_cpus = cpus;
   if (want == DR_PG_SCHED_INLINE ||
@@ -84,7 +83,8 @@ void dr__pg_note_priority(dr_pg_t *pg) {
              "a compute thread", pg->cpus_note_busy,
              pg->cpus_note_busy == 1 ? "" : "s", pg->cpus_note_cpus,
              pg->cpus_note_cpus == 1 ? "" : "s");
-  else if (pg->cpus_full)
+  else if (pg->cpus_note_cpus > 0 &&
+           pg->cpus_note_busy > pg->cpus_note_cpus)
     snprintf(pg->schedule_note, sizeof(pg->schedule_note),
              "%ld busy threads on %ld CPU%s: the communication thread could "
              "not take real-time priority (%s; it needs CAP_SYS_NICE or an "
@@ -105,12 +105,7 @@ const char *dr_pg_schedule_note(const dr_pg_t *pg) {
 void dr__pg_run_until(dr_pg_t *pg, dr_work_t *w) {
   while (!atomic_load(&w->done)) {
     pthread_mutex_lock(&pg->mu);
-    dr_work_t *h = pg->head;
-    if (h != NULL) {
-      pg->head = h->next;
-      if (pg->head == NULL)
-        pg->tail = NULL;
-    }
+    dr_work_t *h = dr__pg_pop_locked(pg);
     pthread_mutex_unlock(&pg->mu);
     if (h == NULL)
       return; /* cannot happen: w is queued until it is done */
