@@ -189,6 +189,33 @@ int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
   return 0;
 }
 
+int dr_reducer_redirect(dr_reducer_t *r, dr_launch_fn launch,
+                        void *launch_arg, void *(*alloc_fn)(void *, size_t),
+                        void (*mem_free_fn)(void *, void *), void *mem_arg) {
+  const dr_reducer_config_t old = r->cfg;
+  float *old_mem = r->mem;
+  r->cfg.launch = launch;
+  r->cfg.launch_arg = launch_arg;
+  r->cfg.mem_alloc = alloc_fn;
+  r->cfg.mem_free = mem_free_fn;
+  r->cfg.mem_arg = mem_arg;
+  r->mem = NULL; /* build() must not free it with the new hooks */
+  int rc = build(r, r->order);
+  if (rc != 0) {
+    r->cfg = old;
+    r->mem = old_mem;
+    return rc;
+  }
+  r->cfg = old;
+  mem_free(r, old_mem);
+  r->cfg.launch = launch;
+  r->cfg.launch_arg = launch_arg;
+  r->cfg.mem_alloc = alloc_fn;
+  r->cfg.mem_free = mem_free_fn;
+  r->cfg.mem_arg = mem_arg;
+  return 0;
+}
+
 void dr_reducer_free(dr_reducer_t **rp) {
   dr_reducer_t *r = *rp;
   if (r == NULL)

@@ -73,6 +73,14 @@ int dr_reducer_new(const dr_reducer_config_t *cfg, dr_model_t *m, dr_pg_t *pg,
                    dr_reducer_t **out);
 void dr_reducer_free(dr_reducer_t **r);
 
+/* Moves the buckets into memory from mem_alloc (freed with mem_free) and
+ * hands them to launch from now on, as dr_reducer_config_t's hooks would.
+ * Between steps only: the gradients are not kept. 0, or -ENOMEM with the
+ * reducer as it was. */
+int dr_reducer_redirect(dr_reducer_t *r, dr_launch_fn launch,
+                        void *launch_arg, void *(*mem_alloc)(void *, size_t),
+                        void (*mem_free)(void *, void *), void *mem_arg);
+
 size_t dr_reducer_n_buckets(const dr_reducer_t *r);
 size_t dr_reducer_bucket_elems(const dr_reducer_t *r, size_t b);
 /* "3 buckets: 1.0, 25.0, 12.3 MiB" */

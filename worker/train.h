@@ -77,6 +77,7 @@ typedef struct {
                                 neither compression nor loss scaling */
   dr_loss_scale_t ls;        /* --loss-scale: the same on every rank */
   dr_train_threads_t *threads; /* --trace or --thread-stats; else NULL */
+  struct dr_hostw *hostw;    /* --host-weights: the shared copy, or NULL */
 } dr_run_t;
 
 uint64_t dr_now_us(void);

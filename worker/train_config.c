@@ -115,6 +115,15 @@ static const row_t rows[] = {
      "the host's ranks, with their compute threads and a communication "
      "thread each, fill the CPUs allowed; the summary says which and why. "
      "The same bits either way"},
+    {"host-weights", K_STR, OFF(host_weights), "auto", 0, 0,
+     "CPU, every rank on one host: shared keeps one copy of the weights and "
+     "optimizer state for all of them in /dev/shm, each rank summing its "
+     "shard of every bucket straight from the others' gradients and "
+     "updating that shard (no all-reduce of the gradients, one optimizer "
+     "pass per host); private, a copy each; auto: shared where the "
+     "collectives run inline (see --comm-schedule auto) and nothing rules "
+     "it out (--grad-compress, --loss-scale, --bucket-cap-mb auto, "
+     "--profile-out, TCP links). The same bits either way"},
     {"device", K_STR, OFF(device), "auto", 0, 0,
      "cpu, cuda (the GPU numbered LOCAL_RANK, or the only one visible; "
      "gradients all-reduced by NCCL), or auto: cuda when this train has GPU "
@@ -426,6 +435,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->comm_schedule, "inline") != 0)
     return fail(err, n, "--comm-schedule '%s': expected auto, thread or "
                 "inline", c->comm_schedule);
+  if (strcmp(c->host_weights, "auto") != 0 &&
+      strcmp(c->host_weights, "shared") != 0 &&
+      strcmp(c->host_weights, "private") != 0)
+    return fail(err, n, "--host-weights '%s': expected auto, shared or "
+                "private", c->host_weights);
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
       strcmp(c->precision, "fp16") != 0)
     return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",

@@ -37,6 +37,7 @@ typedef struct {
   int thread_stats;     /* the threads' CPU figures (also with trace) */
   int force_tcp;
   const char *comm_schedule;  /* auto, thread, inline */
+  const char *host_weights;   /* auto, shared, private */
   char *device;         /* auto | cpu | cuda */
   char *precision;      /* fp32 | bf16 (cuda only) */
   int tf32;             /* cuda, fp32: GEMMs on TF32 tensor cores */

@@ -6,6 +6,8 @@
 #include "fault_inject.h"
 #include "progress.h"
 #include "train_device.h"
+#include "host_weights.h"
+#include "train_hostw.h"
 #include "train_plan.h"
 #include "train_threads.h"
 
@@ -57,13 +59,19 @@ static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
     dr_trace_span(r->trace, DR_TRACE_COMPUTE, "optimizer", m->comm_end_us,
                   m->end_us);
     const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
-    /* The bytes each all-reduce moved: the compressed ones' own. */
-    for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++)
-      if (t[i].end_us > 0)
+    /* The bytes each all-reduce moved: the compressed ones' own. With
+     * shared weights, each bucket's sum and update of this rank's shard
+     * (host_weights.h), from when every rank's gradients were there. */
+    for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++) {
+      uint64_t start = t[i].start_us, end = t[i].end_us;
+      if (r->hostw != NULL && dr_hostw_bucket_us(r->hostw, i, &start, &end))
+        end = 0;
+      if (end > 0)
         dr_trace_allreduce(r->trace, i,
                            r->cmp != NULL ? dr_cmp_bucket_bytes(r->cmp, i)
                                           : t[i].n_elems * sizeof(float),
-                           t[i].ready_us, t[i].start_us, t[i].end_us);
+                           t[i].ready_us, start, end);
+    }
   }
   dr_reducer_stats_t rs;
   dr_reducer_stats(r->red, &rs);
@@ -207,19 +215,25 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   int skip = 0;
   if (host_cmp && (rc = finish_compressed(r, step, &skip)) != 0)
     return rc;
+  /* Shared weights: the sums and the optimizer, one shard per rank. */
+  dr_step_time_t shared = {0};
+  if (r->hostw != NULL && (rc = dr_train_hostw_step(r, step, &shared)) != 0)
+    return rc;
   m.comm_end_us = dr_now_us();
   /* Before the weights change. 0 where the loss stays on the device: it
    * is checked when read back. */
   double loss = loss_sum / c->grad_accum;
   if (!isfinite(loss))
     return nonfinite(r, loss, "at", step);
-  if (!skip && (rc = dev->optimize(r, step)) != 0)
+  if (!skip && r->hostw == NULL && (rc = dev->optimize(r, step)) != 0)
     return rc;
   m.end_us = dr_now_us();
   memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
   if (!dev->async)
     host_times(r, step, &m, data_us, st);
+  st->comm_ms += shared.comm_ms;
+  st->exposed_ms += shared.exposed_ms;
   if (host_cmp) {
     /* PowerSGD's second round starts after the backward pass: exposed. */
     double extra = dr_cmp_extra_comm_us(r->cmp) / 1e3;

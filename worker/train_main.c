@@ -15,6 +15,8 @@
 #include "progress.h"
 #include "train.h"
 #include "train_device.h"
+#include "host_weights.h"
+#include "train_hostw.h"
 #include "train_plan.h"
 #include "train_threads.h"
 
@@ -236,6 +238,8 @@ static void teardown(dr_run_t *r) {
   dr_gpu_train_close(r);
   dr_optim_free(&r->opt);
   dr_model_free(&r->model);
+  /* After the reducer (its buckets) and the model (its weights). */
+  dr_hostw_close(&r->hostw);
   dr_batch_free(&r->batch);
   dr_data_free(&r->data);
   dr_pg_destroy(&r->pg);
@@ -314,6 +318,8 @@ int main(int argc, char **argv) {
   }
   if (code == 0)
     code = dr_train_plan_start(r);
+  if (code == 0)
+    code = dr_train_hostw_open(r);
   if (code == 0)
     code = dr_train_loop(r, start);
   if (code == 0) {

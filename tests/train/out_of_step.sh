@@ -13,6 +13,8 @@
 #  - ddprun --max-restarts 1 restarts the group, whose second attempt
 #    (TORCHELASTIC_RESTART_COUNT=1: the hook is off) completes, and ddprun
 #    exits 0.
+# --host-weights private: the gradients go through the process group
+# (host_weights.sh checks the shared weights' own detection).
 # Each rank's stderr is stamped line by line as it is written.
 # nodes: the same on a 2-node job on 127.0.0.1 (a ddprun-rdzv on port 0,
 # one ddprun per node, WORLD/2 ranks each): rank 1 and its peers on the
@@ -35,7 +37,7 @@ esac
 
 small="--layers 2 --width 64 --input-dim 32 --classes 8 --samples 2048
        --eval-samples 64 --batch 16 --steps 20 --log-every 5 --optimizer sgd
-       --lr 0.05 --comm-timeout 30"
+       --lr 0.05 --comm-timeout 30 --host-weights private"
 
 command -v setsid >/dev/null 2>&1 || skip "no 'setsid' command"
 

@@ -18,9 +18,10 @@
  *
  * All-reduce: reduce-scatter then all-gather over W - 1 steps each. The
  * buffer is cut into W segments by ring position; segment k is summed in
- * ring order starting at position k + 1 (((x[k+1] + x[k+2]) + ...) + x[k])
- * and completed at position k, which divides it for AVG, then copies go
- * around. Every rank thus holds the same bits.
+ * ring order starting at position k (((x[k] + x[k+1]) + ...) + x[k-1])
+ * and completed at position k - 1, which divides it for AVG, then copies
+ * go around. Every rank thus holds the same bits (host_weights.c sums in
+ * this order too).
  */
 #include "pg_internal.h"
 

@@ -220,8 +220,44 @@ static void work_complete(dr_pg_t *pg, dr_work_t *w, int rc, const char *msg) {
   pthread_mutex_unlock(&pg->mu);
 }
 
-/* Runs w on the communication thread, or on the waiting one. */
+static void work_run(dr_pg_t *pg, dr_work_t *w);
+
+/* Runs w on the communication thread, or on the waiting one, saying so
+ * where dr_pg_publish_activity asked. */
 void dr__work_run(dr_pg_t *pg, dr_work_t *w) {
+  dr_pg_activity_t *a = atomic_load(&pg->activity);
+  if (a != NULL) {
+    atomic_store(&a->kind, (uint32_t)w->kind);
+    atomic_store(&a->n_bytes, (uint64_t)w->n_bytes);
+    atomic_store(&a->seq, w->seq);
+  }
+  work_run(pg, w);
+  if (a != NULL)
+    atomic_store(&a->seq, 0);
+}
+
+void dr_pg_publish_activity(dr_pg_t *pg, dr_pg_activity_t *a) {
+  atomic_store(&pg->activity, a);
+}
+
+uint64_t dr_pg_issued(dr_pg_t *pg) {
+  pthread_mutex_lock(&pg->mu);
+  uint64_t n = pg->next_seq;
+  pthread_mutex_unlock(&pg->mu);
+  return n;
+}
+
+void dr_pg_activity_describe(const dr_pg_activity_t *a, char *out,
+                             size_t out_len) {
+  dr_work_t w;
+  memset(&w, 0, sizeof(w));
+  w.kind = (dr_work_kind_t)atomic_load(&a->kind);
+  w.n_bytes = (size_t)atomic_load(&a->n_bytes);
+  w.seq = atomic_load(&a->seq);
+  dr__work_describe(&w, out, out_len);
+}
+
+static void work_run(dr_pg_t *pg, dr_work_t *w) {
   atomic_store(&w->start_us, now_us());
   char desc[96], msg[sizeof(w->err)];
   dr__work_describe(w, desc, sizeof(desc));

@@ -35,6 +35,7 @@
 #ifndef DR_PG_H
 #define DR_PG_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -135,6 +136,28 @@ int dr_pg_comm_tid(const dr_pg_t *pg);
  * DR_PG_COMM_RT), or "" (a group of one, DR_PG_COMM_RT=0, or not allowed
  * where spare CPUs make it matter little). */
 int dr_pg_inline(const dr_pg_t *pg);
+/* What a rank's group is running, published where a peer sharing memory
+ * with it can read it (host_weights.c, to tell a rank stuck in a
+ * collective the others never issued from a slow one): the collective's
+ * number (0 between collectives), kind and bytes. */
+typedef struct {
+  _Atomic uint64_t seq;
+  _Atomic uint64_t n_bytes;
+  _Atomic uint32_t kind;
+} dr_pg_activity_t;
+
+/* From now on the group writes each collective it runs into *a, and 0
+ * into a->seq after it (NULL: no more). */
+void dr_pg_publish_activity(dr_pg_t *pg, dr_pg_activity_t *a);
+/* The number of the last collective this rank issued (0: none yet). */
+uint64_t dr_pg_issued(dr_pg_t *pg);
+/* "allreduce #14 (4 B)" for a published activity (seq != 0). */
+void dr_pg_activity_describe(const dr_pg_activity_t *a, char *out,
+                             size_t out_len);
+
+/* 1 when both of this rank's ring links are shared memory (or the group
+ * is of one). */
+int dr_pg_links_shm(const dr_pg_t *pg);
 const char *dr_pg_schedule_note(const dr_pg_t *pg);
 
 /* "ring of 4: shm 0>1, tcp 1>2, shm 2>3, tcp 3>0" for the summary. */

@@ -131,6 +131,7 @@ struct dr_pg {
   dr_work_t *head, *tail;
   int stop;
   uint64_t next_seq;
+  dr_pg_activity_t *_Atomic activity; /* dr_pg_publish_activity's */
   _Atomic int broken;
   char broken_msg[320]; /* the first failure; set before broken */
 };

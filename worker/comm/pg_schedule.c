@@ -95,6 +95,11 @@ void dr__pg_note_priority(dr_pg_t *pg) {
 
 int dr_pg_inline(const dr_pg_t *pg) { return pg->inline_run; }
 
+int dr_pg_links_shm(const dr_pg_t *pg) {
+  return pg->world == 1 ||
+         (pg->send.kind == DR_LINK_SHM && pg->recv.kind == DR_LINK_SHM);
+}
+
 const char *dr_pg_schedule_note(const dr_pg_t *pg) {
   return pg->schedule_note;
 }

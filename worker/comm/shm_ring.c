@@ -353,8 +353,10 @@ int dr_shm_ring_peer_pid(const dr_shm_ring_t *r) {
 
 int dr_shm_ring_peer_alive(const dr_shm_ring_t *r) {
   int pid = dr_shm_ring_peer_pid(r);
-  if (pid <= 0)
-    return 1;
+  return pid <= 0 || dr_pid_alive(pid);
+}
+
+int dr_pid_alive(int pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH)
     return 0;
   /* kill() succeeds on a zombie: one that exited but was not reaped yet

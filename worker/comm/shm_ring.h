@@ -114,6 +114,10 @@ int dr_shm_ring_peer_pid(const dr_shm_ring_t *r);
  * be checked). */
 int dr_shm_ring_peer_alive(const dr_shm_ring_t *r);
 
+/* 0 when process pid is gone or a zombie, 1 when it runs (or cannot be
+ * checked). */
+int dr_pid_alive(int pid);
+
 /* Marks the ring aborted and wakes the peer. */
 void dr_shm_ring_abort(dr_shm_ring_t *r);
 int dr_shm_ring_aborted(const dr_shm_ring_t *r);

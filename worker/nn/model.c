@@ -195,6 +195,14 @@ void dr_model_free(dr_model_t **mp) {
   *mp = NULL;
 }
 
+void dr_model_rebind_weights(dr_model_t *m, float *mem) {
+  size_t off = 0;
+  for (size_t i = 0; i < m->n_params; i++) {
+    m->params[i].w = mem + off;
+    off += m->params[i].n_elems;
+  }
+}
+
 size_t dr_model_n_params(const dr_model_t *m) { return m->n_params; }
 
 dr_param_t *dr_model_param(dr_model_t *m, size_t i) {

@@ -26,7 +26,7 @@
 #include "data.h"
 
 typedef struct {
-  float *w;           /* values, owned by the model */
+  float *w;           /* values: the model's, or rebound */
   float *g;           /* gradient: model-owned, or a view set by the reducer */
   size_t n_elems;
   /* The shape, row-major: a Linear's weight is out x in, the embedding
@@ -77,6 +77,11 @@ size_t dr_model_n_elems(const dr_model_t *m); /* all parameters */
 const dr_model_config_t *dr_model_config(const dr_model_t *m);
 
 void dr_model_set_span_hook(dr_model_t *m, dr_span_fn fn, void *arg);
+
+/* Points every param->w into mem (dr_model_n_elems floats, registration
+ * order, holding the weights already), which outlives the model's use;
+ * the model's own memory is still freed with it. */
+void dr_model_rebind_weights(dr_model_t *m, float *mem);
 
 /* Forward on b (b->n <= max_batch); returns the mean cross-entropy loss
  * over the batch (nats; 0 for an empty batch), keeping what the backward

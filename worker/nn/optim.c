@@ -7,11 +7,20 @@
 #include "errors.h"
 #include "optim.h"
 
+/* The step's constants: the schedule's lr and AdamW's bias corrections. */
+struct step_consts {
+  float lr, step_size, bc2_sqrt;
+};
+
 struct dr_optim {
   dr_optim_config_t cfg;
   size_t n_elems;   /* the model's, at creation */
   size_t slots;     /* SGD: 1 with momentum, else 0; AdamW: 2 */
-  float *state;     /* [slots][n_elems] */
+  float *state;     /* [slots][n_elems]: own, or rebound */
+  float *own;       /* what dr_optim_free frees */
+  int have_k;       /* dr_optim_update's constants, of step k_step */
+  uint64_t k_step;
+  struct step_consts k;
 };
 
 static int config_ok(const dr_optim_config_t *c) {
@@ -33,7 +42,7 @@ int dr_optim_new(const dr_optim_config_t *cfg, dr_model_t *m, dr_optim_t **out) 
   o->n_elems = dr_model_n_elems(m);
   o->slots = cfg->kind == DR_OPT_ADAMW ? 2 : cfg->momentum > 0.0f ? 1 : 0;
   if (o->slots) {
-    o->state = calloc(o->slots * o->n_elems, sizeof(float));
+    o->state = o->own = calloc(o->slots * o->n_elems, sizeof(float));
     if (!o->state) {
       free(o);
       return -ENOMEM;
@@ -45,7 +54,7 @@ int dr_optim_new(const dr_optim_config_t *cfg, dr_model_t *m, dr_optim_t **out) 
 
 void dr_optim_free(dr_optim_t **op) {
   if (!*op) return;
-  free((*op)->state);
+  free((*op)->own);
   free(*op);
   *op = NULL;
 }
@@ -96,28 +105,51 @@ static void adamw_update(float *restrict w, const float *restrict g,
   }
 }
 
-void dr_optim_step(dr_optim_t *o, dr_model_t *m, uint64_t step) {
+typedef struct step_consts step_consts_t;
+
+static step_consts_t consts(const dr_optim_t *o, uint64_t step) {
   const dr_optim_config_t *c = &o->cfg;
-  const float lr = dr_optim_lr(o, step);
-  const size_t np = dr_model_n_params(m);
+  step_consts_t k = {.lr = dr_optim_lr(o, step)};
   /* AdamW's step count t = step + 1, from the caller: the state needs no
    * counter of its own and a resumed run continues the same sequence. */
   const double t = (double)step + 1.0;
-  const double bc1 = 1.0 - pow(c->beta1, t);
-  const double bc2 = 1.0 - pow(c->beta2, t);
+  k.step_size = (float)(k.lr / (1.0 - pow(c->beta1, t)));
+  k.bc2_sqrt = (float)sqrt(1.0 - pow(c->beta2, t));
+  return k;
+}
+
+static void update(dr_optim_t *o, const step_consts_t *k, size_t off,
+                   float *w, const float *g, size_t n) {
+  const dr_optim_config_t *c = &o->cfg;
+  if (c->kind == DR_OPT_SGD)
+    sgd_update(w, g, o->slots ? o->state + off : NULL, n, k->lr, c->momentum,
+               c->weight_decay);
+  else
+    adamw_update(w, g, o->state + off, o->state + o->n_elems + off, n,
+                 1.0f - k->lr * c->weight_decay, c->beta1, c->beta2,
+                 k->step_size, k->bc2_sqrt, c->eps);
+}
+
+void dr_optim_step(dr_optim_t *o, dr_model_t *m, uint64_t step) {
+  const step_consts_t k = consts(o, step);
+  const size_t np = dr_model_n_params(m);
   size_t off = 0;
   for (size_t i = 0; i < np; i++) {
     dr_param_t *p = dr_model_param(m, i);
-    if (c->kind == DR_OPT_SGD) {
-      sgd_update(p->w, p->g, o->slots ? o->state + off : NULL, p->n_elems, lr,
-                 c->momentum, c->weight_decay);
-    } else {
-      adamw_update(p->w, p->g, o->state + off, o->state + o->n_elems + off,
-                   p->n_elems, 1.0f - lr * c->weight_decay, c->beta1, c->beta2,
-                   (float)(lr / bc1), (float)sqrt(bc2), c->eps);
-    }
+    update(o, &k, off, p->w, p->g, p->n_elems);
     off += p->n_elems;
   }
+}
+
+void dr_optim_update(dr_optim_t *o, size_t off, float *w, const float *g,
+                     size_t n, uint64_t step) {
+  /* Called a chunk at a time: the step's constants once. */
+  if (!o->have_k || o->k_step != step) {
+    o->k = consts(o, step);
+    o->k_step = step;
+    o->have_k = 1;
+  }
+  update(o, &o->k, off, w, g, n);
 }
 
 size_t dr_optim_state_elems(const dr_optim_t *o) {
@@ -125,3 +157,8 @@ size_t dr_optim_state_elems(const dr_optim_t *o) {
 }
 
 float *dr_optim_state(dr_optim_t *o) { return o->state; }
+
+void dr_optim_rebind_state(dr_optim_t *o, float *mem) {
+  if (o->slots)
+    o->state = mem;
+}

@@ -55,11 +55,22 @@ float dr_optim_lr(const dr_optim_t *o, uint64_t step);
  * bias-correction count: a resumed run passes the step it resumes at). */
 void dr_optim_step(dr_optim_t *o, dr_model_t *m, uint64_t step);
 
+/* The update of n elements at w with gradients g, the parameters'
+ * elements off .. off + n - 1 in registration order (their state's
+ * place), at step: for any split of the elements, the same bits as
+ * dr_optim_step. */
+void dr_optim_update(dr_optim_t *o, size_t off, float *w, const float *g,
+                     size_t n, uint64_t step);
+
 /* The optimizer's state, for checkpoints: slots x n floats, slot-major,
  * n = dr_model_n_elems, each slot in parameter registration order. SGD:
  * one slot (momentum buffer) when momentum > 0, else none (NULL, 0);
  * AdamW: m then v. Writable: a checkpoint restores it in place. */
 size_t dr_optim_state_elems(const dr_optim_t *o);
 float *dr_optim_state(dr_optim_t *o);
+
+/* Points the state at mem (dr_optim_state_elems floats, holding it
+ * already), which outlives the optimizer's use; its own is freed with it. */
+void dr_optim_rebind_state(dr_optim_t *o, float *mem);
 
 #endif /* DR_OPTIM_H */

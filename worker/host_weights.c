@@ -1,0 +1,504 @@
+/* Host-shared weights: the segment, its protocol, and the step's sum and
+ * update of this rank's shards. See host_weights.h. */
+#include "host_weights.h"
+
+#include "errors.h"
+#include "pg.h"
+#include "shm_ring.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_RELAX() __builtin_ia32_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+#define HW_MAGIC 0x77686464u /* "ddhw" */
+#define HW_VERSION 1u
+#define HW_ALIGN 4096u
+/* Elements summed and updated at a time: the sums stay in L1. */
+#ifndef HW_CHUNK
+#define HW_CHUNK 2048u
+#endif
+/* How long a waiter spins before it sleeps. */
+#define HW_SPIN_NS 50000u
+
+typedef struct {
+  uint32_t magic, version, world, pad;
+  uint64_t n_elems, state_elems, max_buckets, arena_elems;
+  uint64_t off_ranks, off_table, off_weights, off_state, off_arena;
+  _Alignas(64) _Atomic uint32_t bell;   /* bumped by every publication */
+  _Atomic uint32_t sleepers;            /* waiters in futex_wait */
+} hdr_t;
+
+typedef struct {
+  _Alignas(64) _Atomic int32_t pid;
+  _Atomic uint64_t bwd;    /* the last round whose backward pass it ended */
+  _Atomic uint64_t done;   /* the last round it finished */
+  dr_pg_activity_t act;    /* its process group's collective, if any */
+} rank_t;
+
+typedef struct {
+  uint64_t off, n;         /* in floats, within the rank's arena */
+  _Atomic uint64_t ready;  /* the round whose gradients these are */
+  uint64_t pad;
+} entry_t;
+
+struct dr_hostw {
+  void *map;
+  size_t map_len;
+  hdr_t *h;
+  rank_t *ranks;
+  entry_t *table;          /* [world][max_buckets] */
+  float *weights, *state, *arenas;
+  dr_hostw_shape_t s;
+  size_t slot_elems;       /* half of a rank's arena */
+  int slot_used[2];
+  uint64_t round;          /* this step's, from 1 */
+  dr_pg_t *pg;             /* dr_hostw_watch's */
+  size_t *reg_off;         /* each parameter's first element */
+  size_t n_params;
+  uint64_t (*bucket_us)[2]; /* [max_buckets]: the last step's start, end */
+  char name[DR_HOSTW_NAME_MAX + 1];
+  float tmp[HW_CHUNK];
+};
+
+static size_t up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The layout for s: the offsets a header records. */
+static void layout(const dr_hostw_shape_t *s, hdr_t *l, size_t *total) {
+  memset(l, 0, sizeof(*l));
+  l->world = s->world;
+  l->n_elems = s->n_elems;
+  l->state_elems = s->state_elems;
+  l->max_buckets = s->max_buckets > 0 ? s->max_buckets : 1;
+  /* Two plans' worth, each 64-byte aligned. */
+  l->arena_elems = 2 * up(s->n_elems > 0 ? s->n_elems : 1, 16);
+  size_t off = up(sizeof(hdr_t), HW_ALIGN);
+  l->off_ranks = off;
+  off = up(off + s->world * sizeof(rank_t), HW_ALIGN);
+  l->off_table = off;
+  off = up(off + (size_t)s->world * l->max_buckets * sizeof(entry_t),
+           HW_ALIGN);
+  l->off_weights = off;
+  off = up(off + s->n_elems * sizeof(float), HW_ALIGN);
+  l->off_state = off;
+  off = up(off + s->state_elems * sizeof(float), HW_ALIGN);
+  l->off_arena = off;
+  *total = off + (size_t)s->world * l->arena_elems * sizeof(float);
+}
+
+size_t dr_hostw_bytes(const dr_hostw_shape_t *s) {
+  hdr_t l;
+  size_t total;
+  layout(s, &l, &total);
+  return total;
+}
+
+static int fail(char *err, size_t n, int rc, const char *what,
+                const char *name) {
+  snprintf(err, n, "%s %s: %s", what, name, strerror(-rc));
+  return rc;
+}
+
+static void wire(dr_hostw_t *h) {
+  uint8_t *b = h->map;
+  h->h = h->map;
+  h->ranks = (rank_t *)(void *)(b + h->h->off_ranks);
+  h->table = (entry_t *)(void *)(b + h->h->off_table);
+  h->weights = (float *)(void *)(b + h->h->off_weights);
+  h->state = (float *)(void *)(b + h->h->off_state);
+  h->arenas = (float *)(void *)(b + h->h->off_arena);
+  h->slot_elems = h->h->arena_elems / 2;
+  h->round = 1;
+}
+
+int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
+                  const float *weights, const float *state, dr_hostw_t **out,
+                  char *err, size_t err_len) {
+  *out = NULL;
+  if (strlen(name) > DR_HOSTW_NAME_MAX || s->rank >= s->world ||
+      s->world > DR_HOSTW_MAX_WORLD) {
+    snprintf(err, err_len, "bad shared-weights segment %s", name);
+    return DR_EBADARG;
+  }
+  dr_hostw_t *h = calloc(1, sizeof(*h));
+  if (h == NULL)
+    return -ENOMEM;
+  snprintf(h->name, sizeof(h->name), "%s", name);
+  h->s = *s;
+  hdr_t want;
+  layout(s, &want, &h->map_len);
+  int creator = s->rank == 0;
+  int fd = shm_open(name, creator ? O_RDWR | O_CREAT | O_EXCL : O_RDWR,
+                    0600);
+  int rc = 0;
+  if (fd < 0) {
+    rc = fail(err, err_len, -errno, "shm_open", name);
+    free(h);
+    return rc;
+  }
+  if (creator) {
+    int e = posix_fallocate(fd, 0, (off_t)h->map_len);
+    if (e != 0)
+      rc = fail(err, err_len, -e, "posix_fallocate", name);
+  } else {
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+      rc = fail(err, err_len, -errno, "fstat", name);
+    else if ((size_t)st.st_size != h->map_len) {
+      snprintf(err, err_len, "shared-weights segment %s holds %lld bytes, "
+               "this rank's model wants %zu", name, (long long)st.st_size,
+               h->map_len);
+      rc = DR_EBADARG;
+    }
+  }
+  if (rc == 0) {
+    h->map = mmap(NULL, h->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (h->map == MAP_FAILED) {
+      h->map = NULL;
+      rc = fail(err, err_len, -errno, "mmap", name);
+    }
+  }
+  close(fd);
+  if (rc != 0) {
+    if (creator)
+      shm_unlink(name);
+    free(h);
+    return rc;
+  }
+  if (creator) {
+    memcpy(h->map, &want, offsetof(hdr_t, bell));
+    wire(h);
+    memcpy(h->weights, weights, s->n_elems * sizeof(float));
+    if (s->state_elems > 0)
+      memcpy(h->state, state, s->state_elems * sizeof(float));
+    h->h->version = HW_VERSION;
+    h->h->magic = HW_MAGIC;
+  } else {
+    hdr_t *got = h->map;
+    if (got->magic != HW_MAGIC || got->version != HW_VERSION ||
+        memcmp(&got->world, &want.world,
+               offsetof(hdr_t, bell) - offsetof(hdr_t, world)) != 0) {
+      snprintf(err, err_len, "shared-weights segment %s was made for "
+               "another world size or model", name);
+      rc = DR_EBADARG;
+    } else {
+      wire(h);
+      if (memcmp(h->weights, weights, s->n_elems * sizeof(float)) != 0 ||
+          (s->state_elems > 0 &&
+           memcmp(h->state, state, s->state_elems * sizeof(float)) != 0)) {
+        snprintf(err, err_len, "rank %u's weights or optimizer state differ "
+                 "from rank 0's at the start", s->rank);
+        rc = DR_EBADARG;
+      }
+    }
+    if (rc != 0) {
+      munmap(h->map, h->map_len);
+      free(h);
+      return rc;
+    }
+  }
+  atomic_store(&h->ranks[s->rank].pid, (int32_t)getpid());
+  *out = h;
+  return 0;
+}
+
+void dr_hostw_unlink(dr_hostw_t *h) { shm_unlink(h->name); }
+
+void dr_hostw_close(dr_hostw_t **hp) {
+  dr_hostw_t *h = *hp;
+  if (h == NULL)
+    return;
+  if (h->pg != NULL)
+    dr_pg_publish_activity(h->pg, NULL);
+  if (h->map != NULL)
+    munmap(h->map, h->map_len);
+  free(h->reg_off);
+  free(h->bucket_us);
+  free(h);
+  *hp = NULL;
+}
+
+void dr_hostw_watch(dr_hostw_t *h, dr_pg_t *pg) {
+  h->pg = pg;
+  dr_pg_publish_activity(pg, &h->ranks[h->s.rank].act);
+}
+
+/* Rank q is in a collective this rank never issued: it cannot arrive. */
+static int out_of_step(dr_hostw_t *h, uint32_t q, const char *what,
+                       char *err, size_t err_len) {
+  if (h->pg == NULL)
+    return 0;
+  const dr_pg_activity_t *a = &h->ranks[q].act;
+  uint64_t seq = atomic_load(&a->seq), mine = dr_pg_issued(h->pg);
+  if (seq == 0 || seq <= mine)
+    return 0;
+  char desc[96];
+  dr_pg_activity_describe(a, desc, sizeof(desc));
+  snprintf(err, err_len, "out of step: rank %u is in %s, which rank %u "
+           "never issued: rank %u is in the shared-weights step after #%llu, "
+           "waiting for rank %u to reach %s", q, desc, h->s.rank, h->s.rank,
+           (unsigned long long)mine, q, what);
+  return 1;
+}
+
+void dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o) {
+  dr_model_rebind_weights(m, h->weights);
+  if (h->s.state_elems > 0)
+    dr_optim_rebind_state(o, h->state);
+}
+
+static float *arena(const dr_hostw_t *h, uint32_t q) {
+  return h->arenas + (size_t)q * h->h->arena_elems;
+}
+
+void *dr_hostw_alloc(void *arg, size_t n_bytes) {
+  dr_hostw_t *h = arg;
+  if (n_bytes > h->slot_elems * sizeof(float))
+    return NULL;
+  for (int i = 0; i < 2; i++)
+    if (!h->slot_used[i]) {
+      h->slot_used[i] = 1;
+      float *p = arena(h, h->s.rank) + (size_t)i * h->slot_elems;
+      memset(p, 0, n_bytes);
+      return p;
+    }
+  return NULL;
+}
+
+void dr_hostw_free(void *arg, void *p) {
+  dr_hostw_t *h = arg;
+  for (int i = 0; i < 2; i++)
+    if (p == arena(h, h->s.rank) + (size_t)i * h->slot_elems)
+      h->slot_used[i] = 0;
+}
+
+static long futex(_Atomic uint32_t *word, int op, uint32_t val,
+                  const struct timespec *ts) {
+  return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
+}
+
+static void publish(dr_hostw_t *h) {
+  atomic_fetch_add(&h->h->bell, 1);
+  if (atomic_load(&h->h->sleepers) > 0)
+    futex(&h->h->bell, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
+                    dr_work_t **w) {
+  dr_hostw_t *h = arg;
+  (void)w;
+  if (bucket >= h->h->max_buckets)
+    return DR_EBADARG;
+  entry_t *e = &h->table[(size_t)h->s.rank * h->h->max_buckets + bucket];
+  e->off = (uint64_t)(data - arena(h, h->s.rank));
+  e->n = n_elems;
+  atomic_store(&e->ready, h->round);
+  publish(h);
+  return 0;
+}
+
+/* Waits until *word reaches this round; rank q is the one it waits for.
+ * what: "bucket 2's gradients" or "the end of the step". */
+static int wait_round(dr_hostw_t *h, _Atomic uint64_t *word, uint32_t q,
+                      const char *what, uint64_t deadline_ns, char *err,
+                      size_t err_len) {
+  if (atomic_load_explicit(word, memory_order_acquire) >= h->round)
+    return 0;
+  uint64_t spin_end = now_ns() + HW_SPIN_NS;
+  while (now_ns() < spin_end) {
+    for (int i = 0; i < 32; i++)
+      CPU_RELAX();
+    if (atomic_load_explicit(word, memory_order_acquire) >= h->round)
+      return 0;
+  }
+  for (;;) {
+    uint32_t v = atomic_load(&h->h->bell);
+    atomic_fetch_add(&h->h->sleepers, 1);
+    if (atomic_load(word) >= h->round) {
+      atomic_fetch_sub(&h->h->sleepers, 1);
+      return 0;
+    }
+    struct timespec ts = {0, 1000000};
+    futex(&h->h->bell, FUTEX_WAIT, v, &ts);
+    atomic_fetch_sub(&h->h->sleepers, 1);
+    if (atomic_load(word) >= h->round)
+      return 0;
+    if (out_of_step(h, q, what, err, err_len))
+      return DR_PG_EMISMATCH;
+    int32_t pid = atomic_load(&h->ranks[q].pid);
+    if (pid > 0 && !dr_pid_alive(pid)) {
+      snprintf(err, err_len, "rank %u (pid %d) exited while rank %u waited "
+               "for %s (shared weights, step round %llu)", q, (int)pid,
+               h->s.rank, what, (unsigned long long)h->round);
+      return DR_PG_EPEER;
+    }
+    if (now_ns() >= deadline_ns) {
+      snprintf(err, err_len, "rank %u did not reach %s within the timeout "
+               "(shared weights; rank %u waited)", q, what, h->s.rank);
+      return DR_PG_ETIMEOUT;
+    }
+  }
+}
+
+/* Registration offsets, once per model. */
+static int reg_offsets(dr_hostw_t *h, dr_model_t *m) {
+  size_t np = dr_model_n_params(m);
+  if (h->bucket_us == NULL) {
+    h->bucket_us = calloc(h->h->max_buckets, sizeof(*h->bucket_us));
+    if (h->bucket_us == NULL)
+      return -ENOMEM;
+  }
+  if (h->reg_off != NULL && h->n_params == np)
+    return 0;
+  free(h->reg_off);
+  h->reg_off = malloc((np > 0 ? np : 1) * sizeof(size_t));
+  if (h->reg_off == NULL)
+    return -ENOMEM;
+  h->n_params = np;
+  size_t off = 0;
+  for (size_t i = 0; i < np; i++) {
+    h->reg_off[i] = off;
+    off += dr_model_param(m, i)->n_elems;
+  }
+  return 0;
+}
+
+/* tmp[0..n) = the ring's AVG of elements at of every rank's bucket xs:
+ * coll.c's reduce-scatter starts segment k at position k and completes it
+ * at position k - 1, ((x[k] + x[k+1]) + ... + x[k-1]) / W. Rank k sums
+ * segment k (every rank is on this host: positions are ranks). */
+static void sum_chunk(const dr_hostw_t *h, float *const *xs, size_t at,
+                      size_t n, float *restrict tmp) {
+  uint32_t W = h->s.world, k = h->s.rank;
+  const float *own = xs[k] + at, *last = xs[(k + W - 1) % W] + at;
+  const float div = (float)W;
+  if (W == 2) {
+    for (size_t j = 0; j < n; j++)
+      tmp[j] = (own[j] + last[j]) / div;
+    return;
+  }
+  for (size_t j = 0; j < n; j++)
+    tmp[j] = own[j];
+  for (uint32_t t = 1; t + 1 < W; t++) {
+    const float *x = xs[(k + t) % W] + at;
+    for (size_t j = 0; j < n; j++)
+      tmp[j] += x[j];
+  }
+  for (size_t j = 0; j < n; j++)
+    tmp[j] = (tmp[j] + last[j]) / div;
+}
+
+/* Sums and updates this rank's shard of bucket b (all ranks' published). */
+static void shard(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o, size_t b,
+                  float *const *xs, uint64_t step) {
+  uint32_t W = h->s.world, k = h->s.rank;
+  size_t n = h->table[(size_t)k * h->h->max_buckets + b].n;
+  size_t base = n / W, rem = n % W;
+  size_t lo = k * base + (k < rem ? k : rem), hi = lo + base + (k < rem);
+  const float *mine = xs[k];
+  for (size_t i = 0; i < h->n_params; i++) {
+    dr_param_t *p = dr_model_param(m, i);
+    if (p->g < mine || p->g >= mine + n)
+      continue;
+    size_t po = (size_t)(p->g - mine), pe = po + p->n_elems;
+    size_t a = po > lo ? po : lo, z = pe < hi ? pe : hi;
+    for (size_t c = a; c < z; c += HW_CHUNK) {
+      size_t len = z - c < HW_CHUNK ? z - c : HW_CHUNK;
+      sum_chunk(h, xs, c, len, h->tmp);
+      dr_optim_update(o, h->reg_off[i] + (c - po), p->w + (c - po), h->tmp,
+                      len, step);
+    }
+  }
+}
+
+int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
+                  size_t n_buckets, uint64_t step, uint64_t deadline_ns,
+                  dr_hostw_stats_t *st, char *err, size_t err_len) {
+  memset(st, 0, sizeof(*st));
+  uint32_t W = h->s.world;
+  size_t MB = h->h->max_buckets;
+  if (reg_offsets(h, m) != 0)
+    return -ENOMEM;
+  float *xs[DR_HOSTW_MAX_WORLD];
+  char what[64];
+  /* No weight changes before every backward pass is over: a pass reads
+   * a layer's weights after it published the layer's gradients. */
+  uint64_t t0 = now_ns();
+  atomic_store(&h->ranks[h->s.rank].bwd, h->round);
+  publish(h);
+  for (uint32_t q = 0; q < W; q++) {
+    int rc = wait_round(h, &h->ranks[q].bwd, q, "the end of its backward "
+                        "pass", deadline_ns, err, err_len);
+    if (rc != 0)
+      return rc;
+  }
+  st->wait_us += (now_ns() - t0) / 1000;
+  for (size_t b = 0; b < n_buckets && b < MB; b++) {
+    t0 = now_ns();
+    const entry_t *me = &h->table[(size_t)h->s.rank * MB + b];
+    for (uint32_t q = 0; q < W; q++) {
+      entry_t *e = &h->table[(size_t)q * MB + b];
+      snprintf(what, sizeof(what), "bucket %zu's gradients", b);
+      int rc = wait_round(h, &e->ready, q, what, deadline_ns, err, err_len);
+      if (rc != 0)
+        return rc;
+      if (e->n != me->n || e->off + e->n > h->h->arena_elems) {
+        snprintf(err, err_len, "shared weights out of step: rank %u's "
+                 "bucket %zu holds %llu elements, rank %u's %llu", q, b,
+                 (unsigned long long)e->n, h->s.rank,
+                 (unsigned long long)me->n);
+        return DR_PG_EMISMATCH;
+      }
+      xs[q] = arena(h, q) + e->off;
+    }
+    uint64_t t1 = now_ns();
+    shard(h, m, o, b, xs, step);
+    uint64_t t2 = now_ns();
+    st->wait_us += (t1 - t0) / 1000;
+    st->work_us += (t2 - t1) / 1000;
+    h->bucket_us[b][0] = t1 / 1000;
+    h->bucket_us[b][1] = t2 / 1000;
+  }
+  uint64_t t3 = now_ns();
+  atomic_store(&h->ranks[h->s.rank].done, h->round);
+  publish(h);
+  for (uint32_t q = 0; q < W; q++) {
+    int rc = wait_round(h, &h->ranks[q].done, q, "the end of the step",
+                        deadline_ns, err, err_len);
+    if (rc != 0)
+      return rc;
+  }
+  st->wait_us += (now_ns() - t3) / 1000;
+  h->round++;
+  return 0;
+}
+
+int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
+                       uint64_t *end_us) {
+  if (h->bucket_us == NULL || b >= h->h->max_buckets)
+    return -1;
+  *start_us = h->bucket_us[b][0];
+  *end_us = h->bucket_us[b][1];
+  return 0;
+}

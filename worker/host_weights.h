@@ -1,0 +1,112 @@
+/* Host-shared weights: one copy of the parameters and the optimizer state
+ * for all ranks of one host, in a POSIX shared-memory segment; each rank's
+ * gradient buckets in the same segment, where the others read them.
+ *
+ * Once every rank's backward pass is over (a pass still reads a layer's
+ * weights after it published the layer's gradients), rank k (ring
+ * position k: every rank is on this host, so the ring's order is the
+ * ranks') sums shard k of every bucket straight from every rank's bucket,
+ * in the ring all-reduce's order and with its division (((x[k] + x[k+1])
+ * + ...) + x[k-1]) / W, and applies the optimizer to that shard of the
+ * shared weights at once, a few thousand elements at a time. A second
+ * barrier ends the step: every shard is updated before any rank's next
+ * forward pass reads the weights. Each weight is thus updated by one
+ * rank, with the same bits the all-reduce and a full optimizer pass on
+ * every rank would give, at a fraction of the memory traffic: no copies
+ * through rings, no all-gather, one optimizer pass per host instead of one
+ * per rank.
+ *
+ * Protocol in the segment: per rank and bucket an entry (offset, length,
+ * ready round) that the rank fills when its gradients of the bucket are
+ * final (the reducer's launch hook), and per rank the last round whose
+ * backward pass it ended and the last it finished. A waiter spins
+ * briefly, then sleeps on one futex word that every publication bumps; it
+ * checks the peers' processes every millisecond and gives up at the
+ * deadline.
+ *
+ * Rank 0 creates the segment and copies its weights and optimizer state
+ * in; the others open it by the name rank 0 gives them and check that
+ * their own weights are the same bits; the name is removed once every rank
+ * mapped it, so a crash leaves nothing in /dev/shm.
+ */
+#ifndef DR_HOST_WEIGHTS_H
+#define DR_HOST_WEIGHTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+#include "pg.h"
+
+typedef struct dr_hostw dr_hostw_t;
+
+/* Longest segment name (without the NUL). */
+#define DR_HOSTW_NAME_MAX 200
+#define DR_HOSTW_MAX_WORLD 1024u
+
+typedef struct {
+  uint32_t rank, world;  /* world <= DR_HOSTW_MAX_WORLD */
+  size_t n_elems;      /* the model's */
+  size_t state_elems;  /* the optimizer's (slots x n_elems) */
+  size_t max_buckets;  /* the parameter count: no plan has more buckets */
+} dr_hostw_shape_t;
+
+/* Bytes of the segment for shape (to report a /dev/shm too small). */
+size_t dr_hostw_bytes(const dr_hostw_shape_t *s);
+
+/* Rank 0: creates the segment `name`, copies the weights and state in.
+ * Others: map it and check their weights against it (DR_EBADARG with err
+ * when they differ, or the shape does). 0 or -errno (-ENOSPC: /dev/shm too
+ * small) with err saying which call failed. Does not repoint anything:
+ * dr_hostw_attach does. */
+int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
+                  const float *weights, const float *state, dr_hostw_t **out,
+                  char *err, size_t err_len);
+/* Rank 0, once every rank opened it. */
+void dr_hostw_unlink(dr_hostw_t *h);
+/* Unmaps; *h NULL. Nothing may use the weights, state or buckets after. */
+void dr_hostw_close(dr_hostw_t **h);
+
+/* Publishes which collective this rank's group runs, in the segment, and
+ * reads the others': a wait for a rank that is in a collective this rank
+ * never issued fails at once (DR_PG_EMISMATCH) instead of at the deadline.
+ * pg must outlive h. */
+void dr_hostw_watch(dr_hostw_t *h, dr_pg_t *pg);
+
+/* Points the model's weights and the optimizer's state into the segment. */
+void dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o);
+
+/* The reducer's memory hooks: this rank's bucket memory, in the segment
+ * (two plans' worth: a rebuild allocates before it frees). */
+void *dr_hostw_alloc(void *arg, size_t n_bytes);
+void dr_hostw_free(void *arg, void *p);
+/* The reducer's launch hook: publishes bucket b (data, n) as final for
+ * this round. Completes at once (*w stays NULL). */
+int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
+                    dr_work_t **w);
+
+/* Failure codes beside -errno: a peer exited (DR_PG_EPEER), did not arrive
+ * by the deadline (DR_PG_ETIMEOUT), published another bucket shape or is
+ * in a collective this rank never issued (DR_PG_EMISMATCH); err names the
+ * rank and what it was waiting for. */
+typedef struct {
+  uint64_t wait_us;    /* waiting for peers' buckets and at the barrier */
+  uint64_t work_us;    /* summing and updating this rank's shards */
+} dr_hostw_stats_t;
+
+/* The step after the backward pass: for each of the n_buckets buckets in
+ * order, waits for every rank's, sums this rank's shard and updates it
+ * with the optimizer at step (0-based); then the barrier. deadline_ns is
+ * CLOCK_MONOTONIC. */
+int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
+                  size_t n_buckets, uint64_t step, uint64_t deadline_ns,
+                  dr_hostw_stats_t *st, char *err, size_t err_len);
+
+/* Bucket b's sum and update in the last step: when every rank's
+ * gradients were there and when this rank's shard was done (CLOCK_MONOTONIC
+ * microseconds). 0, or -1 before any step. */
+int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
+                       uint64_t *end_us);
+
+#endif /* DR_HOST_WEIGHTS_H */
