@@ -64,8 +64,8 @@ static float grad(uint32_t q, size_t i) {
 }
 
 /* Two buckets in reverse registration order, split inside no parameter;
- * their shards do cut parameters. Returns the bucket count. */
-static size_t fill_buckets(dr_hostw_t *h, dr_model_t *m, uint32_t q,
+ * their shards do cut parameters. */
+static void fill_buckets(dr_hostw_t *h, dr_model_t *m, uint32_t q,
                            float *base[2], size_t len[2]) {
   size_t np = dr_model_n_params(m), total = dr_model_n_elems(m);
   float *mem = dr_hostw_alloc(h, total * sizeof(float));
@@ -90,7 +90,16 @@ static size_t fill_buckets(dr_hostw_t *h, dr_model_t *m, uint32_t q,
     at += p->n_elems;
   }
   len[1] = at - len[0];
-  return 2;
+}
+
+/* Publishes this rank's buckets (from fill_buckets) and runs the step. */
+static int launch_and_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
+                           float *const b[2], const size_t n[2],
+                           uint64_t deadline_ns, char *err, size_t err_len) {
+  for (size_t i = 0; i < 2; i++)
+    assert_int_equal(dr_hostw_launch(h, i, b[i], n[i], NULL), 0);
+  dr_hostw_stats_t st;
+  return dr_hostw_step(h, m, o, 2, 0, deadline_ns, &st, err, err_len);
 }
 
 /* One rank's whole step; 0 or the step's code. */
@@ -107,12 +116,9 @@ static int rank_step(const char *name, uint32_t q, uint32_t W,
   dr_hostw_attach(h, m, o);
   float *b[2];
   size_t n[2];
-  size_t nb = fill_buckets(h, m, q, b, n);
-  for (size_t i = 0; i < nb; i++)
-    assert_int_equal(dr_hostw_launch(h, i, b[i], n[i], NULL), 0);
-  dr_hostw_stats_t st;
-  rc = dr_hostw_step(h, m, o, nb, 0, now_ns() + 10000000000ull, &st, err,
-                     sizeof(err));
+  fill_buckets(h, m, q, b, n);
+  rc = launch_and_step(h, m, o, b, n, now_ns() + 10000000000ull, err,
+                       sizeof(err));
   dr_hostw_close(&h);
   dr_optim_free(&o);
   dr_model_free(&m);
@@ -143,12 +149,10 @@ static void test_sums_and_updates(void **state) {
   dr_hostw_attach(h, m, o);
   float *b[2];
   size_t len[2];
-  size_t nb = fill_buckets(h, m, 0, b, len);
-  for (size_t i = 0; i < nb; i++)
-    assert_int_equal(dr_hostw_launch(h, i, b[i], len[i], NULL), 0);
-  dr_hostw_stats_t st;
-  assert_int_equal(dr_hostw_step(h, m, o, nb, 0, now_ns() + 10000000000ull,
-                                 &st, err, sizeof(err)), 0);
+  fill_buckets(h, m, 0, b, len);
+  assert_int_equal(launch_and_step(h, m, o, b, len,
+                                   now_ns() + 10000000000ull, err,
+                                   sizeof(err)), 0);
   for (uint32_t q = 1; q < W; q++) {
     int ws = 0;
     assert_int_equal(waitpid(kids[q - 1], &ws, 0), kids[q - 1]);
@@ -274,13 +278,10 @@ static int against(int how, uint64_t limit_ms, char *err, size_t err_len,
   dr_hostw_attach(h, m, o);
   float *b[2];
   size_t len[2];
-  size_t nb = fill_buckets(h, m, 0, b, len);
-  for (size_t i = 0; i < nb; i++)
-    assert_int_equal(dr_hostw_launch(h, i, b[i], len[i], NULL), 0);
-  dr_hostw_stats_t st;
+  fill_buckets(h, m, 0, b, len);
   uint64_t t0 = now_ns();
-  int rc = dr_hostw_step(h, m, o, nb, 0, t0 + limit_ms * 1000000u, &st, err,
-                         err_len);
+  int rc = launch_and_step(h, m, o, b, len, t0 + limit_ms * 1000000u, err,
+                           err_len);
   *took_ms = (now_ns() - t0) / 1000000u;
   dr_hostw_close(&h);
   dr_optim_free(&o);
