@@ -132,9 +132,14 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   x.signal = f->signal;
   x.kind = f->kind;
   x.message = dr_str(f->message);
-  if (x.message.len > 1000) { /* the last lines matter most */
+  if (x.message.len > 1000) { /* the last lines matter most, whole */
     x.message.p += x.message.len - 1000;
     x.message.len = 1000;
+    const uint8_t *nl = memchr(x.message.p, '\n', x.message.len - 1);
+    if (nl != NULL) {
+      x.message.len -= (uint32_t)(nl + 1 - x.message.p);
+      x.message.p = nl + 1;
+    }
   }
   dr_enc_failure(&b, 0, &x);
   dr__agent_send(ag, &b);
