@@ -196,6 +196,8 @@ void dr_model_free(dr_model_t **mp) {
 }
 
 void dr_model_rebind_weights(dr_model_t *m, float *mem) {
+  free(m->w_all);
+  m->w_all = NULL;
   size_t off = 0;
   for (size_t i = 0; i < m->n_params; i++) {
     m->params[i].w = mem + off;

@@ -79,8 +79,8 @@ const dr_model_config_t *dr_model_config(const dr_model_t *m);
 void dr_model_set_span_hook(dr_model_t *m, dr_span_fn fn, void *arg);
 
 /* Points every param->w into mem (dr_model_n_elems floats, registration
- * order, holding the weights already), which outlives the model's use;
- * the model's own memory is still freed with it. */
+ * order, holding the weights already), which outlives the model's use,
+ * and frees the model's own copy. */
 void dr_model_rebind_weights(dr_model_t *m, float *mem);
 
 /* Forward on b (b->n <= max_batch); returns the mean cross-entropy loss

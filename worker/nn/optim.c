@@ -159,6 +159,9 @@ size_t dr_optim_state_elems(const dr_optim_t *o) {
 float *dr_optim_state(dr_optim_t *o) { return o->state; }
 
 void dr_optim_rebind_state(dr_optim_t *o, float *mem) {
-  if (o->slots)
-    o->state = mem;
+  if (!o->slots)
+    return;
+  free(o->own);
+  o->own = NULL;
+  o->state = mem;
 }

@@ -70,7 +70,7 @@ size_t dr_optim_state_elems(const dr_optim_t *o);
 float *dr_optim_state(dr_optim_t *o);
 
 /* Points the state at mem (dr_optim_state_elems floats, holding it
- * already), which outlives the optimizer's use; its own is freed with it. */
+ * already), which outlives the optimizer's use, and frees its own. */
 void dr_optim_rebind_state(dr_optim_t *o, float *mem);
 
 #endif /* DR_OPTIM_H */
