@@ -454,6 +454,10 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
       return rc;
   }
   st->wait_us += (now_ns() - t0) / 1000;
+  /* A bucket's span starts where this rank began to wait for it (the
+   * first one at the end of its backward pass), as a collective run on
+   * the waiting thread does: the wait for a slow rank is inside it. */
+  uint64_t from = t0;
   for (size_t b = 0; b < n_buckets && b < MB; b++) {
     t0 = now_ns();
     const entry_t *me = &h->table[(size_t)h->s.rank * MB + b];
@@ -477,8 +481,9 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
     uint64_t t2 = now_ns();
     st->wait_us += (t1 - t0) / 1000;
     st->work_us += (t2 - t1) / 1000;
-    h->bucket_us[b][0] = t1 / 1000;
+    h->bucket_us[b][0] = from / 1000;
     h->bucket_us[b][1] = t2 / 1000;
+    from = t2;
   }
   uint64_t t3 = now_ns();
   atomic_store(&h->ranks[h->s.rank].done, h->round);

@@ -103,9 +103,10 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
                   size_t n_buckets, uint64_t step, uint64_t deadline_ns,
                   dr_hostw_stats_t *st, char *err, size_t err_len);
 
-/* Bucket b's sum and update in the last step: when every rank's
- * gradients were there and when this rank's shard was done (CLOCK_MONOTONIC
- * microseconds). 0, or -1 before any step. */
+/* Bucket b's part of the last step: from when this rank began to wait for
+ * it (the first bucket: the end of its backward pass; the others: the end
+ * of the one before) to when its shard was summed and updated
+ * (CLOCK_MONOTONIC microseconds). 0, or -1 before any step. */
 int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
                        uint64_t *end_us);
 

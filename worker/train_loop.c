@@ -60,8 +60,8 @@ static void host_times(dr_run_t *r, uint64_t step, const dr_step_marks_t *m,
                   m->end_us);
     const dr_bucket_times_t *t = dr_reducer_bucket_times(r->red);
     /* The bytes each all-reduce moved: the compressed ones' own. With
-     * shared weights, each bucket's sum and update of this rank's shard
-     * (host_weights.h), from when every rank's gradients were there. */
+     * shared weights, each bucket's wait, sum and update of this rank's
+     * shard (host_weights.h), as a collective on the waiting thread. */
     for (size_t i = 0; i < dr_reducer_n_buckets(r->red); i++) {
       uint64_t start = t[i].start_us, end = t[i].end_us;
       if (r->hostw != NULL && dr_hostw_bucket_us(r->hostw, i, &start, &end))
