@@ -30,9 +30,7 @@
 #define HW_VERSION 1u
 #define HW_ALIGN 4096u
 /* Elements summed and updated at a time: the sums stay in L1. */
-#ifndef HW_CHUNK
 #define HW_CHUNK 2048u
-#endif
 /* How long a waiter spins before it sleeps. */
 #define HW_SPIN_NS 50000u
 
@@ -69,8 +67,7 @@ struct dr_hostw {
   int slot_used[2];
   uint64_t round;          /* this step's, from 1 */
   dr_pg_t *pg;             /* dr_hostw_watch's */
-  size_t *reg_off;         /* each parameter's first element */
-  size_t n_params;
+  size_t *reg_off;         /* each parameter's first element (attach) */
   uint64_t (*bucket_us)[2]; /* [max_buckets]: the last step's start, end */
   char name[DR_HOSTW_NAME_MAX + 1];
   float tmp[HW_CHUNK];
@@ -142,8 +139,13 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
     return DR_EBADARG;
   }
   dr_hostw_t *h = calloc(1, sizeof(*h));
-  if (h == NULL)
+  if (h != NULL)
+    h->bucket_us = calloc(s->max_buckets > 0 ? s->max_buckets : 1,
+                          sizeof(*h->bucket_us));
+  if (h == NULL || h->bucket_us == NULL) {
+    free(h);
     return -ENOMEM;
+  }
   snprintf(h->name, sizeof(h->name), "%s", name);
   h->s = *s;
   hdr_t want;
@@ -154,6 +156,7 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
   int rc = 0;
   if (fd < 0) {
     rc = fail(err, err_len, -errno, "shm_open", name);
+    free(h->bucket_us);
     free(h);
     return rc;
   }
@@ -183,6 +186,7 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
   if (rc != 0) {
     if (creator)
       shm_unlink(name);
+    free(h->bucket_us);
     free(h);
     return rc;
   }
@@ -214,6 +218,7 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
     }
     if (rc != 0) {
       munmap(h->map, h->map_len);
+      free(h->bucket_us);
       free(h);
       return rc;
     }
@@ -262,10 +267,20 @@ static int out_of_step(dr_hostw_t *h, uint32_t q, const char *what,
   return 1;
 }
 
-void dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o) {
+int dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o) {
+  size_t np = dr_model_n_params(m);
+  h->reg_off = malloc((np > 0 ? np : 1) * sizeof(size_t));
+  if (h->reg_off == NULL)
+    return -ENOMEM;
+  size_t off = 0;
+  for (size_t i = 0; i < np; i++) {
+    h->reg_off[i] = off;
+    off += dr_model_param(m, i)->n_elems;
+  }
   dr_model_rebind_weights(m, h->weights);
   if (h->s.state_elems > 0)
     dr_optim_rebind_state(o, h->state);
+  return 0;
 }
 
 static float *arena(const dr_hostw_t *h, uint32_t q) {
@@ -313,13 +328,13 @@ int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
   entry_t *e = &h->table[(size_t)h->s.rank * h->h->max_buckets + bucket];
   e->off = (uint64_t)(data - arena(h, h->s.rank));
   e->n = n_elems;
-  atomic_store(&e->ready, h->round);
-  publish(h);
+  /* Read after the backward-pass barrier, which orders it: no wake-up. */
+  atomic_store_explicit(&e->ready, h->round, memory_order_relaxed);
   return 0;
 }
 
 /* Waits until *word reaches this round; rank q is the one it waits for.
- * what: "bucket 2's gradients" or "the end of the step". */
+ * what: "the end of its backward pass" or "the end of the step". */
 static int wait_round(dr_hostw_t *h, _Atomic uint64_t *word, uint32_t q,
                       const char *what, uint64_t deadline_ns, char *err,
                       size_t err_len) {
@@ -361,29 +376,6 @@ static int wait_round(dr_hostw_t *h, _Atomic uint64_t *word, uint32_t q,
   }
 }
 
-/* Registration offsets, once per model. */
-static int reg_offsets(dr_hostw_t *h, dr_model_t *m) {
-  size_t np = dr_model_n_params(m);
-  if (h->bucket_us == NULL) {
-    h->bucket_us = calloc(h->h->max_buckets, sizeof(*h->bucket_us));
-    if (h->bucket_us == NULL)
-      return -ENOMEM;
-  }
-  if (h->reg_off != NULL && h->n_params == np)
-    return 0;
-  free(h->reg_off);
-  h->reg_off = malloc((np > 0 ? np : 1) * sizeof(size_t));
-  if (h->reg_off == NULL)
-    return -ENOMEM;
-  h->n_params = np;
-  size_t off = 0;
-  for (size_t i = 0; i < np; i++) {
-    h->reg_off[i] = off;
-    off += dr_model_param(m, i)->n_elems;
-  }
-  return 0;
-}
-
 /* tmp[0..n) = the ring's AVG of elements at of every rank's bucket xs:
  * coll.c's reduce-scatter starts segment k at position k and completes it
  * at position k - 1, ((x[k] + x[k+1]) + ... + x[k-1]) / W. Rank k sums
@@ -393,11 +385,6 @@ static void sum_chunk(const dr_hostw_t *h, float *const *xs, size_t at,
   uint32_t W = h->s.world, k = h->s.rank;
   const float *own = xs[k] + at, *last = xs[(k + W - 1) % W] + at;
   const float div = (float)W;
-  if (W == 2) {
-    for (size_t j = 0; j < n; j++)
-      tmp[j] = (own[j] + last[j]) / div;
-    return;
-  }
   for (size_t j = 0; j < n; j++)
     tmp[j] = own[j];
   for (uint32_t t = 1; t + 1 < W; t++) {
@@ -417,7 +404,7 @@ static void shard(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o, size_t b,
   size_t base = n / W, rem = n % W;
   size_t lo = k * base + (k < rem ? k : rem), hi = lo + base + (k < rem);
   const float *mine = xs[k];
-  for (size_t i = 0; i < h->n_params; i++) {
+  for (size_t i = 0; i < dr_model_n_params(m); i++) {
     dr_param_t *p = dr_model_param(m, i);
     if (p->g < mine || p->g >= mine + n)
       continue;
@@ -438,12 +425,10 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
   memset(st, 0, sizeof(*st));
   uint32_t W = h->s.world;
   size_t MB = h->h->max_buckets;
-  if (reg_offsets(h, m) != 0)
-    return -ENOMEM;
   float *xs[DR_HOSTW_MAX_WORLD];
-  char what[64];
   /* No weight changes before every backward pass is over: a pass reads
-   * a layer's weights after it published the layer's gradients. */
+   * a layer's weights after it published the layer's gradients. Past
+   * this barrier every rank has published every bucket of the round. */
   uint64_t t0 = now_ns();
   atomic_store(&h->ranks[h->s.rank].bwd, h->round);
   publish(h);
@@ -459,19 +444,17 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
    * the waiting thread does: the wait for a slow rank is inside it. */
   uint64_t from = t0;
   for (size_t b = 0; b < n_buckets && b < MB; b++) {
-    t0 = now_ns();
     const entry_t *me = &h->table[(size_t)h->s.rank * MB + b];
     for (uint32_t q = 0; q < W; q++) {
-      entry_t *e = &h->table[(size_t)q * MB + b];
-      snprintf(what, sizeof(what), "bucket %zu's gradients", b);
-      int rc = wait_round(h, &e->ready, q, what, deadline_ns, err, err_len);
-      if (rc != 0)
-        return rc;
-      if (e->n != me->n || e->off + e->n > h->h->arena_elems) {
+      const entry_t *e = &h->table[(size_t)q * MB + b];
+      uint64_t ready = atomic_load_explicit(&e->ready, memory_order_relaxed);
+      if (ready != h->round || e->n != me->n ||
+          e->off + e->n > h->h->arena_elems) {
         snprintf(err, err_len, "shared weights out of step: rank %u's "
-                 "bucket %zu holds %llu elements, rank %u's %llu", q, b,
-                 (unsigned long long)e->n, h->s.rank,
-                 (unsigned long long)me->n);
+                 "bucket %zu holds %llu elements of round %llu, rank %u's "
+                 "%llu of round %llu", q, b, (unsigned long long)e->n,
+                 (unsigned long long)ready, h->s.rank,
+                 (unsigned long long)me->n, (unsigned long long)h->round);
         return DR_PG_EMISMATCH;
       }
       xs[q] = arena(h, q) + e->off;
@@ -479,7 +462,6 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
     uint64_t t1 = now_ns();
     shard(h, m, o, b, xs, step);
     uint64_t t2 = now_ns();
-    st->wait_us += (t1 - t0) / 1000;
     st->work_us += (t2 - t1) / 1000;
     h->bucket_us[b][0] = from / 1000;
     h->bucket_us[b][1] = t2 / 1000;
@@ -501,7 +483,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
 
 int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
                        uint64_t *end_us) {
-  if (h->bucket_us == NULL || b >= h->h->max_buckets)
+  if (b >= h->h->max_buckets)
     return -1;
   *start_us = h->bucket_us[b][0];
   *end_us = h->bucket_us[b][1];

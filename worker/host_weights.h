@@ -74,8 +74,10 @@ void dr_hostw_close(dr_hostw_t **h);
  * pg must outlive h. */
 void dr_hostw_watch(dr_hostw_t *h, dr_pg_t *pg);
 
-/* Points the model's weights and the optimizer's state into the segment. */
-void dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o);
+/* Points the model's weights and the optimizer's state into the segment
+ * (the model's and optimizer's own copies are freed). 0 or -ENOMEM, with
+ * nothing repointed. */
+int dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o);
 
 /* The reducer's memory hooks: this rank's bucket memory, in the segment
  * (two plans' worth: a rebuild allocates before it frees). */
@@ -106,7 +108,8 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
 /* Bucket b's part of the last step: from when this rank began to wait for
  * it (the first bucket: the end of its backward pass; the others: the end
  * of the one before) to when its shard was summed and updated
- * (CLOCK_MONOTONIC microseconds). 0, or -1 before any step. */
+ * (CLOCK_MONOTONIC microseconds; both 0 before any step). 0, or -1 for a
+ * bucket past max_buckets. */
 int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
                        uint64_t *end_us);
 

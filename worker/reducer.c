@@ -89,11 +89,12 @@ static float *mem_alloc(dr_reducer_t *r, size_t total) {
   return mem;
 }
 
-static void mem_free(dr_reducer_t *r, float *mem) {
+/* Frees what c's allocator (or the host's) gave. */
+static void mem_free(const dr_reducer_config_t *c, float *mem) {
   if (mem == NULL)
     return;
-  if (r->cfg.mem_free != NULL)
-    r->cfg.mem_free(r->cfg.mem_arg, mem);
+  if (c->mem_free != NULL)
+    c->mem_free(c->mem_arg, mem);
   else
     free(mem);
 }
@@ -118,7 +119,7 @@ static int build(dr_reducer_t *r, const size_t *order) {
   if (fill == NULL) {
     free(b);
     free(t);
-    mem_free(r, mem);
+    mem_free(&r->cfg, mem);
     return -ENOMEM;
   }
   for (size_t k = 0; k < r->n_params; k++) {
@@ -140,7 +141,7 @@ static int build(dr_reducer_t *r, const size_t *order) {
     memcpy(r->order, order, r->n_params * sizeof(size_t));
   free(r->b);
   free(r->times);
-  mem_free(r, r->mem);
+  mem_free(&r->cfg, r->mem);
   r->b = b;
   r->times = t;
   r->mem = mem;
@@ -199,20 +200,14 @@ int dr_reducer_redirect(dr_reducer_t *r, dr_launch_fn launch,
   r->cfg.mem_alloc = alloc_fn;
   r->cfg.mem_free = mem_free_fn;
   r->cfg.mem_arg = mem_arg;
-  r->mem = NULL; /* build() must not free it with the new hooks */
+  r->mem = NULL; /* build() frees what it replaces: not this, not here */
   int rc = build(r, r->order);
   if (rc != 0) {
     r->cfg = old;
     r->mem = old_mem;
     return rc;
   }
-  r->cfg = old;
-  mem_free(r, old_mem);
-  r->cfg.launch = launch;
-  r->cfg.launch_arg = launch_arg;
-  r->cfg.mem_alloc = alloc_fn;
-  r->cfg.mem_free = mem_free_fn;
-  r->cfg.mem_arg = mem_arg;
+  mem_free(&old, old_mem);
   return 0;
 }
 
@@ -232,7 +227,7 @@ void dr_reducer_free(dr_reducer_t **rp) {
   free(r->msg);
   free(r->b);
   free(r->times);
-  mem_free(r, r->mem);
+  mem_free(&r->cfg, r->mem);
   free(r);
   *rp = NULL;
 }

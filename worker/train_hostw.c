@@ -31,16 +31,14 @@ static const char *cannot(const dr_run_t *r) {
 
 /* auto: share where the collectives would run on the compute thread
  * anyway (the CPUs are full: nothing overlaps) and the schedule was not
- * asked for by name. */
+ * asked for by name (--comm-schedule, DR_PG_SCHEDULE). */
 static int wanted(const dr_run_t *r) {
   const char *w = r->c.host_weights;
   if (strcmp(w, "shared") == 0)
     return 1;
   if (strcmp(w, "private") == 0)
     return 0;
-  const char *env = getenv("DR_PG_SCHEDULE");
-  return dr_pg_inline(r->pg) && strcmp(r->c.comm_schedule, "auto") == 0 &&
-         (env == NULL || *env == '\0');
+  return dr_pg_inline(r->pg) && r->pgc.schedule == DR_PG_SCHED_AUTO;
 }
 
 /* The model's weights before they are shared: its parameters lie one
@@ -132,7 +130,8 @@ int dr_train_hostw_open(dr_run_t *r) {
               "(exit 2)" : "each rank keeps its own copy");
     return asked ? DR_TRAIN_ECONFIG : 0;
   }
-  dr_hostw_attach(r->hostw, r->model, r->opt);
+  if (dr_hostw_attach(r->hostw, r->model, r->opt) != 0)
+    return dr_train_nomem(r, "the shared weights' parameter table");
   dr_hostw_watch(r->hostw, r->pg);
   rc = dr_reducer_redirect(r->red, dr_hostw_launch, r->hostw, dr_hostw_alloc,
                            dr_hostw_free, r->hostw);
