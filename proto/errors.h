@@ -53,7 +53,8 @@
   X(DR_EREMOTE, "peer reported an error")                                    \
   X(DR_EBADARG, "invalid argument")                                          \
   X(DR_ESEQUENCE, "message not allowed in this state")                       \
-  X(DR_EUNEXPECTED, "unexpected message type in reply")
+  X(DR_EUNEXPECTED, "unexpected message type in reply")                     \
+  X(DR_ENOTREG, "not a regular file (a FIFO, device or socket)")
 
 /* The process group of train (worker/comm/pg.h): collectives. */
 #define DR_PG_ERRNO_MAP(X)                                                   \

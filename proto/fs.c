@@ -1,8 +1,12 @@
 #include "fs.h"
 
+#include "errors.h"
+
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 int dr_mkdirs(const char *path) {
   char buf[4096];
@@ -19,4 +23,25 @@ int dr_mkdirs(const char *path) {
   if (mkdir(buf, 0755) != 0 && errno != EEXIST)
     return -errno;
   return 0;
+}
+
+int dr_open_regular(const char *path) {
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0)
+    return -errno;
+  struct stat st;
+  int rc = 0;
+  if (fstat(fd, &st) != 0)
+    rc = -errno;
+  else if (S_ISDIR(st.st_mode))
+    rc = -EISDIR;
+  else if (!S_ISREG(st.st_mode))
+    rc = DR_ENOTREG;
+  else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0)
+    rc = -errno;
+  if (rc != 0) {
+    close(fd);
+    return rc;
+  }
+  return fd;
 }

@@ -6,4 +6,13 @@
  * -errno. */
 int dr_mkdirs(const char *path);
 
+/* Opens path for reading only when it is a regular file, and never blocks
+ * on it: open() of a FIFO without a writer would wait forever, so the
+ * path is opened non-blocking and anything but a regular file (a FIFO, a
+ * device, a socket) is refused before a byte is read. Returns the
+ * descriptor (close-on-exec, back in blocking mode; caller closes it) or
+ * a negative code: -errno of open() or fstat(), -EISDIR for a directory,
+ * DR_ENOTREG for the rest; dr_strerror() words each. */
+int dr_open_regular(const char *path);
+
 #endif /* DR_FS_H */
