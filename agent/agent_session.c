@@ -161,6 +161,7 @@ static void send_resume(dr_agent_t *ag) {
   q.world_size = ag->asg.world_size;
   q.nproc = ag->nproc;
   q.restart_count = ag->asg.restart_count;
+  memcpy(q.resume_token, ag->asg.resume_token, sizeof(q.resume_token));
   if (dr_arz_resume(ag->arz, &q) == 0)
     ag->resume_pending = 1;
 }

@@ -108,6 +108,7 @@ static void stop_job(dr_server_t *s, int code, const char *reason) {
   r->holding = 0;
   snprintf(r->stop_reason, sizeof(r->stop_reason), "%s", reason);
   uv_timer_stop(&r->last_call);
+  dr__resume_end_claims(s, DR_ESTOPPED, reason);
   char esc[1100];
   dr_events_emit(s->events, "stop", ",\"exit_code\":%d,\"reason\":\"%s\"",
                  code, dr_json_escape(reason, esc, sizeof(esc)));
@@ -206,6 +207,12 @@ static void try_complete(dr_server_t *s) {
   a.bootstrap.len = master->boot_len > 0 ? master->boot_len : (uint32_t)sizeof(r->boot);
   a.restart_count = r->restarts_used;
   a.max_restarts = s->cfg.max_restarts;
+  /* A token of the generation's own, for its nodes' RESUMEs. */
+  uint8_t nonce[DR_NONCE_LEN];
+  dr_auth_nonce(nonce);
+  memcpy(r->token, nonce, sizeof(r->token));
+  memcpy(a.resume_token, r->token, sizeof(a.resume_token));
+  r->token_known = 1;
 
   r->state = DR_JOB_RUNNING;
   dr__state_save(s);
@@ -272,6 +279,7 @@ static void open_generation(dr_server_t *s, const char *reason) {
   r->gen++;
   r->state = DR_JOB_FORMING;
   r->resuming = 0;
+  dr__resume_end_claims(s, DR_ESTALE, reason);
   dr__state_save(s);
   r->last_call_expired = 0;
   uv_timer_stop(&r->last_call);
@@ -308,6 +316,25 @@ static void open_generation(dr_server_t *s, const char *reason) {
 }
 
 void dr__rdzv_restart_all(dr_server_t *s, const char *reason) {
+  open_generation(s, reason);
+}
+
+void dr__rdzv_take_waiting(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  while (r->n_waiting > 0 && r->n_round + r->n_waiting > s->cfg.max_nodes) {
+    dr_node_t *n = r->waiting[--r->n_waiting];
+    if (n->conn != NULL && n->join_req != 0)
+      dr__conn_send_error(n->conn, n->join_req, DR_EFULL,
+                          "job '%s' already has its maximum of %u nodes; "
+                          "node '%s' is not needed",
+                          s->run_id, s->cfg.max_nodes, n->host);
+    dr__rdzv_node_free(n);
+  }
+  if (r->n_waiting == 0 || r->state != DR_JOB_RUNNING)
+    return;
+  char reason[512];
+  snprintf(reason, sizeof(reason), "node '%s' (%s) joined; restarting to "
+           "take it in", r->waiting[0]->host, node_peer(r->waiting[0]));
   open_generation(s, reason);
 }
 
@@ -501,6 +528,8 @@ static void handle_join(dr_conn_t *c, const dr_msg_t *m) {
     try_complete(s);
     return;
   }
+  if (r->claiming)
+    return; /* taken in once the claims are decided (rdzv_resume.c) */
   char reason[512];
   snprintf(reason, sizeof(reason),
            "node '%s' (%s) joined; restarting to take it in", n->host,
@@ -775,5 +804,12 @@ void dr__rdzv_sweep(dr_server_t *s, uint64_t now) {
     dr_clock_stamp_t st = {0, 0, dr_clock_now_us()};
     if (dr_enc_heartbeat(&s->out, 0, r->gen, &st) == 0)
       dr__conn_send(c);
+  }
+  /* Held claims hear from the server too: their agents must not take the
+   * wait for their answer for a silent server. */
+  for (size_t i = 0; i < r->n_claims; i++) {
+    dr_clock_stamp_t st = {0, 0, dr_clock_now_us()};
+    if (dr_enc_heartbeat(&s->out, 0, r->claims[i].gen, &st) == 0)
+      dr__conn_send(r->claims[i].conn);
   }
 }

@@ -3,16 +3,31 @@
  *
  * An agent that loses its connection while its workers run keeps them
  * running, connects again and sends RESUME: its generation, node rank,
- * nnodes, world size and restart count. A server that knows that
- * generation to be running (its --state-file says so) has kept a place for
- * every node of it; a server without a record of the job (started afresh)
- * takes the generation from the first RESUME. Either way each node claims
- * its place and is answered OK; once all have, the generation runs on as
- * if the server had never left. A node that has not claimed its place by
- * the deadline is lost, as a silent node would be. A RESUME that does not
- * fit (another generation, a place taken or out of range, another shape)
- * is answered DR_ESTALE: that node stops its workers and joins the next
- * round, as every node does after a failure. */
+ * nnodes, world size, restart count, and the generation's resume token,
+ * random bytes the server gave every node of the generation in its ASSIGN
+ * (never printed; the run id, by contrast, is in every local user's `ps`).
+ *
+ * A server whose --state-file says the generation runs knows its token and
+ * who held each place: each node claims its place and is answered OK when
+ * its RESUME matches what the server knows of that place (the token, the
+ * host, the workers); once all have, the generation runs on as if the
+ * server had never left. A node that has not claimed its place by the
+ * deadline is lost, as a silent node would be.
+ *
+ * A server with no record of the job (started afresh) knows no token, so
+ * the first RESUME must not define the job: it holds every RESUME (a
+ * claim) until the resume window ends, and then takes back the generation
+ * that exactly one token claims whole (every node rank of it, with the same
+ * generation, nnodes and world size). Claims of any other token are
+ * refused. Without one such token (a node is gone, or claims conflict) no
+ * generation is taken back: every claimant restarts into a new round, as
+ * after a lost node, without spending the budget. A stranger who can reach
+ * the port without a secret can so cost a restart, never take a place.
+ *
+ * A RESUME that does not fit (another generation, a place taken or out of
+ * range, another shape, another token or host) is answered DR_ESTALE: that
+ * node stops its workers and joins the next round, as every node does
+ * after a failure. Fields out of any job's bounds are refused outright. */
 #include "server_internal.h"
 
 #include <errno.h>
@@ -22,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "errors.h"
 #include "events.h"
 #include "log.h"
@@ -34,7 +50,7 @@ static uint64_t resume_window_ms(const dr_server_t *s) {
 }
 
 int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
-                      uint32_t world) {
+                      uint32_t world, const uint8_t *token) {
   dr_rdzv_t *r = &s->rdzv;
   for (uint32_t i = 0; i < nnodes; i++) {
     dr_node_t *n = calloc(1, sizeof(*n));
@@ -54,6 +70,8 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
   r->resuming = 1;
   r->resume_world = world;
   r->resume_deadline = dr__now_ms(s) + resume_window_ms(s);
+  memcpy(r->token, token, sizeof(r->token));
+  r->token_known = 1;
   return 0;
 }
 
@@ -79,22 +97,23 @@ static int all_claimed(const dr_rdzv_t *r) {
   return 1;
 }
 
-static void claim(dr_conn_t *c, dr_node_t *n, const dr_resume_t *q,
-                  uint32_t req) {
+/* n's place goes to cl's connection, answered OK. */
+static void claim(dr_node_t *n, const dr_claim_t *cl) {
+  dr_conn_t *c = cl->conn;
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
   n->conn = c;
   n->detached = 0;
-  n->nproc = q->nproc;
+  n->nproc = cl->nproc;
   n->arrival = ++r->arrivals;
-  snprintf(n->host, sizeof(n->host), "%.*s", (int)q->host.len,
-           (const char *)q->host.p);
+  memcpy(n->host, cl->host, sizeof(n->host));
   snprintf(n->addr, sizeof(n->addr), "%s", c->peer_ip);
   c->node = n;
+  c->agent = 1; /* judged by its heartbeats alone from now on */
   c->last_seen_ms = dr__now_ms(s);
   if (r->job_nproc == 0)
-    r->job_nproc = q->nproc;
-  if (dr_enc_ok(&s->out, req) == 0)
+    r->job_nproc = cl->nproc;
+  if (dr_enc_ok(&s->out, cl->req) == 0)
     dr__conn_send(c);
   dr__clock_check(c); /* its rank is known now */
   char ehost[300];
@@ -123,20 +142,299 @@ static void claim(dr_conn_t *c, dr_node_t *n, const dr_resume_t *q,
           "(world size %u); no restart", r->gen, r->n_round, world);
 }
 
+/* A's RESUME within every job's bounds and this server's: 0, or
+ * DR_EBADARG with the reason sent. */
+static int check_bounds(dr_conn_t *c, uint32_t req, int bad,
+                        const dr_resume_t *q) {
+  const dr_server_config_t *cfg = &c->srv->cfg;
+  char why[200] = "";
+  if (bad != 0)
+    snprintf(why, sizeof(why), "a malformed RESUME (%s)", dr_strerror(bad));
+  else if (q->gen == 0 || q->gen > DR_MAX_GEN)
+    snprintf(why, sizeof(why), "generation %" PRIu64 " is not in 1..%llu",
+             q->gen, (unsigned long long)DR_MAX_GEN);
+  else if (q->nnodes == 0 || q->nnodes > cfg->max_nodes)
+    snprintf(why, sizeof(why), "nnodes %u is not in 1..%u", q->nnodes,
+             cfg->max_nodes);
+  else if (q->node_rank >= q->nnodes)
+    snprintf(why, sizeof(why), "node rank %u is not below nnodes %u",
+             q->node_rank, q->nnodes);
+  else if (q->nproc == 0 || q->nproc > DR_MAX_NPROC)
+    snprintf(why, sizeof(why), "nproc %u is not in 1..%u", q->nproc,
+             DR_MAX_NPROC);
+  else if (q->world_size < q->nnodes || q->world_size < q->nproc ||
+           q->world_size > DR_MAX_WORLD)
+    snprintf(why, sizeof(why), "world size %u does not fit %u nodes of "
+             "which this one has %u workers (at most %u ranks)",
+             q->world_size, q->nnodes, q->nproc, DR_MAX_WORLD);
+  else if (q->restart_count > cfg->max_restarts)
+    snprintf(why, sizeof(why), "restart count %u is over the job's budget "
+             "of %u", q->restart_count, cfg->max_restarts);
+  if (why[0] == '\0')
+    return 0;
+  dr__conn_send_error(c, req, DR_EBADARG, "RESUME refused: %s", why);
+  return DR_EBADARG;
+}
+
+/* The host as the state file keeps it: one word of printable ASCII. */
+static void host_word(const char *in, size_t len, char *out, size_t cap) {
+  size_t n = len < cap - 1 ? len : cap - 1;
+  for (size_t i = 0; i < n; i++)
+    out[i] = in[i] <= ' ' || in[i] > '~' ? '?' : in[i];
+  out[n] = '\0';
+}
+
+/* 1 when the place held host (or the server never knew who held it). */
+static int host_fits(const dr_node_t *n, const char *host) {
+  char a[256], b[256];
+  host_word(n->host, strlen(n->host), a, sizeof(a));
+  host_word(host, strlen(host), b, sizeof(b));
+  return strcmp(n->host, "unknown host") == 0 || strcmp(a, "?") == 0 ||
+         strcmp(a, b) == 0;
+}
+
+/* A server that knows the generation's token: the place is claimed now,
+ * or refused. */
+static void resume_known(dr_conn_t *c, const dr_claim_t *cl) {
+  dr_rdzv_t *r = &c->srv->rdzv;
+  if (r->state != DR_JOB_RUNNING || !r->resuming || cl->gen != r->gen) {
+    send_restart(c, cl->req, "generation %" PRIu64 " is not running on "
+                 "this server (it is at generation %" PRIu64 "%s); stop the "
+                 "workers and join", cl->gen, r->gen,
+                 r->state == DR_JOB_FORMING ? ", forming" : "");
+    return;
+  }
+  if (cl->nnodes != r->n_round || cl->world != r->resume_world) {
+    send_restart(c, cl->req, "node %u reports %u nodes and world size %u; "
+                 "generation %" PRIu64 " has %zu and %u", cl->node_rank,
+                 cl->nnodes, cl->world, r->gen, r->n_round, r->resume_world);
+    return;
+  }
+  if (!dr_auth_equal(cl->token, r->token, sizeof(r->token))) {
+    DR_WARN("node '%s' (%s) claimed node rank %u of generation %" PRIu64
+            " without its resume token: refused (the place stays free for "
+            "its node)", c->host, c->peer, cl->node_rank, r->gen);
+    dr__conn_send_error(c, cl->req, DR_ESTALE, "this RESUME does not carry "
+                        "generation %" PRIu64 "'s resume token; stop the "
+                        "workers and join", r->gen);
+    return;
+  }
+  dr_node_t *n = r->round[cl->node_rank];
+  if (!n->detached) {
+    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " is "
+                 "already held by '%s'", cl->node_rank, r->gen, n->host);
+    return;
+  }
+  if (!host_fits(n, cl->host)) {
+    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " was "
+                 "held by '%s', not '%s'", cl->node_rank, r->gen, n->host,
+                 cl->host);
+    return;
+  }
+  if (n->nproc != 0 && n->nproc != cl->nproc) {
+    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " had "
+                 "%u workers, not %u", cl->node_rank, r->gen, n->nproc,
+                 cl->nproc);
+    return;
+  }
+  claim(n, cl);
+}
+
+/* ---- claims held by a server that knows no token ------------------------ */
+
+static int claim_push(dr_rdzv_t *r, const dr_claim_t *cl) {
+  if (r->n_claims == r->cap_claims) {
+    size_t cap = r->cap_claims != 0 ? 2 * r->cap_claims : 16;
+    dr_claim_t *p = realloc(r->claims, cap * sizeof(*p));
+    if (p == NULL)
+      return -ENOMEM;
+    r->claims = p;
+    r->cap_claims = cap;
+  }
+  r->claims[r->n_claims++] = *cl;
+  cl->conn->claiming = 1;
+  return 0;
+}
+
+/* Claims of one generation's shape and token sort together, by rank. */
+static int cmp_claim(const void *pa, const void *pb) {
+  const dr_claim_t *a = pa, *b = pb;
+  if (a->gen != b->gen)
+    return a->gen < b->gen ? -1 : 1;
+  if (a->nnodes != b->nnodes)
+    return a->nnodes < b->nnodes ? -1 : 1;
+  if (a->world != b->world)
+    return a->world < b->world ? -1 : 1;
+  int t = memcmp(a->token, b->token, sizeof(a->token));
+  if (t != 0)
+    return t;
+  return a->node_rank < b->node_rank ? -1 : a->node_rank > b->node_rank;
+}
+
+static int same_group(const dr_claim_t *a, const dr_claim_t *b) {
+  return a->gen == b->gen && a->nnodes == b->nnodes && a->world == b->world &&
+         memcmp(a->token, b->token, sizeof(a->token)) == 0;
+}
+
+/* The end of the group that starts at i in sorted claims; *whole is 1
+ * when its distinct node ranks are every rank of its nnodes. */
+static size_t group_end(const dr_claim_t *cl, size_t n, size_t i, int *whole) {
+  size_t j = i, ranks = 0;
+  for (; j < n && same_group(&cl[i], &cl[j]); j++)
+    ranks += j == i || cl[j].node_rank != cl[j - 1].node_rank;
+  *whole = ranks == cl[i].nnodes;
+  return j;
+}
+
+/* Takes back the generation that claims [b, e) hold whole; the rest of
+ * the claims are refused. */
+static void adopt(dr_server_t *s, dr_claim_t *cl, size_t n, size_t b,
+                  size_t e) {
+  dr_rdzv_t *r = &s->rdzv;
+  uint32_t used = r->restarts_used;
+  for (size_t i = b; i < e; i++)
+    if (cl[i].restart_count > used)
+      used = cl[i].restart_count;
+  r->restarts_used = used;
+  if (dr__resume_expect(s, cl[b].gen, cl[b].nnodes, cl[b].world,
+                        cl[b].token) != 0) {
+    dr__rdzv_stop(s, 1, "out of memory taking back the running generation");
+    return;
+  }
+  DR_WARN("job '%s': generation %" PRIu64 " taken back from the claims of "
+          "its %u nodes (world size %u, restarts used %u of %u)", s->run_id,
+          cl[b].gen, cl[b].nnodes, cl[b].world, used, s->cfg.max_restarts);
+  for (size_t i = 0; i < n; i++) {
+    int mine = i >= b && i < e && (i == b || cl[i].node_rank !=
+                                                 cl[i - 1].node_rank);
+    if (r->state != DR_JOB_RUNNING || !r->resuming || !mine) {
+      send_restart(cl[i].conn, cl[i].req, "generation %" PRIu64 " was taken "
+                   "back by the nodes that hold it whole, not with this "
+                   "claim; stop the workers and join", cl[b].gen);
+      continue;
+    }
+    claim(r->round[cl[i].node_rank], &cl[i]);
+  }
+}
+
+/* At the end of the resume window: the one token that claims a generation
+ * whole takes it back; with none, or more than one, every claimant
+ * restarts into a new round (no budget spent). */
+static void decide(dr_server_t *s) {
+  dr_rdzv_t *r = &s->rdzv;
+  dr_claim_t *cl = r->claims;
+  size_t n = r->n_claims;
+  r->claims = NULL;
+  r->n_claims = r->cap_claims = 0;
+  r->claiming = 0;
+  for (size_t i = 0; i < n; i++)
+    cl[i].conn->claiming = 0;
+  qsort(cl, n, sizeof(*cl), cmp_claim);
+  size_t n_whole = 0, wb = 0, we = 0;
+  uint64_t gen = r->gen;
+  uint32_t used = r->restarts_used;
+  for (size_t i = 0; i < n;) {
+    int whole;
+    size_t e = group_end(cl, n, i, &whole);
+    if (whole) {
+      n_whole++;
+      wb = i;
+      we = e;
+    }
+    for (size_t k = i; k < e; k++) {
+      gen = cl[k].gen > gen ? cl[k].gen : gen;
+      used = cl[k].restart_count > used ? cl[k].restart_count : used;
+    }
+    i = e;
+  }
+  if (n_whole == 1) {
+    adopt(s, cl, n, wb, we);
+  } else {
+    /* Back to the claims' newest generation, whose successor forms; the
+     * budget is never reset by a restart of the server. */
+    r->gen = gen;
+    r->restarts_used = used;
+    r->claims = cl;
+    r->n_claims = r->cap_claims = n;
+    for (size_t i = 0; i < n; i++)
+      cl[i].conn->claiming = 1;
+    cl = NULL;
+    char reason[300];
+    snprintf(reason, sizeof(reason), "no generation to take back after the "
+             "server's restart: %s within %" PRIu64 " ms",
+             n_whole == 0 ? "no resume token claimed every node rank"
+                          : "more than one resume token claimed every node "
+                            "rank",
+             resume_window_ms(s));
+    dr__rdzv_restart_all(s, reason);
+  }
+  free(cl);
+  if (r->state == DR_JOB_RUNNING)
+    dr__rdzv_take_waiting(s);
+}
+
+void dr__resume_end_claims(dr_server_t *s, int code, const char *reason) {
+  dr_rdzv_t *r = &s->rdzv;
+  for (size_t i = 0; i < r->n_claims; i++) {
+    dr_claim_t *cl = &r->claims[i];
+    cl->conn->claiming = 0;
+    dr__conn_send_error(cl->conn, cl->req, code, "%s; stop the workers and "
+                        "join", reason);
+  }
+  free(r->claims);
+  r->claims = NULL;
+  r->n_claims = r->cap_claims = 0;
+  r->claiming = 0;
+}
+
+void dr__resume_drop_conn(dr_conn_t *c) {
+  if (!c->claiming)
+    return;
+  dr_rdzv_t *r = &c->srv->rdzv;
+  for (size_t i = 0; i < r->n_claims; i++)
+    if (r->claims[i].conn == c) {
+      r->claims[i] = r->claims[--r->n_claims];
+      break;
+    }
+  c->claiming = 0;
+}
+
+void dr__resume_free(dr_server_t *s) {
+  free(s->rdzv.claims);
+  s->rdzv.claims = NULL;
+  s->rdzv.n_claims = s->rdzv.cap_claims = 0;
+}
+
+/* The first RESUME into a server with no record of the job: it runs a
+ * generation that the claims will name, or none. */
+static void begin_claims(dr_server_t *s, const dr_claim_t *cl) {
+  dr_rdzv_t *r = &s->rdzv;
+  uint64_t now = dr__now_ms(s);
+  r->gen = cl->gen;
+  r->state = DR_JOB_RUNNING;
+  r->state_ms = now;
+  r->resuming = 1;
+  r->claiming = 1;
+  r->token_known = 0;
+  r->resume_world = cl->world;
+  r->resume_deadline = now + resume_window_ms(s);
+  DR_WARN("job '%s': node %u ('%s') resumes generation %" PRIu64 " into a "
+          "server with no record of the job; every RESUME is held for %" PRIu64
+          " ms, then the generation that one resume token claims whole is "
+          "taken back", s->run_id, cl->node_rank, cl->host, cl->gen,
+          resume_window_ms(s));
+}
+
 void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
   dr_resume_t q;
+  memset(&q, 0, sizeof(q));
   int bad = dr_msg_resume(m, &q);
   if (bad == 0)
     dr__clock_on_stamp(c, &q.clock);
-  if (bad != 0 || q.nproc == 0 || q.nnodes == 0 ||
-      q.node_rank >= q.nnodes || q.gen == 0) {
-    dr__conn_send_error(c, m->req_id, DR_EBADARG,
-                        "RESUME needs gen >= 1, nproc >= 1 and node_rank < "
-                        "nnodes");
+  if (check_bounds(c, m->req_id, bad, &q) != 0)
     return;
-  }
   if (dr__rdzv_refuse_if_done(c, m->req_id))
     return;
   if (!dr__rdzv_is_run(s, q.run_id)) {
@@ -145,54 +443,27 @@ void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
                         "job's", c->host);
     return;
   }
-  if (c->node != NULL) {
+  if (c->node != NULL || c->claiming) {
     dr__conn_send_error(c, m->req_id, DR_ESEQUENCE,
                         "this connection is already a node of generation %"
                         PRIu64, r->gen);
     return;
   }
-  /* A server that has no record of the job takes the generation the
-   * first node reports, if it fits the job. */
+  dr_claim_t cl = {c, m->req_id, q.gen, q.node_rank, q.nnodes,
+                   q.world_size, q.nproc, q.restart_count, {0}, {0}};
+  memcpy(cl.token, q.resume_token, sizeof(cl.token));
+  host_word((const char *)q.host.p, q.host.len, cl.host, sizeof(cl.host));
   if (r->state == DR_JOB_FORMING && r->n_round == 0 && r->n_waiting == 0 &&
       r->rounds_completed == 0 && !s->state_loaded &&
-      q.nnodes >= s->cfg.min_nodes && q.nnodes <= s->cfg.max_nodes) {
-    if (dr__resume_expect(s, q.gen, q.nnodes, q.world_size) != 0) {
-      dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
-      return;
-    }
-    if (q.restart_count > r->restarts_used)
-      r->restarts_used = q.restart_count;
-    DR_WARN("job '%s': taking back generation %" PRIu64 " from node %u "
-            "('%s'): %u nodes, world size %u, restarts used %u of %u; the "
-            "others have %" PRIu64 " ms to resume", s->run_id, q.gen,
-            q.node_rank, c->host, q.nnodes, q.world_size, r->restarts_used,
-            s->cfg.max_restarts, resume_window_ms(s));
-  }
-  if (r->state != DR_JOB_RUNNING || !r->resuming || q.gen != r->gen) {
-    send_restart(c, m->req_id, "generation %" PRIu64 " is not running on "
-                 "this server (it is at generation %" PRIu64 "%s); stop the "
-                 "workers and join", q.gen, r->gen,
-                 r->state == DR_JOB_FORMING ? ", forming" : "");
+      q.nnodes >= s->cfg.min_nodes)
+    begin_claims(s, &cl);
+  if (!r->claiming) {
+    resume_known(c, &cl);
     return;
   }
-  if (q.nnodes != r->n_round || q.world_size != r->resume_world) {
-    send_restart(c, m->req_id, "node %u reports %u nodes and world size %u; "
-                 "generation %" PRIu64 " has %zu and %u", q.node_rank,
-                 q.nnodes, q.world_size, r->gen, r->n_round, r->resume_world);
-    return;
-  }
-  dr_node_t *n = r->round[q.node_rank];
-  if (!n->detached) {
-    send_restart(c, m->req_id, "node rank %u of generation %" PRIu64 " is "
-                 "already held by '%s'", q.node_rank, r->gen, n->host);
-    return;
-  }
-  if (n->nproc != 0 && n->nproc != q.nproc) {
-    send_restart(c, m->req_id, "node rank %u of generation %" PRIu64 " had "
-                 "%u workers, not %u", q.node_rank, r->gen, n->nproc, q.nproc);
-    return;
-  }
-  claim(c, n, &q, m->req_id);
+  if (claim_push(r, &cl) != 0)
+    dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
+  /* Answered when the window ends (dr__resume_sweep). */
 }
 
 void dr__resume_sweep(dr_server_t *s, uint64_t now) {
@@ -201,6 +472,8 @@ void dr__resume_sweep(dr_server_t *s, uint64_t now) {
   uint64_t deadline = r->resume_deadline;
   if (s->woke_ms + resume_window_ms(s) > deadline)
     deadline = s->woke_ms + resume_window_ms(s);
+  if (r->claiming && now > deadline)
+    decide(s);
   while (r->state == DR_JOB_RUNNING && r->resuming && now > deadline) {
     dr_node_t *gone = NULL;
     for (size_t i = 0; i < r->n_round && gone == NULL; i++)

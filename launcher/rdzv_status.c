@@ -14,7 +14,13 @@
  * once every running node has sent its workers' stacks (STACKS, answered
  * by STACK_DUMP) or at its deadline, whichever comes first; the ranks of a
  * node that did not answer say so. Connections and messages grow with
- * nodes, never with ranks. */
+ * nodes, never with ranks.
+ *
+ * Collecting stacks stops every worker for a moment, so it is shared and
+ * bounded: one collection at a time for the job, which every STATUS that
+ * asks meanwhile joins; an answer in which every node answered serves
+ * every asker of the same generation for STACKS_REUSE_MS; and a connection
+ * has at most one such STATUS waiting (another is refused at once). */
 #include "server_internal.h"
 
 #include <errno.h>
@@ -32,6 +38,8 @@
 /* What the stacks of all ranks may take in one answer, well within a
  * client's frame cap: with many ranks, each text is cut to its share. */
 #define STACKS_REPLY_MAX_BYTES (32u << 20)
+/* How long a collection's answer serves later askers. */
+#define STACKS_REUSE_MS 2000u
 
 /* One node asked for its stacks, as it was when asked. */
 typedef struct {
@@ -44,14 +52,22 @@ typedef struct {
   char why[360];        /* for its ranks when there is no answer */
 } stk_node_t;
 
-/* A STATUS waiting for the stacks of the running generation's nodes. */
-typedef struct dr_stacks_job {
-  struct dr_stacks_job *next;
-  uint64_t id, gen;
-  dr_conn_t *client;
+/* A STATUS that waits for the collection. */
+typedef struct {
+  dr_conn_t *client; /* NULL once it went away */
   uint32_t req;
-  uint64_t asked_ms, deadline_ms;
+} stk_asker_t;
+
+/* A collection of the running generation's stacks: in flight (s->stacks),
+ * then its answer kept for reuse (s->stacks_done). */
+typedef struct dr_stacks_job {
+  uint64_t id, gen;
+  stk_asker_t *askers;
+  size_t n_askers, cap_askers;
+  uint64_t asked_ms, deadline_ms, done_ms;
   size_t n, n_asked, n_answered;
+  dr_stack_rec_t *recs; /* the answer, once done */
+  size_t n_recs;
   stk_node_t node[];
 } dr_stacks_job_t;
 
@@ -309,20 +325,30 @@ static void send_job_status(dr_server_t *s, dr_conn_t *c, uint32_t req,
 
 /* ---- stacks ------------------------------------------------------------- */
 
-static void job_free(dr_stacks_job_t *j) {
+static void job_free(dr_stacks_job_t **jp) {
+  dr_stacks_job_t *j = *jp;
+  if (j == NULL)
+    return;
   for (size_t i = 0; i < j->n; i++)
     free(j->node[i].data);
+  free(j->askers);
+  free(j->recs);
   free(j);
+  *jp = NULL;
 }
 
-static void job_unlink(dr_server_t *s, dr_stacks_job_t *j) {
-  for (dr_stacks_job_t **pp = &s->stacks; *pp != NULL; pp = &(*pp)->next)
-    if (*pp == j) {
-      *pp = j->next;
-      break;
-    }
-  if (j->client != NULL)
-    j->client->status_waiting--;
+static int asker_add(dr_stacks_job_t *j, dr_conn_t *c, uint32_t req) {
+  if (j->n_askers == j->cap_askers) {
+    size_t cap = j->cap_askers != 0 ? 2 * j->cap_askers : 4;
+    stk_asker_t *p = realloc(j->askers, cap * sizeof(*p));
+    if (p == NULL)
+      return -ENOMEM;
+    j->askers = p;
+    j->cap_askers = cap;
+  }
+  j->askers[j->n_askers++] = (stk_asker_t){c, req};
+  c->status_waiting++;
+  return 0;
 }
 
 /* The pid the node last reported for rank, 0 when unknown. */
@@ -338,19 +364,14 @@ static uint32_t pid_of(const dr_server_t *s, const dr_stacks_job_t *j,
   return 0;
 }
 
-/* Answers the STATUS with every rank's stack, or why it has none. */
-static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
-  job_unlink(s, j);
+/* Every rank's stack, or why it has none, into j->recs. 0 or -ENOMEM. */
+static int job_records(dr_server_t *s, dr_stacks_job_t *j) {
   size_t n = 0;
   for (size_t i = 0; i < j->n; i++)
     n += j->node[i].answered ? j->node[i].dump.count : j->node[i].nproc;
   dr_stack_rec_t *recs = malloc((n > 0 ? n : 1) * sizeof(*recs));
-  if (recs == NULL) {
-    if (j->client != NULL)
-      dr__conn_send_error(j->client, j->req, -ENOMEM, "out of memory");
-    job_free(j);
-    return;
-  }
+  if (recs == NULL)
+    return -ENOMEM;
   uint64_t now = dr__now_ms(s);
   size_t k = 0;
   for (size_t i = 0; i < j->n; i++) {
@@ -387,18 +408,62 @@ static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
   for (size_t i = 0; i < k; i++)
     if (recs[i].text.len > share) /* the innermost frames come first */
       recs[i].text.len = (uint32_t)share;
-  if (j->client != NULL)
-    send_job_status(s, j->client, j->req, recs, k);
-  free(recs);
-  job_free(j);
+  j->recs = recs;
+  j->n_recs = k;
+  return 0;
+}
+
+/* Answers every asker of the collection, which is then kept for reuse. */
+static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
+  s->stacks = NULL;
+  int rc = job_records(s, j);
+  for (size_t i = 0; i < j->n_askers; i++) {
+    dr_conn_t *c = j->askers[i].client;
+    if (c == NULL)
+      continue;
+    c->status_waiting--;
+    if (rc != 0)
+      dr__conn_send_error(c, j->askers[i].req, rc, "out of memory");
+    else
+      send_job_status(s, c, j->askers[i].req, j->recs, j->n_recs);
+  }
+  j->n_askers = 0;
+  job_free(&s->stacks_done);
+  /* Only a whole answer serves again: a node that did not answer may
+   * answer the next collection. */
+  if (rc == 0 && j->n_asked == j->n && j->n_answered == j->n) {
+    j->done_ms = dr__now_ms(s);
+    s->stacks_done = j;
+  } else {
+    job_free(&j);
+  }
 }
 
 static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
+  uint64_t now = dr__now_ms(s);
+  if (c->status_waiting > 0) {
+    dr__conn_send_error(c, req, DR_ESEQUENCE, "this connection already "
+                        "waits for the stacks of a STATUS; one at a time");
+    return;
+  }
+  dr_stacks_job_t *d = s->stacks_done;
+  if (d != NULL && d->gen == r->gen && now - d->done_ms < STACKS_REUSE_MS) {
+    send_job_status(s, c, req, d->recs, d->n_recs);
+    return;
+  }
+  if (s->stacks != NULL && s->stacks->gen == r->gen) {
+    if (asker_add(s->stacks, c, req) != 0)
+      dr__conn_send_error(c, req, -ENOMEM, "out of memory");
+    return;
+  }
+  if (s->stacks != NULL) /* of an ended generation: answered as it is */
+    job_finish(s, s->stacks);
   dr_stacks_job_t *j =
       calloc(1, sizeof(*j) + r->n_round * sizeof(j->node[0]));
-  if (j == NULL) {
+  if (j == NULL || asker_add(j, c, req) != 0) {
+    job_free(&j);
     dr__conn_send_error(c, req, -ENOMEM, "out of memory");
     return;
   }
@@ -407,11 +472,8 @@ static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
   wait_ms = wait_ms < STACKS_WAIT_MIN_MS   ? STACKS_WAIT_MIN_MS
             : wait_ms > STACKS_WAIT_MAX_MS ? STACKS_WAIT_MAX_MS
                                            : wait_ms;
-  uint64_t now = dr__now_ms(s);
   j->id = ++s->stacks_next_id;
   j->gen = r->gen;
-  j->client = c;
-  j->req = req;
   j->asked_ms = now;
   j->deadline_ms = now + wait_ms;
   j->n = r->n_round;
@@ -431,8 +493,6 @@ static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
     sn->asked = 1;
     j->n_asked++;
   }
-  c->status_waiting++;
-  j->next = s->stacks;
   s->stacks = j;
   if (j->n_asked == 0)
     job_finish(s, j);
@@ -446,10 +506,8 @@ static void handle_stack_dump(dr_conn_t *c, const dr_msg_t *m) {
     return;
   }
   dr_stacks_job_t *j = s->stacks;
-  while (j != NULL && j->id != d.id)
-    j = j->next;
   dr_node_t *n = c->node;
-  if (j == NULL || n == NULL || j->gen != s->rdzv.gen ||
+  if (j == NULL || j->id != d.id || n == NULL || j->gen != s->rdzv.gen ||
       n->node_rank >= j->n)
     return; /* too late: answered already */
   stk_node_t *sn = &j->node[n->node_rank];
@@ -496,26 +554,35 @@ void dr__status_handle(dr_conn_t *c, const dr_msg_t *m) {
 }
 
 void dr__status_drop_conn(dr_conn_t *c) {
-  for (dr_stacks_job_t *j = c->srv->stacks; j != NULL; j = j->next)
-    if (j->client == c)
-      j->client = NULL; /* collected on, answered to no one */
+  dr_stacks_job_t *j = c->srv->stacks;
+  for (size_t i = 0; j != NULL && i < j->n_askers; i++)
+    if (j->askers[i].client == c)
+      j->askers[i].client = NULL; /* collected on, answered to no one */
   c->status_waiting = 0;
+}
+
+/* 1 while the collection has an asker still connected. */
+static int job_wanted(const dr_stacks_job_t *j) {
+  for (size_t i = 0; i < j->n_askers; i++)
+    if (j->askers[i].client != NULL)
+      return 1;
+  return 0;
 }
 
 void dr__status_sweep(dr_server_t *s, uint64_t now) {
   round_sweep(s, now);
-  for (dr_stacks_job_t *j = s->stacks, *next; j != NULL; j = next) {
-    next = j->next;
-    if (now >= j->deadline_ms || j->client == NULL ||
-        s->rdzv.gen != j->gen || s->rdzv.state != DR_JOB_RUNNING)
-      job_finish(s, j);
-  }
+  dr_stacks_job_t *j = s->stacks;
+  if (j != NULL && (now >= j->deadline_ms || !job_wanted(j) ||
+                    s->rdzv.gen != j->gen ||
+                    s->rdzv.state != DR_JOB_RUNNING))
+    job_finish(s, j);
+  if (s->stacks_done != NULL &&
+      (now - s->stacks_done->done_ms >= STACKS_REUSE_MS ||
+       s->stacks_done->gen != s->rdzv.gen))
+    job_free(&s->stacks_done);
 }
 
 void dr__status_free(dr_server_t *s) {
-  while (s->stacks != NULL) {
-    dr_stacks_job_t *j = s->stacks;
-    s->stacks = j->next;
-    job_free(j);
-  }
+  job_free(&s->stacks);
+  job_free(&s->stacks_done);
 }

@@ -67,6 +67,7 @@ void dr__conn_close(dr_conn_t *c, const char *why) {
   s->n_conns--;
   dr__store_drop_conn(c);
   dr__status_drop_conn(c);
+  dr__resume_drop_conn(c);
   if (c->node != NULL) {
     dr_node_t *n = c->node;
     c->node = NULL;

@@ -103,6 +103,7 @@ struct dr_conn {
   int64_t clock_warned_us;
   int refused;          /* counted in stats.refused already */
   int status_waiting;   /* STATUS requests of it collecting stacks */
+  int claiming;         /* holds a RESUME claim (rdzv_resume.c) */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
   dr_waiter_t *waiters; /* store requests blocked on this connection */
@@ -115,6 +116,21 @@ struct dr_conn {
  * times the 100,000 ranks the server is built for). */
 #define DR_MAX_NPROC 65536u
 #define DR_MAX_WORLD (1u << 24)
+/* Generations count rounds, one or two per restart or change of members:
+ * a bound no job reaches, far enough below 2^64 that gen + 1 never wraps,
+ * for what a RESUME or a state file claims. */
+#define DR_MAX_GEN (1ull << 48)
+
+/* A RESUME that a server without the generation's token holds until its
+ * resume window ends (rdzv_resume.c): what it claims. */
+typedef struct {
+  dr_conn_t *conn;
+  uint32_t req;
+  uint64_t gen;
+  uint32_t node_rank, nnodes, world, nproc, restart_count;
+  uint8_t token[DR_RESUME_TOKEN_LEN];
+  char host[256];
+} dr_claim_t;
 
 /* A node: one agent's JOIN and, once assigned, its place in the round. */
 struct dr_node {
@@ -173,6 +189,15 @@ typedef struct {
   int resuming;
   uint64_t resume_deadline;
   uint32_t resume_world;
+  /* The running generation's resume token (given in every ASSIGN; a RESUME
+   * must carry it), known unless the server started afresh into a
+   * running job: then it holds every RESUME (claims) until the deadline
+   * and takes back only a generation that one token claims whole. */
+  uint8_t token[DR_RESUME_TOKEN_LEN];
+  int token_known;
+  int claiming;
+  dr_claim_t *claims;
+  size_t n_claims, cap_claims;
   /* A communication failure (exit 3 or 4) is often the echo of a failure
    * elsewhere: it is held (up to the heartbeat timeout) so that the real
    * root cause, if it is on its way, is the one the job acts on and
@@ -226,7 +251,8 @@ struct dr_server {
   struct dr_events *events;
   dr_server_stats_t stats;
   dr_metrics_t *metrics;   /* NULL when the metrics endpoint is off */
-  struct dr_stacks_job *stacks; /* STATUS requests collecting stacks */
+  struct dr_stacks_job *stacks; /* the collection of stacks in flight */
+  struct dr_stacks_job *stacks_done; /* the last one's answer, for reuse */
   uint64_t stacks_next_id;
   uint64_t start_unix_ms;
   uint8_t rbuf[64 * 1024]; /* shared read buffer, see on_alloc() */
@@ -318,11 +344,19 @@ void dr__state_remove(dr_server_t *s);
  * next round) or ERROR. */
 void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m);
 /* A generation that was running when the state file was written: nnodes
- * places for its nodes to claim (0, or -ENOMEM). */
+ * places for its nodes to claim with token (0, or -ENOMEM). */
 int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
-                      uint32_t world);
-/* Nodes that did not claim their places in time are lost. */
+                      uint32_t world, const uint8_t *token);
+/* Nodes that did not claim their places in time are lost; held claims are
+ * decided at the deadline. */
 void dr__resume_sweep(dr_server_t *s, uint64_t now);
+/* Held claims are answered: with code (DR_ESTALE: the generation will not
+ * be taken back; DR_ESTOPPED: the job ended) and reason. */
+void dr__resume_end_claims(dr_server_t *s, int code, const char *reason);
+/* c is closing: its held claim, if any, goes. */
+void dr__resume_drop_conn(dr_conn_t *c);
+/* Frees the claims at server close. */
+void dr__resume_free(dr_server_t *s);
 
 /* ---- rdzv.c ------------------------------------------------------------ */
 int dr__rdzv_init(dr_server_t *s);
@@ -338,6 +372,10 @@ void dr__rdzv_sweep(dr_server_t *s, uint64_t now);
 int dr__rdzv_round_push(dr_server_t *s, dr_node_t *n);
 void dr__rdzv_stop(dr_server_t *s, int code, const char *reason);
 void dr__rdzv_restart_all(dr_server_t *s, const char *reason);
+/* After held claims are decided: nodes that joined meanwhile are taken in
+ * by a restart, as a JOIN into a running generation is, those beyond the
+ * job's maximum refused. */
+void dr__rdzv_take_waiting(dr_server_t *s);
 void dr__rdzv_node_free(dr_node_t *n);
 /* 1, with the error sent, when the job has ended: a JOIN or RESUME is
  * answered that it has. */

@@ -119,3 +119,7 @@ void dr_auth_secret_free(uint8_t **secret, size_t len) {
   free(*secret);
   *secret = NULL;
 }
+
+int dr_auth_equal(const uint8_t *a, const uint8_t *b, size_t n) {
+  return sodium_memcmp(a, b, n) == 0;
+}

@@ -31,6 +31,10 @@ int dr_auth_verify(const uint8_t *secret, size_t secret_len,
                    const uint8_t nonce[DR_NONCE_LEN], dr_bytes_t run_id,
                    dr_bytes_t mac);
 
+/* 1 when the n bytes at a and b are the same; constant time in their
+ * contents (for tokens). */
+int dr_auth_equal(const uint8_t *a, const uint8_t *b, size_t n);
+
 /* Reads a secret: from the file at path when path is non-NULL and not
  * empty, else from the environment variable DDPRUN_SECRET. Trailing
  * newlines of a file are dropped. On success *out is a malloc'd buffer the

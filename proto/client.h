@@ -111,6 +111,7 @@ typedef struct {
   uint32_t restart_count, max_restarts;
   int64_t clock_offset_us;       /* server's clock minus this node's */
   uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
+  uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* what a RESUME of gen needs */
 } dr_assignment_t;
 
 void dr_assignment_free(dr_assignment_t *a);

@@ -127,6 +127,7 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   out->max_restarts = a->max_restarts;
   out->clock_offset_us = a->clock_offset_us;
   out->clock_uncertainty_us = a->clock_uncertainty_us;
+  memcpy(out->resume_token, a->resume_token, sizeof(out->resume_token));
   return 0;
 }
 

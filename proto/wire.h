@@ -38,12 +38,16 @@
 #include <stdint.h>
 
 #define DR_PROTO_MAGIC 0x4452u
-#define DR_PROTO_VERSION 2u
+#define DR_PROTO_VERSION 3u
 #define DR_FRAME_HDR_LEN 12u
-#define DR_MAX_FIELDS 12u
+#define DR_MAX_FIELDS 13u
 #define DR_NONE UINT64_MAX
 #define DR_NONCE_LEN 32u
 #define DR_MAC_LEN 32u
+/* The resume token of a generation: random bytes the server gives the
+ * generation's nodes in their ASSIGN, and which a RESUME must carry (see
+ * launcher/rdzv_resume.c). Never printed. */
+#define DR_RESUME_TOKEN_LEN 16u
 
 /* Schema letters: u = u64; s = short string (max_str); k = store key
  * (max_key); v = store value (max_value); b = blob (max_blob);
@@ -80,11 +84,12 @@
     "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us")        \
   /* clock_offset_us: server minus node (two's complement), the estimate   \
    * the workers of this generation get; clock_uncertainty_us: its bound   \
-   * (half a round trip), DR_NONE when the server has no estimate */         \
-  X(ASSIGN, 18, "uuuuusubuuuu",                                              \
+   * (half a round trip), DR_NONE when the server has no estimate;         \
+   * resume_token: DR_RESUME_TOKEN_LEN bytes */                              \
+  X(ASSIGN, 18, "uuuuusubuuuub",                                             \
     "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
     "master_port, bootstrap, restart_count, max_restarts, "                  \
-    "clock_offset_us, clock_uncertainty_us")                                 \
+    "clock_offset_us, clock_uncertainty_us, resume_token")                   \
   /* both ways; the server's carries only its tx_us */                       \
   X(HEARTBEAT, 19, "uuuu", "gen, echo_us, echo_rx_us, tx_us")                \
   X(FAILURE, 20, "uuuuuuub",                                                 \
@@ -94,11 +99,12 @@
   X(RESTART, 22, "uub", "gen, restart_count, reason")                        \
   X(STOP, 23, "ub", "exit_code, reason")                                     \
   /* agent -> server, after a reconnection while its workers still run the \
-   * generation it was assigned: claims its place again (OK, or ERROR      \
-   * DR_ESTALE when the server cannot take it back) */                      \
-  X(RESUME, 24, "ssuuuuuuuuu",                                               \
+   * generation it was assigned: claims its place again with the token of  \
+   * its ASSIGN (OK, or ERROR DR_ESTALE when the server cannot take it     \
+   * back) */                                                                \
+  X(RESUME, 24, "ssuuuuuuuuub",                                              \
     "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
-    "restart_count, echo_us, echo_rx_us, tx_us")                             \
+    "restart_count, echo_us, echo_rx_us, tx_us, resume_token")               \
   /* agent -> server: this node leaves on purpose (a signal to ddprun) */   \
   X(LEAVE, 25, "uub", "gen, signal, reason")                                 \
   /* server -> the nodes waiting in a forming round, pushed: who is in and \
@@ -306,6 +312,7 @@ typedef struct {
   uint32_t max_restarts;
   int64_t clock_offset_us;       /* server's clock minus this node's */
   uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
+  uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* for a RESUME of gen */
 } dr_assign_t;
 
 /* How a worker failed, as its agent saw it. X(NAME, value, doc). */
@@ -349,6 +356,7 @@ typedef struct {
   uint32_t nproc;
   uint32_t restart_count;
   dr_clock_stamp_t clock;
+  uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* from gen's ASSIGN */
 } dr_resume_t;
 
 typedef struct {

@@ -286,6 +286,7 @@ int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a) {
   put_u64(&f, a->max_restarts);
   put_u64(&f, (uint64_t)a->clock_offset_us);
   put_u64(&f, a->clock_uncertainty_us);
+  put_bytes(&f, (dr_bytes_t){a->resume_token, DR_RESUME_TOKEN_LEN});
   return frame_end(&f);
 }
 
@@ -343,6 +344,7 @@ int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r) {
   put_u64(&f, r->nproc);
   put_u64(&f, r->restart_count);
   put_clock(&f, &r->clock);
+  put_bytes(&f, (dr_bytes_t){r->resume_token, DR_RESUME_TOKEN_LEN});
   return frame_end(&f);
 }
 

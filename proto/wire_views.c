@@ -4,6 +4,7 @@
 #include "wire.h"
 
 #include <limits.h>
+#include <string.h>
 
 #include "errors.h"
 
@@ -146,6 +147,9 @@ int dr_msg_assign(const dr_msg_t *m, dr_assign_t *o) {
   o->max_restarts = (uint32_t)m->f[9].u;
   o->clock_offset_us = (int64_t)m->f[10].u;
   o->clock_uncertainty_us = m->f[11].u;
+  if (m->f[12].b.len != DR_RESUME_TOKEN_LEN)
+    return DR_EBADARG;
+  memcpy(o->resume_token, m->f[12].b.p, DR_RESUME_TOKEN_LEN);
   return 0;
 }
 
@@ -213,6 +217,9 @@ int dr_msg_resume(const dr_msg_t *m, dr_resume_t *o) {
   o->nproc = (uint32_t)m->f[6].u;
   o->restart_count = (uint32_t)m->f[7].u;
   o->clock = clock_at(m, 8);
+  if (m->f[11].b.len != DR_RESUME_TOKEN_LEN)
+    return DR_EBADARG;
+  memcpy(o->resume_token, m->f[11].b.p, DR_RESUME_TOKEN_LEN);
   return 0;
 }
 

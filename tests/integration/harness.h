@@ -232,6 +232,16 @@ void dr_h_close(dr_h_fixture_t *fx, dr_client_t **c);
 /* Connects a raw socket owned by the fixture (asserts success). */
 dr_h_raw_t *dr_h_raw(dr_h_fixture_t *fx);
 
+/* A raw connection of the fixture past its handshake (HELLO with the
+ * server's run id and host, WELCOME; no secret), asserted. */
+dr_h_raw_t *dr_h_hello(dr_h_fixture_t *fx, const char *host);
+
+/* The next frame of type want within timeout_ms, skipping heartbeats (and,
+ * when want is not it, ROUND_STATUS): 0 and *m, DR_EUNEXPECTED for another
+ * type, or dr_h_raw_recv's error. */
+int dr_h_recv_type(dr_h_raw_t *r, uint8_t want, int timeout_ms,
+                   dr_msg_t *m);
+
 /* Starts fn(arg) on a thread the fixture joins at teardown at the latest.
  * Returns 0 or -errno. */
 int dr_h_thread(dr_h_fixture_t *fx, void *(*fn)(void *), void *arg);

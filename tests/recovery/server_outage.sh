@@ -13,7 +13,8 @@
 #   restart           ddprun-rdzv SIGKILLed and started again on its port
 #                     (no state file): the agents reconnect with the workers
 #                     still running, the new server takes generation 1 back
-#                     from their RESUME, and the job ends as uninterrupted.
+#                     from their RESUMEs (which carry its token) at the end
+#                     of its resume window, and the job ends as uninterrupted.
 #   restart_state     the same with --state-file on both servers: the new one
 #                     expects generation 1 from the file.
 #   restart_nodeloss  the server SIGKILLed, agent n1's ddprun SIGKILLed while
@@ -165,7 +166,10 @@ restart | restart_state)
       { show srv2; fail "the new server did not read generation 1 from its state"; }
     [ ! -e "$tmp/rdzv.state" ] || fail "the state file outlived the job"
   else
-    grep -q "taking back generation 1 from node" "$tmp/srv2.err" ||
+    # With no record of the job, the server holds the RESUMEs until its
+    # window ends and takes back the generation one token claims whole.
+    grep -q "resumes generation 1 into a server with no record of the job" "$tmp/srv2.err" &&
+      grep -q "generation 1 taken back from the claims of its 2 nodes" "$tmp/srv2.err" ||
       { show srv2; fail "the new server did not take generation 1 back"; }
   fi
   grep -q "generation 1 taken back: all 2 nodes still run it" "$tmp/srv2.err" ||

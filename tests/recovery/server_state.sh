@@ -45,8 +45,13 @@ wait_for "$wait_secs" "$tmp/a.err" 'generation 2, restart 1 of 2' ||
   { show a; fail "the job did not restart once"; }
 wait_for "$wait_secs" "$tmp/a.out" '^\[rank0\]:checkpoint step' ||
   { show a; fail "generation 2 wrote no checkpoint"; }
-printf 'ddprun-rdzv-state 2\nrun_id %s\ngeneration 2\nrestarts_used 1\nrunning 1 2\nnode 0 2 %s\n' "$id" "$(hostname)" |
-  cmp -s - "$state" || fail "the state file says: $(cat "$state" 2>&1)"
+# The state holds generation 2's resume token: private to the server.
+printf 'ddprun-rdzv-state 3\nrun_id %s\ngeneration 2\nrestarts_used 1\nrunning 1 2\n' "$id" |
+  cmp -s - <(head -n 5 "$state") &&
+  sed -n 6p "$state" | grep -Eq '^token [0-9a-f]{32}$' &&
+  printf 'node 0 2 %s\n' "$(hostname)" | cmp -s - <(tail -n +7 "$state") ||
+  fail "the state file says: $(cat "$state" 2>&1)"
+[ "$(stat -c %a "$state")" = 600 ] || fail "the state file is mode $(stat -c %a "$state"), not 600"
 
 kill -KILL "$(child_of "$s1")"
 finish "$s1"
@@ -92,13 +97,67 @@ rc=$?
 # A version 1 file (no phase) still loads: its generation was forming.
 printf 'ddprun-rdzv-state 1\nrun_id %s\ngeneration 4\nrestarts_used 1\n' "$id" >"$state"
 timeout 2 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
-  >/dev/null 2>"$tmp/v1.err"
-grep -q "continues from $state: generation 5, restarts used 1 of" "$tmp/v1.err" ||
+  --max-restarts 2 >/dev/null 2>"$tmp/v1.err"
+grep -q "continues from $state: generation 5, restarts used 1 of 2" "$tmp/v1.err" ||
   fail "a version 1 state file: $(cat "$tmp/v1.err")"
+# More restarts used than this server's budget: the budget is spent, never
+# more than spent.
+printf 'ddprun-rdzv-state 3\nrun_id %s\ngeneration 4\nrestarts_used 7\nforming\n' "$id" >"$state"
+timeout 2 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
+  --max-restarts 2 >/dev/null 2>"$tmp/over.err"
+grep -q "says 7 restarts used, over this server's budget of 2: the budget is spent" "$tmp/over.err" &&
+  grep -q "generation 5, restarts used 2 of 2" "$tmp/over.err" ||
+  fail "a state over the budget: $(cat "$tmp/over.err")"
+
+# Values no job has are not a state: a generation that would wrap, a count
+# over 32 bits, a world that is not the sum of its nodes, a token cut short.
+tok=0123456789abcdef0123456789abcdef
+bad_states=(
+  "generation 18446744073709551615\nrestarts_used 0\nforming"
+  "generation 3\nrestarts_used 4294967296\nforming"
+  "generation 3\nrestarts_used -1\nforming"
+  "generation 3\nrestarts_used 0\nrunning 1 3\ntoken $tok\nnode 0 2 h0"
+  "generation 3\nrestarts_used 0\nrunning 1 70000\ntoken $tok\nnode 0 70000 h0"
+  "generation 3\nrestarts_used 0\nrunning 1 2\ntoken ${tok:0:30}\nnode 0 2 h0"
+)
+for body in "${bad_states[@]}"; do
+  printf "ddprun-rdzv-state 3\nrun_id %s\n$body\n" "$id" >"$state"
+  timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 --state-file "$state" \
+    >/dev/null 2>"$tmp/bad.err"
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "is not a state this server wrote" "$tmp/bad.err" ||
+    fail "a state with '$body': exit $rc, $(cat "$tmp/bad.err")"
+done
+
+# A FIFO at the path is refused at once, not read (which would block the
+# server before it listens).
+rm -f "$state"
+mkfifo "$state"
+timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 --state-file "$state" \
+  >/dev/null 2>"$tmp/fifo.err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "cannot read --state-file $state (not a regular file" "$tmp/fifo.err" ||
+  fail "a FIFO as the state file: exit $rc, $(cat "$tmp/fifo.err")"
+rm -f "$state"
+
+# A link planted where the old writer put its temporary file: the server
+# writes its state without following it, 0600.
+echo "not to be overwritten" >"$tmp/victim"
+ln -s "$tmp/victim" "$state.tmp"
+start_server s3 "$job_secs" --port 0 --nnodes 1 --rdzv-id "$id" \
+  --state-file "$state" --log-dir "$tmp/log.s3"
+[ "$(cat "$tmp/victim")" = "not to be overwritten" ] ||
+  fail "the server wrote through a link: $(cat "$tmp/victim")"
+[ -f "$state" ] && [ ! -L "$state" ] && [ "$(stat -c %a "$state")" = 600 ] ||
+  fail "the state file is not a 0600 regular file: $(ls -l "$state")"
+kill -TERM "$srv_pid"
+finish "$srv_pid"
+ls "$state".?????? >/dev/null 2>&1 && fail "temporary state files left: $(ls "$state".*)"
 timeout 10 "$rdzv" --nnodes 1 --rdzv-id "$id" --port 0 \
   --state-file "$tmp/no/such/dir/state" >/dev/null 2>"$tmp/bad.err"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "cannot write --state-file" "$tmp/bad.err" ||
   fail "an unwritable state path: exit $rc, $(cat "$tmp/bad.err")"
 echo "PASS: $name: generation 2 with restart 1 of 2 taken back after the server restart;" \
-  "bad state files refused, a version 1 file loads"
+  "bad state files, a FIFO and values out of bounds refused, a version 1 file loads," \
+  "no link followed"

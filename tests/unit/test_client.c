@@ -447,7 +447,7 @@ static void script_every_request(fake_t *s) {
   for (size_t i = 0; i < sizeof(nccl_id); i++)
     nccl_id[i] = (uint8_t)i;
   dr_assign_t a = {4,     1, 2, 16, 8, dr_str("10.0.0.1"), 29501,
-                   {nccl_id, sizeof(nccl_id)}, 1, 3, -1234, 56};
+                   {nccl_id, sizeof(nccl_id)}, 1, 3, -1234, 56, {0}};
   SRV_SEND(s, dr_enc_assign(&s->out, m.req_id, &a));
 
   SRV_EXPECT(s, DR_MSG_HEARTBEAT, &m);

@@ -60,7 +60,8 @@ static dr_join_t sample_join(void) {
 static dr_assign_t sample_assign(void) {
   /* A negative offset travels in two's complement. */
   dr_assign_t a = {0x1122334455667788ull, 1, 2, 16, 8, dr_str("10.0.0.1"),
-                   29501, mk(nonce, sizeof(nonce)), 2, 3, -250123, 42};
+                   29501, mk(nonce, sizeof(nonce)), 2, 3, -250123, 42, {0}};
+  memcpy(a.resume_token, nonce + 7, sizeof(a.resume_token));
   return a;
 }
 
@@ -167,7 +168,8 @@ static int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     return dr_enc_stop(b, req, 3, dr_str("restart budget spent"));
   case DR_MSG_RESUME: {
     dr_resume_t q = {dr_str("job7"), dr_str("node-a.example"), 12, 1, 2, 16,
-                     8, 3, sample_clock};
+                     8, 3, sample_clock, {0}};
+    memcpy(q.resume_token, nonce + 3, sizeof(q.resume_token));
     return dr_enc_resume(b, req, &q);
   }
   case DR_MSG_LEAVE: {
@@ -449,6 +451,7 @@ static void check_sample(const dr_msg_t *m) {
     assert_int_equal(a.clock_offset_us, -250123);
     assert_int_equal(f[10].u, (uint64_t)(int64_t)-250123);
     assert_int_equal(a.clock_uncertainty_us, 42);
+    assert_memory_equal(a.resume_token, wa.resume_token, DR_RESUME_TOKEN_LEN);
     break;
   case DR_MSG_HEARTBEAT:
     assert_int_equal(f[0].u, 9);
@@ -487,6 +490,7 @@ static void check_sample(const dr_msg_t *m) {
       assert_int_equal(f[i].u, want[i - 2]);
     assert_int_equal(dr_msg_resume(m, &q), 0);
     assert_clock(q.clock);
+    assert_memory_equal(q.resume_token, nonce + 3, DR_RESUME_TOKEN_LEN);
     break;
   }
   case DR_MSG_LEAVE:
@@ -1213,12 +1217,43 @@ static void u64_frame(raw_t *r, uint8_t type, int big) {
   const char *schema = dr_msg_schema(type);
   raw_begin(r, type);
   for (int i = 0; schema[i] != '\0'; i++) {
+    /* The last field of ASSIGN and RESUME is the resume token. */
+    int token = schema[i + 1] == '\0' &&
+                (type == DR_MSG_ASSIGN || type == DR_MSG_RESUME);
     if (schema[i] == 'u')
       raw_u64f(r, i == big ? (1ull << 32) : 1);
+    else if (token)
+      raw_bytesf(r, DR_RESUME_TOKEN_LEN, DR_RESUME_TOKEN_LEN);
     else
       raw_bytesf(r, 1, 1);
   }
   raw_end(r);
+}
+
+/* The resume token of ASSIGN and RESUME is exactly DR_RESUME_TOKEN_LEN
+ * bytes. */
+static void test_views_reject_short_tokens(void **state) {
+  fx_t *f = *state;
+  static const uint8_t types[2] = {DR_MSG_ASSIGN, DR_MSG_RESUME};
+  static const uint32_t lens[3] = {0, DR_RESUME_TOKEN_LEN - 1,
+                                   DR_RESUME_TOKEN_LEN + 1};
+  for (int t = 0; t < 2; t++) {
+    const char *schema = dr_msg_schema(types[t]);
+    for (int l = 0; l < 3; l++) {
+      raw_t r;
+      raw_begin(&r, types[t]);
+      for (int i = 0; schema[i] != '\0'; i++) {
+        if (schema[i] == 'u')
+          raw_u64f(&r, 1);
+        else if (schema[i + 1] == '\0')
+          raw_bytesf(&r, lens[l], lens[l]);
+        else
+          raw_bytesf(&r, 1, 1);
+      }
+      raw_end(&r);
+      assert_int_equal(view_of(f, &r), DR_EBADARG);
+    }
+  }
 }
 
 static void test_views_reject_wide_integers(void **state) {
@@ -1512,6 +1547,7 @@ int main(void) {
       T(test_trailing_bytes),
       T(test_views_reject_other_types),
       T(test_views_reject_wide_integers),
+      T(test_views_reject_short_tokens),
       T(test_status_views_other_types),
       T(test_status_views_strict),
       T(test_record_list_cap),
