@@ -250,6 +250,32 @@ DR_H_TEST(test_secret_never_logged) {
   assert_int_equal(leaked, 0);
 }
 
+/* A job of several nodes reachable beyond this host and without a secret
+ * says once what that allows; loopback, one node or a secret say nothing. */
+#define NO_SECRET_WARNING "without a shared secret: anyone who can reach"
+DR_H_TEST(test_no_secret_warned_off_loopback) {
+  dr_h_start(fx, DR_H_ARGS("--nnodes", "2:4", "--host", "0.0.0.0"), NULL);
+  assert_true(dr_h_log_contains(fx->srv, NO_SECRET_WARNING, 0));
+  assert_true(dr_h_log_contains(fx->srv, "set DDPRUN_SECRET or "
+                                         "--secret-file on every node", 0));
+}
+
+DR_H_TEST(test_no_secret_quiet_where_harmless) {
+  const char *path = dr_h_write_file(fx, "secret", FILE_SECRET "\n");
+  const char *const *cases[3] = {
+      DR_H_ARGS("--nnodes", "2"), /* loopback (the harness' --host) */
+      DR_H_ARGS("--nnodes", "1", "--host", "0.0.0.0"),
+      DR_H_ARGS("--nnodes", "2", "--host", "0.0.0.0", "--secret-file", path)};
+  for (int i = 0; i < 3; i++) {
+    dr_h_start(fx, cases[i], NULL);
+    dr_client_t *c = dr_h_open_secret(fx, "probe", i == 2 ? FILE_SECRET : NULL);
+    assert_int_equal(dr_client_set(c, 0, "k", "v", 1), 0);
+    assert_false(dr_h_log_contains(fx->srv, NO_SECRET_WARNING, 0));
+    dr_h_close(fx, &c);
+    assert_int_equal(dr_h_server_stop(&fx->srv, 5000), 0);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
 #define T(f) cmocka_unit_test_setup_teardown(f, dr_h_setup, dr_h_teardown)
@@ -259,6 +285,8 @@ int main(void) {
       T(test_unauthenticated_client_gets_nothing),
       T(test_unauthenticated_answers_name_nothing_of_the_job),
       T(test_secret_never_logged),
+      T(test_no_secret_warned_off_loopback),
+      T(test_no_secret_quiet_where_harmless),
 #undef T
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
