@@ -20,6 +20,7 @@
 #include "events.h"
 #include "log.h"
 #include "progress.h"
+#include "signals.h"
 #include "watchdog.h"
 
 
@@ -309,8 +310,17 @@ void dr__agent_finish(dr_agent_t *ag) {
   uv_close((uv_handle_t *)&ag->retry_timer, close_cb);
   dr__sighold_close(ag);
   uv_close((uv_handle_t *)&ag->sigchld, close_cb);
+  /* Closing a signal's last handle restores its default action, which
+   * would end ddprun by a signal that comes now (a Slurm script resends
+   * SIGUSR1 every few seconds): held across the close, then ignored. */
+  sigset_t handled;
+  dr_signals_stop_set(&handled);
+  for (int i = 0; i < ag->n_sigs; i++)
+    sigaddset(&handled, ag->sigs[i].signum);
+  dr_signals_block(&handled);
   for (int i = 0; i < ag->n_sigs; i++)
     uv_close((uv_handle_t *)&ag->sigs[i], close_cb);
+  dr_signals_ignore(&handled);
 }
 
 static int remove_entry(const char *path, const struct stat *st, int flag,
@@ -322,16 +332,16 @@ static int remove_entry(const char *path, const struct stat *st, int flag,
   return 0;
 }
 
-static void early_signals(sigset_t *set) {
-  sigemptyset(set);
-  sigaddset(set, SIGUSR1);
-  sigaddset(set, SIGUSR2);
-}
-
 void dr_agent_hold_early_signals(void) {
   sigset_t early;
-  early_signals(&early);
-  pthread_sigmask(SIG_BLOCK, &early, NULL);
+  dr_signals_stop_set(&early);
+  dr_signals_block(&early);
+}
+
+void dr_agent_release_early_signals(void) {
+  sigset_t early;
+  dr_signals_stop_set(&early);
+  dr_signals_unblock(&early);
 }
 
 static int parse_signals(const char *list, int *out, int max) {
@@ -429,9 +439,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   ag->n_sigs = n;
   signal(SIGPIPE, SIG_IGN);
   /* Handled now (or, when not listed, their default action applies). */
-  sigset_t early;
-  early_signals(&early);
-  pthread_sigmask(SIG_UNBLOCK, &early, NULL);
+  dr_agent_release_early_signals();
 
   if (dr__hang_start(ag) != 0)
     DR_SAY(DR_LOG_WARN, "out of memory: --hang-timeout is not watched");

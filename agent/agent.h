@@ -77,11 +77,18 @@ typedef struct {
  * root cause's code (128+signal for a signal), 3 lost rendezvous. */
 int dr_agent_run(const dr_agent_config_t *cfg);
 
-/* Blocks SIGUSR1 and SIGUSR2 in the calling thread (first thing in main,
- * before any thread exists): one that arrives while ddprun starts waits
- * for dr_agent_run, which unblocks them once its handlers are in place,
- * instead of killing ddprun. */
+/* Blocks the signals that stop ddprun (INT, TERM, HUP, QUIT) and those it
+ * holds for its workers (USR1, USR2) in the calling thread (first thing in
+ * main, before any thread exists, so that the in-process server's thread
+ * never takes them): one that arrives while ddprun starts waits for
+ * dr_agent_run, which unblocks them once its handlers are in place,
+ * instead of killing ddprun. From then until ddprun exits they are
+ * handled, and on the way out ignored: ddprun ends with its job's exit
+ * code, never by a signal sent while it stops. */
 void dr_agent_hold_early_signals(void);
+/* Undoes dr_agent_hold_early_signals() for a subcommand that runs no
+ * agent (status, diagnose, plan): Ctrl-C ends it as usual. */
+void dr_agent_release_early_signals(void);
 
 /* Finds prog on PATH (or takes it as is when it has a '/'), so that a
  * missing program is reported before anything starts: 0 and a malloc'd

@@ -68,8 +68,10 @@ static void on_hold_timer(uv_timer_t *t) {
 }
 
 static void hold(dr_agent_t *ag, dr_worker_t *w, int sig) {
-  w->held |= 1ull << (sig - 1);
-  if (!deliver(ag, w, uv_hrtime()))
+  uint64_t bit = 1ull << (sig - 1);
+  int again = (w->held & bit) != 0; /* a resend (a storm) says nothing */
+  w->held |= bit;
+  if (!deliver(ag, w, uv_hrtime()) || again)
     return;
   DR_SAY(DR_LOG_INFO, "SIG%s held for local rank %u until it handles "
           "it (at most %.1f s after its start, --signal-hold)",
@@ -90,9 +92,11 @@ void dr__sighold_forward(dr_agent_t *ag, int sig) {
     return;
   }
   if (ag->state != DR_AG_RUNNING || ag->w == NULL) {
-    ag->held_next |= 1ull << (sig - 1);
-    DR_SAY(DR_LOG_INFO, "SIG%s arrived while no workers run: the next "
-            "ones get it once they handle it", sigabbrev_np(sig));
+    uint64_t bit = 1ull << (sig - 1);
+    if ((ag->held_next & bit) == 0)
+      DR_SAY(DR_LOG_INFO, "SIG%s arrived while no workers run: the next "
+              "ones get it once they handle it", sigabbrev_np(sig));
+    ag->held_next |= bit;
     return;
   }
   for (uint32_t i = 0; i < ag->nproc; i++)

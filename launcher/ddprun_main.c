@@ -150,15 +150,21 @@ __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
 }
 
 int main(int argc, char **argv) {
-  /* First: a SIGUSR1 sent as ddprun starts (srun still starting the
-   * nodes' tasks) must not kill it; the agent takes it once it can. */
+  /* First: a signal sent as ddprun starts (a SIGUSR1 while srun still
+   * starts the nodes' tasks, a Ctrl-C) must not kill it; the agent takes
+   * it once it can. */
   dr_agent_hold_early_signals();
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc > 1 && strcmp(argv[1], "plan") == 0)
+  int sub = argc > 1 && (strcmp(argv[1], "plan") == 0 ||
+                         strcmp(argv[1], "diagnose") == 0 ||
+                         strcmp(argv[1], "status") == 0);
+  if (sub)
+    dr_agent_release_early_signals(); /* no agent: Ctrl-C ends them */
+  if (sub && strcmp(argv[1], "plan") == 0)
     return dr_plan_main(argc - 1, argv + 1); /* the bucket planner */
-  if (argc > 1 && strcmp(argv[1], "diagnose") == 0)
+  if (sub && strcmp(argv[1], "diagnose") == 0)
     return dr_diagnose_main(argc - 1, argv + 1); /* why a job is slow */
-  if (argc > 1 && strcmp(argv[1], "status") == 0)
+  if (sub)
     return dr_status_main(argc - 1, argv + 1); /* a running job, live */
   dr_options_t o;
   char err[512];

@@ -12,6 +12,7 @@
 #include "ddprun_version.h"
 #include "errors.h"
 #include "log.h"
+#include "signals.h"
 #include "server.h"
 
 static const char usage[] =
@@ -156,6 +157,14 @@ static void on_signal(uv_signal_t *h, int signum) {
 #define bad(...) dr_usage_error("ddprun-rdzv", __VA_ARGS__)
 
 int main(int argc, char **argv) {
+  /* A stop signal waits, pending, until its handler is in place, and is
+   * ignored once the handlers close: the server ends with its code. */
+  sigset_t stops;
+  sigemptyset(&stops);
+  sigaddset(&stops, SIGINT);
+  sigaddset(&stops, SIGTERM);
+  sigaddset(&stops, SIGHUP);
+  dr_signals_block(&stops);
   dr_server_config_t cfg;
   dr_server_config_default(&cfg);
   cfg.host = "0.0.0.0";
@@ -346,10 +355,13 @@ int main(int argc, char **argv) {
   }
   /* SIGPIPE would kill the server on a write to a vanished client. */
   signal(SIGPIPE, SIG_IGN);
+  dr_signals_unblock(&stops);
 
   uv_run(loop, UV_RUN_DEFAULT);
+  dr_signals_block(&stops);
   for (int i = 0; i < 3; i++)
     uv_close((uv_handle_t *)&sigs[i], NULL);
+  dr_signals_ignore(&stops);
   uv_close((uv_handle_t *)&st.linger, NULL);
   uv_run(loop, UV_RUN_DEFAULT);
   uv_loop_close(loop);
