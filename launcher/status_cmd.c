@@ -401,16 +401,18 @@ static void print_ranks(const report_t *r) {
   printf("\n");
 }
 
-/* Where rank x is, from its stack's "where:" line, else why none. */
+/* Where rank x is, from its stack's "where:" line, else why none: the
+ * text's first line, found within the text's length (it is not
+ * NUL-terminated: it may end where the receive buffer does). */
 static void stack_where(const dr_stack_rec_t *x, char *out, size_t n) {
   if (x->code == 0 &&
       dr_stack_text_where((const char *)x->text.p, x->text.len, out, n) == 0)
     return;
-  size_t len = strcspn((const char *)x->text.p, "\n");
-  if (len > x->text.len)
-    len = x->text.len;
+  const uint8_t *nl = x->text.len > 0 ? memchr(x->text.p, '\n', x->text.len)
+                                      : NULL;
+  size_t len = nl != NULL ? (size_t)(nl - x->text.p) : x->text.len;
   snprintf(out, n, "%s%.*s", x->code != 0 ? "no stack: " : "unknown: ",
-           (int)len, (const char *)x->text.p);
+           (int)len, (const char *)x->text.p); /* a record is <= 64 KiB */
 }
 
 /* The ranks grouped by where they are, over every node, then each one's

@@ -7,6 +7,10 @@
 #            until then fails the bound, which only catches that hang),
 #            and its peak RSS stays under 128 MiB (a client that keeps
 #            every push takes about 1 GiB in those 2 s)
+#   records  the server's answer ends with a stack text that has neither
+#            a newline nor a NUL, at the very end of the frame (and of the
+#            client's receive buffer): it is shown whole, and nothing is
+#            read past it (under ASan such a read fails the run)
 #
 # Usage: status_hostile.sh MODE DDPRUN HOSTILE_RDZV
 set -u
@@ -67,6 +71,17 @@ flood)
     fail "expected one line, got: $(cat "$tmp/st.err")"
   has "$tmp/st.err" "no answer from the rendezvous server 127.0.0.1:$port"
   [ ! -s "$tmp/st.out" ] || fail "output on stdout: $(cat "$tmp/st.out")"
+  ;;
+records)
+  scratch_run 30 text "${status[@]}" --stacks
+  [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/text.err")"
+  # In the grouped places and as the last line, to its last byte.
+  [ "$(grep -c -- '; nothing to read$' "$tmp/text.out")" -eq 2 ] ||
+    fail "the last stack text is not shown whole twice: $(tail -n 5 "$tmp/text.out" | cat -v)"
+  scratch_run 30 json "${status[@]}" --stacks --json
+  [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/json.err")"
+  grep -qF -- '"where": "no stack: pid 4243 is gone\u001b[2J; nothing to read", "text": "pid 4243 is gone\u001b[2J; nothing to read"}' "$tmp/json.out" ||
+    fail "the JSON lacks the last stack text whole"
   ;;
 *)
   fail "unknown mode"
