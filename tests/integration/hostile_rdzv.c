@@ -5,6 +5,9 @@
  *                              client's request came, pushes RESTART frames
  *                              without pause instead of answering, until
  *                              the client hangs up or SECS pass
+ *   hostile_rdzv refuse SECS   answers HELLO with an ERROR (a run id
+ *                              refused) whose message carries control
+ *                              bytes and a newline
  *   hostile_rdzv records SECS  answers STATUS with a JOB_STATUS of a job
  *                              that is done, whose reason, where line and
  *                              stack texts carry control bytes, and whose
@@ -28,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "wire.h"
 
 static int64_t deadline_ms;
@@ -141,13 +145,21 @@ static void records(int fd, dr_buf_t *out, uint32_t req) {
     send_all(fd, out->data, out->len);
 }
 
-/* HELLO, WELCOME, the client's request, then the mode's answer. */
+/* HELLO, WELCOME (or the refusal), the client's request, then the mode's
+ * answer. */
 static void serve(int fd, const char *mode, dr_buf_t *out) {
   static uint8_t buf[65536];
   dr_msg_t m;
   if (read_frame(fd, buf, sizeof(buf), &m) != 0 || m.type != DR_MSG_HELLO)
     return;
   dr_buf_reset(out);
+  if (strcmp(mode, "refuse") == 0) {
+    if (dr_enc_error(out, m.req_id, DR_ERUNID,
+                     dr_str("run id 'job' is not this job's\n"
+                            "\x1b[2J('other')")) == 0)
+      send_all(fd, out->data, out->len);
+    return;
+  }
   if (dr_enc_welcome(out, m.req_id, 0, dr_str(NULL), 0) != 0 ||
       send_all(fd, out->data, out->len) != 0)
     return;
@@ -165,8 +177,9 @@ static void serve(int fd, const char *mode, dr_buf_t *out) {
 
 int main(int argc, char **argv) {
   if (argc != 3 ||
-      (strcmp(argv[1], "flood") != 0 && strcmp(argv[1], "records") != 0)) {
-    fprintf(stderr, "usage: hostile_rdzv flood|records SECS\n");
+      (strcmp(argv[1], "flood") != 0 && strcmp(argv[1], "refuse") != 0 &&
+       strcmp(argv[1], "records") != 0)) {
+    fprintf(stderr, "usage: hostile_rdzv flood|refuse|records SECS\n");
     return 2;
   }
   deadline_ms = now_ms() + 1000 * (int64_t)atoi(argv[2]);

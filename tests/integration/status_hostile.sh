@@ -7,10 +7,13 @@
 #            until then fails the bound, which only catches that hang),
 #            and its peak RSS stays under 128 MiB (a client that keeps
 #            every push takes about 1 GiB in those 2 s)
-#   records  the server's answer ends with a stack text that has neither
-#            a newline nor a NUL, at the very end of the frame (and of the
-#            client's receive buffer): it is shown whole, and nothing is
-#            read past it (under ASan such a read fails the run)
+#   refuse   the server refuses the client with a message that carries
+#            control bytes and a newline: one line, escaped, and exit 2
+#   records  the server's answer carries control bytes in its reason, a
+#            where line, a stack text and a host, and a last stack text
+#            that ends the frame without a newline or NUL: the table and
+#            the JSON show them escaped and whole, and nothing is read past
+#            a text (under ASan such a read fails the run)
 #
 # Usage: status_hostile.sh MODE DDPRUN HOSTILE_RDZV
 set -u
@@ -36,6 +39,13 @@ read -r port <&3 || fail "hostile_rdzv reported no port"
 exec 3<&-
 status=("$ddprun" status --rdzv-endpoint "127.0.0.1:$port" --rdzv-id job)
 
+# no_controls FILE: no byte below 0x20 but the newline, and no DEL.
+no_controls() {
+  if tr -d '\n' <"$1" | LC_ALL=C grep -q '[[:cntrl:]]'; then
+    fail "$1 holds raw control bytes: $(LC_ALL=C grep -n '[[:cntrl:]]' "$1" |
+      head -3 | cat -v)"
+  fi
+}
 # has FILE TEXT: FILE holds TEXT (fixed string).
 has() {
   grep -qF -- "$2" "$1" ||
@@ -72,16 +82,36 @@ flood)
   has "$tmp/st.err" "no answer from the rendezvous server 127.0.0.1:$port"
   [ ! -s "$tmp/st.out" ] || fail "output on stdout: $(cat "$tmp/st.out")"
   ;;
+refuse)
+  scratch_run 30 st "${status[@]}"
+  [ "$rc" -eq 2 ] || fail "exit $rc, expected 2: $(cat -v "$tmp/st.err")"
+  no_controls "$tmp/st.err"
+  [ "$(wc -l <"$tmp/st.err")" -eq 1 ] ||
+    fail "expected one line, got: $(cat -v "$tmp/st.err")"
+  has "$tmp/st.err" "refused this client: run id 'job' is not this job's\x0a\x1b[2J('other')"
+  ;;
 records)
   scratch_run 30 text "${status[@]}" --stacks
   [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/text.err")"
-  # In the grouped places and as the last line, to its last byte.
-  [ "$(grep -c -- '; nothing to read$' "$tmp/text.out")" -eq 2 ] ||
-    fail "the last stack text is not shown whole twice: $(tail -n 5 "$tmp/text.out" | cat -v)"
+  no_controls "$tmp/text.out"
+  has "$tmp/text.out" 'done, exit code 1, 1.5 s ago: rank 1 \x1b[2Jfailed\x0d\x1b[1A'
+  has "$tmp/text.out" '  rank 0: all_reduce \x1b[5m at train.py:3'
+  # The last text whole, to its last byte, and no more.
+  has "$tmp/text.out" '  rank 1: no stack: pid 4243 is gone\x1b[2J; nothing to read'
+  [ "$(tail -n 1 "$tmp/text.out")" = \
+    'pid 4243 is gone\x1b[2J; nothing to read' ] ||
+    fail "the last stack text is not the last line: $(tail -n 2 "$tmp/text.out" | cat -v)"
+  has "$tmp/text.out" '    all_reduce (torch/distributed.py:'
+  has "$tmp/text.out" ')\x1b]0;owned\x07\x0d'
+  has "$tmp/text.out" 'node?[31m-a'
   scratch_run 30 json "${status[@]}" --stacks --json
   [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/json.err")"
-  grep -qF -- '"where": "no stack: pid 4243 is gone\u001b[2J; nothing to read", "text": "pid 4243 is gone\u001b[2J; nothing to read"}' "$tmp/json.out" ||
-    fail "the JSON lacks the last stack text whole"
+  no_controls "$tmp/json.out"
+  has "$tmp/json.out" '"reason": "rank 1 \u001b[2Jfailed\u000d\u001b[1A"'
+  has "$tmp/json.out" '"where": "no stack: pid 4243 is gone\u001b[2J; nothing to read", "text": "pid 4243 is gone\u001b[2J; nothing to read"}'
+  has "$tmp/json.out" '"where": "all_reduce \u001b[5m at train.py:3"'
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+    "$tmp/json.out" || fail "the JSON does not parse"
   ;;
 *)
   fail "unknown mode"
