@@ -1,6 +1,10 @@
 /* `ddprun status`: one STATUS request to the job's rendezvous server, and
  * its answer as a table or JSON. Everything shown comes from the server,
- * which holds what the agents report over their own connections. */
+ * which holds what the agents report over their own connections, and is
+ * taken as untrusted: its texts are read only within their lengths (they
+ * carry no NUL) and printed with control bytes escaped, so that a broken
+ * or hostile server can neither read this process's memory out nor drive
+ * the user's terminal. */
 #include "status_cmd.h"
 
 #include <ctype.h>
@@ -14,6 +18,7 @@
 #include "client.h"
 #include "errors.h"
 #include "exit_codes.h"
+#include "log.h"
 #include "stacks.h"
 #include "wire.h"
 
@@ -278,19 +283,47 @@ static const char *secs(uint64_t ms, char *out, size_t n) {
 
 /* ---- text --------------------------------------------------------------- */
 
+/* Bytes from the server, printable: the server log's escaper (printable
+ * ASCII as is, every other byte and the backslash as \xNN), a chunk at a
+ * time since the text has no bound of its own. */
+#define ESC_CHUNK 256u
+static void put_escaped(FILE *f, const void *p, size_t n_bytes) {
+  char out[4 * ESC_CHUNK + 8];
+  for (size_t i = 0; i < n_bytes; i += ESC_CHUNK) {
+    size_t k = n_bytes - i < ESC_CHUNK ? n_bytes - i : ESC_CHUNK;
+    fputs(dr_log_sample((const uint8_t *)p + i, k, out, sizeof(out)), f);
+  }
+}
+
+/* A text of lines from the server: each line escaped after indent, each
+ * ended by a newline (the last one too, when the text lacks it). */
+static void put_lines(const char *indent, const void *p, size_t n_bytes) {
+  const char *t = p, *end = t + n_bytes;
+  while (t < end) {
+    const char *nl = memchr(t, '\n', (size_t)(end - t));
+    size_t len = nl != NULL ? (size_t)(nl - t) : (size_t)(end - t);
+    fputs(indent, stdout);
+    put_escaped(stdout, t, len);
+    putchar('\n');
+    t += len + (nl != NULL);
+  }
+}
+
 static void print_head(const args_t *a, const report_t *r) {
   const dr_job_status_t *js = &r->js;
   char t[32];
   printf("job '%s' at %s:%u: ", a->run_id, a->host, a->port);
-  if (js->state == DR_JS_DONE)
-    printf("done, exit code %llu, %s ago: %.*s\n",
-           (unsigned long long)js->exit_code, secs(js->elapsed_ms, t, sizeof(t)),
-           (int)js->reason.len, (const char *)js->reason.p);
-  else
+  if (js->state == DR_JS_DONE) {
+    printf("done, exit code %llu, %s ago: ", (unsigned long long)js->exit_code,
+           secs(js->elapsed_ms, t, sizeof(t)));
+    put_escaped(stdout, js->reason.p, js->reason.len);
+    printf("\n");
+  } else {
     printf("%s generation %llu for %s; restarts used %u of %u\n",
            js->state == DR_JS_FORMING ? "forming" : "running",
            (unsigned long long)js->gen, secs(js->elapsed_ms, t, sizeof(t)),
            js->restarts_used, js->max_restarts);
+  }
   uint32_t in = 0, waiting = 0, world = 0;
   for (size_t i = 0; i < r->n_nodes; i++) {
     if (r->nodes[i].state == DR_NS_WAITING) {
@@ -401,16 +434,19 @@ static void print_ranks(const report_t *r) {
   printf("\n");
 }
 
-/* Where rank x is, from its stack's "where:" line, else why none. */
+/* Where rank x is, from its stack's "where:" line, else why none: the
+ * text's first line, found within the text's length (it is not
+ * NUL-terminated: it may end where the receive buffer does). out holds
+ * the server's bytes as they are; they are escaped where printed. */
 static void stack_where(const dr_stack_rec_t *x, char *out, size_t n) {
   if (x->code == 0 &&
       dr_stack_text_where((const char *)x->text.p, x->text.len, out, n) == 0)
     return;
-  size_t len = strcspn((const char *)x->text.p, "\n");
-  if (len > x->text.len)
-    len = x->text.len;
+  const uint8_t *nl = x->text.len > 0 ? memchr(x->text.p, '\n', x->text.len)
+                                      : NULL;
+  size_t len = nl != NULL ? (size_t)(nl - x->text.p) : x->text.len;
   snprintf(out, n, "%s%.*s", x->code != 0 ? "no stack: " : "unknown: ",
-           (int)len, (const char *)x->text.p);
+           (int)len, (const char *)x->text.p); /* a record is <= 64 KiB */
 }
 
 /* The ranks grouped by where they are, over every node, then each one's
@@ -428,11 +464,7 @@ static void print_stacks(const report_t *r) {
       }
       dr_stacks_group(rw, r->n_stacks, "\n", groups, cap);
       printf("where the ranks are:\n");
-      for (const char *p = groups; *p != '\0';) {
-        size_t len = strcspn(p, "\n");
-        printf("  %.*s\n", (int)len, p);
-        p += len + (p[len] == '\n');
-      }
+      put_lines("  ", groups, strlen(groups));
     }
     free(rw);
     free(where);
@@ -446,9 +478,9 @@ static void print_stacks(const report_t *r) {
       host_cell(n->host, host, sizeof(host));
     printf("--- rank %u (node %u on %s, pid %u)%s\n", x->rank, x->node_rank,
            host, x->pid, x->code != 0 ? ": no stack" : "");
-    int nl = x->text.len > 0 && x->text.p[x->text.len - 1] == '\n';
-    printf("%.*s%s", (int)x->text.len, (const char *)x->text.p,
-           nl ? "" : "\n");
+    if (x->text.len == 0)
+      printf("\n");
+    put_lines("", x->text.p, x->text.len);
   }
 }
 
@@ -582,10 +614,14 @@ static void print_json(const args_t *a, const report_t *r) {
 /* ---- the request -------------------------------------------------------- */
 
 /* The exit status for a failed open or request, with one line said.
- * answered: the server sent an ERROR (its message in detail). */
+ * answered: the server sent an ERROR (its message in detail, escaped
+ * here: it is the server's text). */
 static int failed(const args_t *a, int rc, int answered, const char *detail) {
-  const char *what = detail != NULL && detail[0] != '\0' ? detail
-                                                         : dr_strerror(rc);
+  const char *raw = detail != NULL && detail[0] != '\0' ? detail
+                                                        : dr_strerror(rc);
+  char what[4 * 512 + 8];
+  size_t n = strlen(raw);
+  dr_log_sample(raw, n < 512 ? n : 512, what, sizeof(what));
   int refused = rc == DR_ENOAUTH || rc == DR_EAUTH || rc == DR_ERUNID ||
                 rc == DR_EVERSION;
   if (rc == DR_ENOAUTH)

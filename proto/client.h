@@ -1,13 +1,28 @@
 /* The blocking client of the rendezvous server and store.
  *
  * One connection, one request in flight at a time; not thread-safe (use one
- * client per thread). Every call has a deadline; nothing blocks forever.
+ * client per thread). Every call has a deadline that holds whatever the
+ * server sends: it is checked after every frame and every read, so a
+ * server that never stops sending cannot hold a call past it. Nothing
+ * blocks forever.
+ *
  * Messages the server pushes (RESTART, STOP, HEARTBEAT, ROUND_STATUS,
- * STACKS; request id 0) that
- * arrive while a reply is awaited are queued and handed out by
- * dr_client_recv(). Never logs, never exits: every function returns 0 or a
- * negative code (dr_strerror). When the server answered ERROR the code is
- * the server's and dr_client_errmsg() has its message.
+ * STACKS; request id 0) that arrive while a reply is awaited are queued and
+ * handed out by dr_client_recv(), in the order they arrived, within a bound
+ * (DR_CLIENT_MAX_PUSHES): of HEARTBEAT, ROUND_STATUS, RESTART and STOP
+ * only the newest of each type is kept (a newer one replaces the queued
+ * one: the last heartbeat and round status are what is true now, a RESTART
+ * names the generation to join and supersedes an older one, a STOP ends
+ * the job); STACKS requests fill the rest, and when the queue is full the
+ * oldest of them is dropped (its asker's wait ends at its deadline, as for
+ * a node that does not answer). The queue thus holds at most one frame at
+ * the frame cap (a ROUND_STATUS) and a few small ones (RESTART and STOP
+ * carry a blob; STACKS and HEARTBEAT are fixed-size), however long the
+ * caller leaves it and however much the server pushes.
+ *
+ * Never logs, never exits: every function returns 0 or a negative code
+ * (dr_strerror). When the server answered ERROR the code is the server's
+ * and dr_client_errmsg() has its message.
  */
 #ifndef DR_CLIENT_H
 #define DR_CLIENT_H
@@ -18,6 +33,10 @@
 #include "wire.h"
 
 typedef struct dr_client dr_client_t;
+
+/* The most pushed messages queued at once (see above); more than the four
+ * types that keep only their newest, so STACKS always has room. */
+#define DR_CLIENT_MAX_PUSHES 8
 
 typedef struct {
   const char *host;     /* server host name or address */
@@ -153,9 +172,10 @@ int dr_client_status(dr_client_t *c, uint32_t flags, uint64_t wait_ms,
                      dr_msg_t *reply);
 
 /* A message the server pushed (RESTART, STOP, HEARTBEAT, ROUND_STATUS,
- * STACKS). Waits up to
- * timeout_ms (0: only what is already queued or readable; -ETIMEDOUT when
- * none). *msg borrows from the client until its next call. */
+ * STACKS): the oldest queued one, else the next from the socket. Waits up
+ * to timeout_ms (0: only what is already queued or readable; -ETIMEDOUT
+ * when none). A frame that has not wholly arrived by then stays buffered
+ * for the next call. *msg borrows from the client until its next call. */
 int dr_client_recv(dr_client_t *c, int timeout_ms, dr_msg_t *msg);
 
 #endif /* DR_CLIENT_H */

@@ -41,7 +41,13 @@ static int take_error(dr_client_t *c, const dr_msg_t *m) {
   return e.code;
 }
 
-/* Reads until one whole frame is buffered; *m borrows from rbuf. */
+static int past(int64_t deadline_ms) { return dr__io_now_ms() >= deadline_ms; }
+
+/* Reads until one whole frame is buffered; *m borrows from rbuf. The
+ * deadline is checked before every read but the first, not only when
+ * recv() would block: a server that always has bytes ready would otherwise
+ * hold the caller past it. The first read is taken even past the deadline,
+ * so that a deadline of "now" still takes what is readable. */
 static int read_frame(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
   if (c->broken != 0)
     return c->broken;
@@ -57,7 +63,7 @@ static int read_frame(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
       }
     }
   }
-  for (;;) {
+  for (int pass = 0;; pass++) {
     size_t consumed, need;
     int err;
     dr_decode_status_t st =
@@ -68,6 +74,8 @@ static int read_frame(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
     }
     if (st == DR_DECODE_ERROR)
       return c->broken = err; /* the stream cannot be resynchronised */
+    if (pass > 0 && past(deadline_ms))
+      return -ETIMEDOUT; /* the partial frame stays buffered */
     if (need > c->rcap) {
       size_t cap = need > RBUF_MIN ? need : RBUF_MIN;
       uint8_t *p = realloc(c->rbuf, cap);
@@ -93,36 +101,38 @@ static int is_push_type(uint8_t type) {
          type == DR_MSG_STACKS;
 }
 
-/* Queues a copy of the frame read_frame() just returned. Only the latest
- * HEARTBEAT and ROUND_STATUS matter, so a new one replaces a queued one of
- * its type: the queue stays bounded however long the caller leaves it
- * (the server asks for stacks only when someone asks it to). */
+_Static_assert(DR_CLIENT_MAX_PUSHES > 4,
+               "the queue must hold the newest of each of the four types "
+               "that keep one, and a STACKS");
+
+static void queue_remove(dr_client_t *c, size_t i) {
+  free(c->q[i]);
+  memmove(&c->q[i], &c->q[i + 1], (c->n_q - i - 1) * sizeof(c->q[0]));
+  c->n_q--;
+}
+
+/* Queues a copy of the frame read_frame() just returned, within the bound
+ * client.h states: a push of a type other than STACKS replaces the queued
+ * one of its type; a full queue drops its oldest STACKS. At most four
+ * entries are not STACKS, so a full queue always has one to drop. */
 static int queue_push(dr_client_t *c, uint8_t type) {
   dr__push_t *p = malloc(sizeof(*p) + c->rskip);
   if (p == NULL)
     return -ENOMEM;
-  p->next = NULL;
   p->type = type;
   p->len = c->rskip;
   memcpy(p->data, c->rbuf, c->rskip);
-  if (type == DR_MSG_HEARTBEAT || type == DR_MSG_ROUND_STATUS) {
-    for (dr__push_t **pp = &c->q_head; *pp != NULL; pp = &(*pp)->next) {
-      if ((*pp)->type != type)
-        continue;
-      dr__push_t *old = *pp;
-      *pp = old->next;
-      c->q_tail = NULL;
-      for (dr__push_t *q = c->q_head; q != NULL; q = q->next)
-        c->q_tail = q;
-      free(old);
-      break;
-    }
-  }
-  if (c->q_tail != NULL)
-    c->q_tail->next = p;
-  else
-    c->q_head = p;
-  c->q_tail = p;
+  size_t old = c->n_q; /* none */
+  for (size_t i = 0; i < c->n_q && old == c->n_q; i++)
+    if (type != DR_MSG_STACKS && c->q[i]->type == type)
+      old = i;
+  for (size_t i = 0; i < c->n_q && old == c->n_q &&
+                     c->n_q == DR_CLIENT_MAX_PUSHES; i++)
+    if (c->q[i]->type == DR_MSG_STACKS)
+      old = i;
+  if (old < c->n_q)
+    queue_remove(c, old);
+  c->q[c->n_q++] = p;
   return 0;
 }
 
@@ -177,17 +187,20 @@ int dr__client_request_until(dr_client_t *c, uint32_t id, int64_t deadline,
     } else if (!is_stale(m->req_id, id)) {
       return DR_EUNEXPECTED; /* a reply to a request never sent */
     }
+    /* Pushes and stale replies may come without pause: only the reply
+     * ends the wait before the deadline. */
+    if (past(deadline))
+      return -ETIMEDOUT;
   }
 }
 
 int dr__client_next_push(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
   free(c->popped);
   c->popped = NULL;
-  if (c->q_head != NULL) {
-    dr__push_t *p = c->q_head;
-    c->q_head = p->next;
-    if (c->q_head == NULL)
-      c->q_tail = NULL;
+  if (c->n_q > 0) {
+    dr__push_t *p = c->q[0];
+    memmove(&c->q[0], &c->q[1], (c->n_q - 1) * sizeof(c->q[0]));
+    c->n_q--;
     c->popped = p;
     size_t consumed, need;
     int err;
@@ -208,16 +221,16 @@ int dr__client_next_push(dr_client_t *c, int64_t deadline_ms, dr_msg_t *m) {
     }
     if (!is_stale(m->req_id, c->last_req + 1))
       return DR_EUNEXPECTED;
-    /* else a late reply to a request that timed out: dropped */
+    /* else a late reply to a request that timed out: dropped, and a
+     * stream of them cannot hold the caller past its deadline */
+    if (past(deadline_ms))
+      return -ETIMEDOUT;
   }
 }
 
 void dr__client_release(dr_client_t *c) {
-  for (dr__push_t *p = c->q_head, *next; p != NULL; p = next) {
-    next = p->next;
-    free(p);
-  }
-  c->q_head = c->q_tail = NULL;
+  while (c->n_q > 0)
+    free(c->q[--c->n_q]);
   free(c->popped);
   c->popped = NULL;
   free(c->rbuf);

@@ -2,6 +2,10 @@
  * receive buffer, the queue of server pushes and request/reply matching.
  * client.c builds the public calls on it.
  *
+ * Push queue: q[0..n_q), oldest first, never more than
+ * DR_CLIENT_MAX_PUSHES (the rules are in client.h): a server that pushes
+ * without pause costs a bounded queue, not memory without end.
+ *
  * Receive buffer: rbuf[0..rlen) holds bytes read but not yet consumed. The
  * frame last handed out occupies rbuf[0..rskip) and stays there until the
  * next read, because the caller's dr_msg_t borrows from it. The buffer
@@ -18,8 +22,7 @@
 #include "wire.h"
 
 /* A frame the server pushed while a reply was awaited: an owned copy. */
-typedef struct dr__push {
-  struct dr__push *next;
+typedef struct {
   uint8_t type;
   size_t len;
   uint8_t data[];
@@ -34,7 +37,8 @@ struct dr_client {
   uint8_t *rbuf;
   size_t rlen, rcap, rskip;
   dr_buf_t wbuf; /* the request being sent */
-  dr__push_t *q_head, *q_tail;
+  dr__push_t *q[DR_CLIENT_MAX_PUSHES];
+  size_t n_q;
   dr__push_t *popped; /* what the last dr_client_recv() message borrows */
   dr_sess_t sess;     /* the protocol: handshake, JOIN, RESUME */
   char errmsg[1024];
@@ -54,9 +58,11 @@ int dr__client_send(dr_client_t *c, int64_t deadline_ms);
 
 /* Sends wbuf (request id) and waits up to io timeout + wait_ms for the
  * reply of type want, queueing pushes that come first and dropping late
- * replies to earlier requests. An ERROR reply returns its code and fills
- * errmsg; another type returns DR_EUNEXPECTED. *m borrows from the client
- * until its next call. */
+ * replies to earlier requests. The deadline holds however fast frames
+ * come: it is checked after every frame, not only when the socket has
+ * nothing to read. An ERROR reply returns its code and fills errmsg;
+ * another type returns DR_EUNEXPECTED. *m borrows from the client until
+ * its next call. */
 int dr__client_request(dr_client_t *c, uint32_t id, uint64_t wait_ms,
                        uint8_t want, dr_msg_t *m);
 /* The same with an absolute deadline (dr__io_now_ms() clock). */

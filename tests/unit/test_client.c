@@ -51,6 +51,7 @@ struct fake {
   int listen_delay_ms; /* > 0: listen() only after this long */
   size_t read_chunk;   /* > 0: recv() at most this much at a time */
   int bytewise;        /* send replies one byte per send() */
+  int flood_stale;     /* script_flood: late replies instead of pushes */
   script_fn script;
   pthread_t thread;
   int running;
@@ -692,6 +693,153 @@ static void test_pushes_queued(void **state) {
   fake_finish(s);
 }
 
+/* ---- a server that pushes without pause ----------------------------------- */
+
+#define BURST_CYCLES 10000u
+/* A flooding server stops after this long, past any client's hang bound:
+ * a client that never gives up fails the test instead of hanging it. */
+#define FLOOD_MAX_MS (HANG_SLACK_MS + 5000)
+
+/* Cycle i of a burst: one push of every type, each numbered i. */
+static int enc_cycle(dr_buf_t *b, uint64_t i) {
+  dr_round_status_t st;
+  memset(&st, 0, sizeof(st));
+  st.gen = i;
+  st.last_call_ms = DR_NONE;
+  if (dr_enc_heartbeat(b, 0, i, NULL) != 0 ||
+      dr_enc_restart(b, 0, i, 1, dr_str("rank 0 died")) != 0 ||
+      dr_enc_stop(b, 0, (int)i, dr_str("stopping")) != 0 ||
+      dr_enc_round_status(b, 0, &st, NULL, 0, NULL, 0) != 0)
+    return -1;
+  return dr_enc_stacks(b, 0, i, 1);
+}
+
+static void script_push_burst(fake_t *s) {
+  dr_msg_t m;
+  SRV_HELLO(s);
+  SRV_EXPECT(s, DR_MSG_GET, &m);
+  uint32_t id = m.req_id;
+  for (uint64_t i = 1; i <= BURST_CYCLES; i += 100) {
+    dr_buf_reset(&s->out);
+    for (uint64_t k = i; k < i + 100; k++)
+      SRV_CHECK(s, enc_cycle(&s->out, k) == 0);
+    SRV_CHECK(s, srv_send_raw(s, s->out.data, s->out.len) == 0);
+  }
+  SRV_SEND(s, dr_enc_value(&s->out, id, dr_str("v")));
+  srv_wait_eof(s);
+}
+
+/* 50,000 pushes before the reply: the queue keeps DR_CLIENT_MAX_PUSHES of
+ * them, not all. The newest of each type that keeps one, in the order
+ * they came, and the newest STACKS requests in the rest. */
+static void test_push_burst_bounded(void **state) {
+  fake_t *s = *state;
+  fake_start(s, script_push_burst);
+  dr_client_opts_t o = opts_for(s);
+  open_client(s, &o);
+  uint8_t *v = NULL;
+  size_t n = 0;
+  assert_int_equal(dr_client_get(s->client, 1, "k", 0, &v, &n), 0);
+  assert_string_equal((char *)v, "v");
+  free(v);
+  const uint64_t last = BURST_CYCLES;
+  static const struct {
+    uint8_t type;
+    uint64_t back; /* its number: last - back */
+  } want[] = {{DR_MSG_STACKS, 3},    {DR_MSG_STACKS, 2},
+              {DR_MSG_STACKS, 1},    {DR_MSG_HEARTBEAT, 0},
+              {DR_MSG_RESTART, 0},   {DR_MSG_STOP, 0},
+              {DR_MSG_ROUND_STATUS, 0}, {DR_MSG_STACKS, 0}};
+  assert_int_equal(sizeof(want) / sizeof(want[0]), DR_CLIENT_MAX_PUSHES);
+  for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    dr_msg_t m;
+    assert_int_equal(dr_client_recv(s->client, 0, &m), 0);
+    assert_string_equal(dr_msg_name(m.type), dr_msg_name(want[i].type));
+    assert_int_equal(m.f[0].u, last - want[i].back);
+  }
+  dr_msg_t m;
+  assert_int_equal(dr_client_recv(s->client, 0, &m), -ETIMEDOUT);
+  fake_finish(s);
+}
+
+/* RESTART pushes, each numbered, or late replies to the HELLO, without
+ * pause until the client hangs up, or FLOOD_MAX_MS. The late replies go
+ * out as one large block sent again and again: the client drops them
+ * faster than they could be encoded one by one, and must find its socket
+ * never empty. */
+static void script_flood(fake_t *s) {
+  dr_msg_t m;
+  SRV_HELLO(s);
+  uint32_t hello_id = s->last_id;
+  SRV_EXPECT(s, DR_MSG_GET, &m);
+  int64_t t0 = now_ms();
+  dr_buf_reset(&s->out);
+  for (int k = 0; s->flood_stale && k < 16384; k++)
+    SRV_CHECK(s, dr_enc_value(&s->out, hello_id, dr_str("late")) == 0);
+  for (uint64_t i = 1;;) {
+    if (!s->flood_stale) {
+      dr_buf_reset(&s->out);
+      for (int k = 0; k < 64; k++, i++)
+        SRV_CHECK(s, dr_enc_restart(&s->out, 0, i, 1,
+                                    dr_str("rank 0 died")) == 0);
+    }
+    if (srv_send_raw(s, s->out.data, s->out.len) != 0)
+      return; /* the client hung up */
+    SRV_CHECK(s, now_ms() - t0 < FLOOD_MAX_MS);
+  }
+}
+
+/* A server that always has pushes ready cannot hold a request past its
+ * deadline, and the pushes read meanwhile are not all kept. */
+static void test_push_flood_deadline(void **state) {
+  fake_t *s = *state;
+  fake_start(s, script_flood);
+  dr_client_opts_t o = opts_for(s);
+  o.io_timeout_ms = 500;
+  open_client(s, &o);
+  uint8_t *v = NULL;
+  size_t n = 0;
+  int64_t t0 = now_ms();
+  assert_int_equal(dr_client_get(s->client, 1, "k", 0, &v, &n), -ETIMEDOUT);
+  int64_t took = now_ms() - t0;
+  assert_true(took >= 490 && took < 500 + HANG_SLACK_MS);
+  assert_null(v);
+  /* The queue held one RESTART, the newest read (the first send alone
+   * brought 64); the next one comes from the socket. */
+  dr_msg_t m;
+  assert_int_equal(dr_client_recv(s->client, 0, &m), 0);
+  assert_int_equal(m.type, DR_MSG_RESTART);
+  uint64_t newest = m.f[0].u;
+  assert_true(newest > 1);
+  assert_int_equal(dr_client_recv(s->client, 0, &m), 0);
+  assert_int_equal(m.type, DR_MSG_RESTART);
+  assert_int_equal(m.f[0].u, newest + 1);
+  fake_finish(s);
+}
+
+/* Late replies without pause, which are dropped, hold neither a request
+ * nor dr_client_recv() past its deadline. */
+static void test_stale_flood_deadline(void **state) {
+  fake_t *s = *state;
+  s->flood_stale = 1;
+  fake_start(s, script_flood);
+  dr_client_opts_t o = opts_for(s);
+  o.io_timeout_ms = 500;
+  open_client(s, &o);
+  uint8_t *v = NULL;
+  size_t n = 0;
+  int64_t t0 = now_ms();
+  assert_int_equal(dr_client_get(s->client, 1, "k", 0, &v, &n), -ETIMEDOUT);
+  int64_t took = now_ms() - t0;
+  assert_true(took >= 490 && took < 500 + HANG_SLACK_MS);
+  dr_msg_t m;
+  t0 = now_ms();
+  assert_int_equal(dr_client_recv(s->client, 300, &m), -ETIMEDOUT);
+  took = now_ms() - t0;
+  assert_true(took >= 290 && took < 300 + HANG_SLACK_MS);
+  fake_finish(s);
+}
+
 static void script_errors(fake_t *s) {
   dr_msg_t m;
   SRV_HELLO(s);
@@ -1050,6 +1198,9 @@ int main(void) {
       T(test_reply_timeout),
       T(test_late_reply_dropped),
       T(test_pushes_queued),
+      T(test_push_burst_bounded),
+      T(test_push_flood_deadline),
+      T(test_stale_flood_deadline),
       T(test_error_replies),
       T(test_handshake_refused),
       T(test_auth_without_secret),
