@@ -459,6 +459,8 @@ static void on_stacks_request(dr_agent_t *ag, uint64_t id) {
   sw->id = id;
   sw->n = n;
   sw->req.data = sw;
+  DR_SAY(DR_LOG_DEBUG, "collecting the stacks of %u ranks for the server "
+          "(request %llu)", n, (unsigned long long)id);
   for (uint32_t i = 0; i < n; i++) {
     dr_worker_t *w = &ag->w[i];
     sw->r[i].rec.rank = ag->asg.first_rank + i;
