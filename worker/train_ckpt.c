@@ -109,9 +109,10 @@ typedef struct {
   char why[512];
 } unreadable_t;
 
-/* A damaged newer file is passed over, said once; one that the storage
- * will not give up is a failure of its own (falling back to an older one
- * would silently undo training). */
+/* A damaged newer file, or what is named like a newer checkpoint but is
+ * not one (a directory, a FIFO, a file of an older step), is passed over,
+ * said once; one that the storage will not give up is a failure of its
+ * own (falling back to an older one would silently undo training). */
 static void report_skip(void *arg, const char *path, int code,
                         const char *why) {
   unreadable_t *u = arg;
@@ -124,9 +125,12 @@ static void report_skip(void *arg, const char *path, int code,
     }
     return;
   }
-  fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s (%s)\n",
+  /* What is not a file, or a file named for another step: why says it
+   * all. */
+  int plain = code == -EISDIR || code == DR_ENOTREG || code == DR_CKPT_ESTEP;
+  fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s%s%s%s\n",
           path, why[0] != '\0' ? why : dr_strerror(code),
-          dr_strerror(code));
+          plain ? "" : " (", plain ? "" : dr_strerror(code), plain ? "" : ")");
 }
 
 /* mkdir -p. 0 or -errno. */
@@ -369,6 +373,17 @@ static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
   int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
                          sizeof(path), err, sizeof(err));
   free(spans);
+  if (rc == -EISDIR || rc == DR_ENOTREG) {
+    /* Something not ours holds the name: this one checkpoint cannot be
+     * made, and a restart would find it there again; the run goes on, and
+     * the next checkpoint is written as usual. */
+    char prev[4096];
+    fprintf(stderr, "train: rank 0: not writing the checkpoint of step %"
+            PRIu64 ": %s; move it away to have this step's checkpoint "
+            "(training goes on; the newest checkpoint is %s)\n", done, err,
+            previous(c->ckpt_dir, done, prev, sizeof(prev)));
+    return 0;
+  }
   if (rc != 0) {
     /* The write never touches an older file: say which one a run of the
      * job again resumes from. */

@@ -24,10 +24,18 @@
 #           the summation order differs); without --global-batch, or with
 #           a global batch the world size does not divide, exit 2 and a
 #           message that says what to do.
+#   entries what is named like a checkpoint but is not the newest one: a
+#           directory and a FIFO named for step 15 (after checkpoints of 5
+#           and 10) are reported once and passed over (no exit 1 that a
+#           restart would meet again, no wait on the FIFO), the run resumes
+#           at 10, does not write step 15's checkpoint over them (one line
+#           says so) and ends with the uninterrupted weights; a copy of
+#           step 5's file named ckpt-9999999999.bin is taken for what its
+#           header says (step 5), reported, and step 10 is resumed.
 #
 # Usage: ckpt_resume.sh MODE TRAIN DDPRUN CKPT_INSPECT
 set -u
-mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world TRAIN DDPRUN CKPT_INSPECT}
+mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world|entries TRAIN DDPRUN CKPT_INSPECT}
 train=${2:?} ddprun=${3:?} inspect=${4:?}
 name=ckpt_$mode
 
@@ -344,6 +352,47 @@ world)
   grep -q "give --batch (per rank) or --global-batch (all ranks), not both" \
     "$tmp/both.err" || die both "no clear message"
   echo "world: another global batch, an indivisible one and both flags refused"
+  ;;
+entries)
+  # shellcheck disable=SC2206
+  args=($common --batch 32 --optimizer adamw)
+  d=$tmp/ckpt
+  run 60 ref "$train" "${args[@]}"
+  expect_ok ref
+  run 60 first env DDPRUN_CKPT_TEST_KILL_AT=12 "$train" "${args[@]}" \
+    --ckpt-dir "$d" --ckpt-every 5
+  "$inspect" "$(ckpt "$d" 10)" >/dev/null || fail "no checkpoint of step 10"
+  cp -r "$d" "$d.fifo"
+  cp -r "$d" "$d.far"
+  mkdir "$(ckpt "$d" 15)" || fail "mkdir failed"
+  mkfifo "$(ckpt "$d.fifo" 15)" || fail "mkfifo failed"
+  cp "$(ckpt "$d.far" 5)" "$d.far/ckpt-9999999999.bin"
+  for v in dir fifo far; do
+    dd=$d
+    [ "$v" = dir ] || dd=$d.$v
+    # A FIFO opened for reading without a writer would hold train here
+    # until the bound.
+    run 30 "$v" "$train" "${args[@]}" --ckpt-dir "$dd" --ckpt-every 5
+    expect_ok "$v"
+    grep -q "resuming at step 10 of 20" "$tmp/$v.err" ||
+      die "$v" "$v: did not resume at step 10"
+    [ "$(crc "$v")" = "$(crc ref)" ] ||
+      fail "$v: weights $(crc "$v") differ from $(crc ref)"
+    "$inspect" "$(ckpt "$dd" 20)" >/dev/null ||
+      fail "$v: no checkpoint of step 20"
+  done
+  [ "$(grep -c "skipping the checkpoint $(ckpt "$d" 15): .* is a directory, not a checkpoint file\$" "$tmp/dir.err")" -eq 1 ] ||
+    die dir "the directory was not reported once"
+  grep -q "not writing the checkpoint of step 15: $(ckpt "$d" 15) is a directory.*training goes on" \
+    "$tmp/dir.err" || die dir "the unwritten checkpoint of step 15 was not reported"
+  [ -d "$(ckpt "$d" 15)" ] || fail "the directory was removed"
+  [ "$(grep -c "skipping the checkpoint $(ckpt "$d.fifo" 15): .* is not a regular file" "$tmp/fifo.err")" -eq 1 ] ||
+    die fifo "the FIFO was not reported once"
+  [ -p "$(ckpt "$d.fifo" 15)" ] || fail "the FIFO was replaced"
+  grep -q "skipping the checkpoint $d.far/ckpt-9999999999.bin: it holds the checkpoint of step 5, not of step 9999999999" \
+    "$tmp/far.err" || die far "the misnamed copy of step 5 was not reported"
+  echo "entries: a directory and a FIFO named for step 15, and step 5's" \
+    "file named for step 9999999999, passed over; resumed at 10: $(crc ref)"
   ;;
 *)
   fail "unknown mode $mode"
