@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddprun_version.h"
 #include "errors.h"
 #include "exit_codes.h"
 #include "fault_inject.h"
+#include "fs.h"
 #include "gpu_train.h"
 #include "loss_scale.h"
 #include "model.h"
@@ -293,6 +295,39 @@ static int on_ini(void *user, const char *section, const char *name,
   return x->rc == 0;
 }
 
+/* Reads the INI file path into c. A FIFO, a device or a directory is
+ * refused before a byte is read: inih's own fopen() would wait for a
+ * FIFO's writer forever. */
+static int read_ini(dr_train_config_t *c, const char *path, char *err,
+                    size_t n) {
+  int fd = dr_open_regular(path);
+  if (fd == DR_ENOTREG || fd == -EISDIR)
+    return fail(err, n, "--config '%s' is %s, not a file; give the path of "
+                "an INI file", path, fd == -EISDIR ? "a directory"
+                : "a FIFO, a device or a socket");
+  if (fd < 0)
+    return fail(err, n, "--config '%s': cannot read the file (%s)", path,
+                dr_strerror(fd));
+  FILE *fp = fdopen(fd, "r");
+  if (fp == NULL) {
+    int e = errno;
+    close(fd);
+    return fail(err, n, "--config '%s': cannot read the file (%s)", path,
+                strerror(e));
+  }
+  ini_ctx_t x = {c, path, err, n, 0};
+  int rc = ini_parse_file(fp, on_ini, &x);
+  fclose(fp);
+  if (x.rc != 0)
+    return x.rc;
+  if (rc < 0)
+    return fail(err, n, "--config '%s': cannot read the file (out of "
+                "memory)", path);
+  if (rc > 0)
+    return fail(err, n, "%s:%d: not a `key = value` line", path, rc);
+  return 0;
+}
+
 /* "  LEFT  text..." with the text starting at column indent and wrapped
  * at 79 columns under itself. */
 static void print_wrapped(int indent, const char *left, const char *text) {
@@ -387,14 +422,9 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       file = argv[i + 1];
   }
   if (file != NULL) {
-    ini_ctx_t x = {c, file, err, n, 0};
-    int rc = ini_parse(file, on_ini, &x);
-    if (x.rc != 0)
-      return x.rc;
-    if (rc < 0)
-      return fail(err, n, "--config '%s': cannot read the file", file);
-    if (rc > 0)
-      return fail(err, n, "%s:%d: not a `key = value` line", file, rc);
+    int rc = read_ini(c, file, err, n);
+    if (rc != 0)
+      return rc;
   }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
