@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # train's settings and exit codes:
 #  - a bad command line or INI file: exit 2, one line on stderr naming the
-#    offending option, key or line, nothing on stdout; a --batch (or a
+#    offending option, key or line, nothing on stdout; --precision bf16 or
+#    fp16 with --device cpu is such an error, never ignored; a --batch (or a
 #    --global-batch per rank) over the model's limit, 2^20, is refused
 #    when the flag is read, naming the limit;
 #  - --config INI: keys at the top level and in [train] are honoured
@@ -61,6 +62,12 @@ refused "--no-overlap 'maybe'" $small --no-overlap=maybe
 refused "--steps needs a value" $small --steps
 refused "/nonexistent" $small --data text:/nonexistent/file.txt
 refused "fewer than one step" $small --batch 1000
+# The CPU computes in fp32 only: a two-byte precision there is refused, not
+# ignored (GPU or not on this machine).
+for p in bf16 fp16; do
+  refused "^train: --precision $p needs --device cuda and a usable GPU \(the CPU model computes in fp32 only\); use --precision fp32 on the CPU$" \
+    $small --device cpu --precision $p
+done
 # The model's limit, where the flag is read (up to 2^24 used to pass here
 # and be refused by the model later).
 limit="expected a whole number from 1 to 1048576 \(2\^20, the model's limit\)"
