@@ -27,6 +27,7 @@ typedef struct {
   uint64_t ls_taken;  /* start: 1 when the loss scaler's state is here */
   double ls_scale;
   uint64_t ls_good, ls_skipped;
+  uint64_t sched_steps; /* start: the schedule's total_steps from here */
 } verdict_t;
 
 /* The exit code of a failure of ckpt.c: a disk that refuses stops the
@@ -213,7 +214,7 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
             "0\n", c->ckpt_dir);
     return v;
   }
-  v.code = dr__train_ckpt_fits(r, path, &h);
+  v.code = dr__train_ckpt_fits(r, path, &h, &v.sched_steps);
   int take_state = 0, take_scale = 0;
   if (v.code == 0)
     v.code = dr__train_ckpt_cmp_fits(r, path, &h, &take_state, &take_scale);
@@ -254,7 +255,7 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
   }
   fprintf(stderr, "train: rank 0: resuming at step %" PRIu64 " of %" PRIu64
           " (epoch %" PRIu64 ", position %" PRIu64 " of %" PRIu64 ") from "
-          "%s\n", h.step, h.total_steps, h.epoch, h.epoch_pos,
+          "%s\n", h.step, r->total_steps, h.epoch, h.epoch_pos,
           h.steps_per_epoch, path);
   v.step = h.step;
   v.found = 1;
@@ -311,6 +312,11 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
     if (code != 0)
       return code;
   }
+  /* The schedule every rank follows from here: the checkpoint's when an
+   * extension holds it (and then in every checkpoint this run writes, so
+   * that a resume of the extended run follows it too). */
+  r->sched_steps = v.sched_steps;
+  dr_optim_set_total_steps(r->opt, v.sched_steps);
   if (v.ls_taken) {
     r->ls.scale = v.ls_scale;
     r->ls.good = v.ls_good;

@@ -149,11 +149,21 @@ static const row_t rows[] = {
     {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
      "newest checkpoints kept; older ones are deleted"},
     {"allow-schedule-change", K_FLAG, OFF(allow_schedule_change), "0", 0, 1,
-     "resume from a checkpoint whose --lr, --warmup, --min-lr-frac or "
-     "optimizer hyper-parameters (--momentum, --weight-decay, --beta1, "
-     "--beta2, --eps) differ from this run's, and go on with this run's "
-     "values from the resumed step; without it such a resume is refused "
-     "(exit 2)"},
+     "resume from a checkpoint whose --steps, --lr, --warmup, "
+     "--min-lr-frac or optimizer hyper-parameters (--momentum, "
+     "--weight-decay, --beta1, --beta2, --eps) differ from this run's, and "
+     "go on with this run's values from the resumed step (a larger --steps "
+     "as --extend-schedule stretch, unless --extend-schedule hold); without "
+     "it such a resume is refused (exit 2)"},
+    {"extend-schedule", K_STR, OFF(extend_schedule), "none", 0, 0,
+     "a resume whose --steps is larger than the checkpoint's extends the "
+     "run: stretch recomputes the warmup and cosine decay over the new "
+     "--steps, as if the run had been that long from the start (the "
+     "learning rate at the resumed step rises); hold keeps the "
+     "checkpoint's schedule, whose decay ends where it ended, and the "
+     "learning rate stays at its final value for the added steps; none "
+     "refuses such a resume (exit 2) unless --allow-schedule-change, which "
+     "stretches. Either way rank 0 says the effect in one line"},
     {"grad-compress", K_STR, OFF(grad_compress), "none", 0, 0,
      "gradient compression on the wire: none; fp16 or bf16 (each bucket "
      "cast, pre-divided by the world size, summed in the narrow type and "
@@ -357,7 +367,7 @@ static void usage(void) {
          "\"no GPU code\"), then whether that code loads here and which\n"
          "NCCL and cuBLAS it loaded.\n\n");
   for (size_t k = 0; k < N_ROWS; k++) {
-    char left[64], text[512];
+    char left[64], text[1024];
     snprintf(left, sizeof(left), "--%s%s", rows[k].name,
              rows[k].kind == K_FLAG ? "" : " V");
     if (rows[k].def != NULL && rows[k].kind != K_FLAG)
@@ -470,6 +480,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->host_weights, "private") != 0)
     return fail(err, n, "--host-weights '%s': expected auto, shared or "
                 "private", c->host_weights);
+  if (strcmp(c->extend_schedule, "none") != 0 &&
+      strcmp(c->extend_schedule, "stretch") != 0 &&
+      strcmp(c->extend_schedule, "hold") != 0)
+    return fail(err, n, "--extend-schedule '%s': expected none, stretch or "
+                "hold", c->extend_schedule);
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
       strcmp(c->precision, "fp16") != 0)
     return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",
