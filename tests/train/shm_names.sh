@@ -65,10 +65,11 @@ shared() { # TAG: both links on shared memory, the weights shared
   ! said "$1" "using TCP\|going on without" ||
     { show "$1"; fail "$1: something fell back"; }
 }
+in_shm() { find /dev/shm -mindepth 1 -printf '%f\n'; }
 # Nothing in /dev/shm but what is named by the extended pattern $2.
 clean() { # TAG [KEEP]
   local left
-  left=$(ls -A /dev/shm | grep -Ev "${2:-^$}" | head -n 5)
+  left=$(in_shm | grep -Ev "${2:-^$}" | head -n 5)
   [ -z "$left" ] || { show "$1"; fail "$1: left in /dev/shm: $left"; }
 }
 
@@ -81,13 +82,13 @@ for g in 0 1 2; do
     : >"/dev/shm/ddprun-shmtest-g$g-w$p"
   done
 done
-squatted=$(ls /dev/shm | wc -l)
+squatted=$(in_shm | wc -l)
 job predicted -- -- --host-weights shared; ok predicted; shared predicted
 job predicted_auto -- -- --host-weights auto; ok predicted_auto
 ! said predicted_auto "using TCP\|going on without" ||
   { show predicted_auto; fail "auto: something fell back"; }
-[ "$(ls /dev/shm | wc -l)" -eq "$squatted" ] ||
-  fail "the other user's names changed: $(ls /dev/shm | wc -l), not $squatted"
+[ "$(in_shm | wc -l)" -eq "$squatted" ] ||
+  fail "the other user's names changed: $(in_shm | wc -l), not $squatted"
 clean predicted '^ddprun-shmtest-g[0-2]-'
 find /dev/shm -mindepth 1 -delete
 echo "another user's $squatted names for pids 1 to 1000: nothing taken from the job"
