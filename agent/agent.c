@@ -20,6 +20,7 @@
 #include "events.h"
 #include "log.h"
 #include "progress.h"
+#include "shm_name.h"
 #include "signals.h"
 #include "watchdog.h"
 
@@ -399,6 +400,10 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     return 2;
   }
   dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
+  if (dr_shm_prefix_new(ag->shm_prefix, sizeof(ag->shm_prefix)) == 0)
+    dr_watchdog_set_shm_prefix(ag->watchdog_fd, ag->shm_prefix);
+  else
+    ag->shm_prefix[0] = '\0';
   int erc = dr_events_open(ag->o->log_dir, ag->o->rdzv_id, "agent",
                            cfg->hostname, &ag->events);
   if (erc != 0)

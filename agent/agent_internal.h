@@ -119,6 +119,7 @@ typedef struct {
   size_t bootstrap_len;
   const char *error_file;
   const char *progress_file;
+  const char *shm_prefix;        /* DDPRUN_SHM_PREFIX */
   const dr_binding_t *bind;
   int64_t clock_offset_us;       /* the assignment's; see dr_assign_t */
   uint64_t clock_uncertainty_us; /* DR_NONE: not measured */
@@ -250,6 +251,8 @@ struct dr_agent {
   int spawn_stage;           /* and the DR_SPAWN_* step that failed */
   struct dr_progress *progress;
   char progress_path[300];
+  char shm_prefix[80];       /* the workers' /dev/shm names begin with it:
+                                removed when they have exited */
   uv_timer_t hang_timer;
   struct dr_hang *hang;      /* --hang-timeout's watch (hang.c), or NULL */
   int arz_ready;             /* the connection is up and authenticated */

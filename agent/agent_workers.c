@@ -18,6 +18,7 @@
 #include "exit_codes.h"
 #include "log.h"
 #include "progress.h"
+#include "shm_name.h"
 #include "watchdog.h"
 
 static int spec_used(const dr_std_spec_t *s) {
@@ -201,6 +202,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   e.bootstrap_len = a->bootstrap_len;
   e.error_file = w->error_file;
   e.progress_file = ag->progress_path;
+  e.shm_prefix = ag->shm_prefix;
   dr_progress_reset(ag->progress, w->local_rank);
   e.bind = &ag->bind[w->local_rank];
   e.clock_offset_us = a->clock_offset_us;
@@ -392,6 +394,11 @@ void dr__workers_reap(dr_agent_t *ag) {
 void dr__workers_close(dr_agent_t *ag) {
   /* Whatever a worker left running in its group goes with it. */
   dr__workers_signal(ag, SIGKILL);
+  /* And what a worker killed while setting up shared memory left in
+   * /dev/shm (a segment is named there only for the instants until every
+   * rank has mapped it). */
+  if (ag->shm_prefix[0] != '\0')
+    dr_shm_remove_prefix(ag->shm_prefix);
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
     dr_worker_t *w = &ag->w[i];
     dr__workers_drain(w);

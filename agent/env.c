@@ -20,7 +20,7 @@ static const char *const owned[] = {
     "DDPRUN_NODE_RANK", "DDPRUN_NNODES", "DDPRUN_ERROR_FILE",
     "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
     "DDPRUN_PROGRESS_FILE", "DDPRUN_CLOCK_OFFSET_US",
-    "DDPRUN_CLOCK_UNCERTAINTY_US", NULL};
+    "DDPRUN_CLOCK_UNCERTAINTY_US", "DDPRUN_SHM_PREFIX", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -105,6 +105,8 @@ char **dr_env_build(const dr_env_t *e) {
   }
   if (e->progress_file != NULL && e->progress_file[0] != '\0')
     put(x, "DDPRUN_PROGRESS_FILE", "%s", e->progress_file);
+  if (e->shm_prefix != NULL && e->shm_prefix[0] != '\0')
+    put(x, "DDPRUN_SHM_PREFIX", "%s", e->shm_prefix);
   if (e->o->secret_file != NULL)
     put(x, "DDPRUN_SECRET_FILE", "%s", e->o->secret_file);
   if (e->bind != NULL && e->bind->have_cpus) {

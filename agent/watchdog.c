@@ -1,5 +1,7 @@
 #include "watchdog.h"
 
+#include "shm_name.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -12,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { OP_ADD = 1, OP_REMOVE = 2, OP_DIR = 3, OP_DONE = 4 };
+enum { OP_ADD = 1, OP_REMOVE = 2, OP_DIR = 3, OP_DONE = 4, OP_SHM = 5 };
 
 typedef struct {
   int32_t op;
@@ -43,7 +45,7 @@ static int read_full(int fd, void *p, size_t n) {
 
 static void watch(int fd) {
   static pid_t groups[MAX_GROUPS];
-  static char dir[4096];
+  static char dir[4096], shm[128];
   size_t n = 0;
   for (;;) {
     record_t rec;
@@ -64,12 +66,19 @@ static void watch(int fd) {
       if (read_full(fd, dir, (size_t)rec.arg) != 0)
         break;
       dir[rec.arg] = '\0';
+    } else if (rec.op == OP_SHM && rec.arg > 0 &&
+               (size_t)rec.arg < sizeof(shm)) {
+      if (read_full(fd, shm, (size_t)rec.arg) != 0)
+        break;
+      shm[rec.arg] = '\0';
     }
   }
   for (size_t i = 0; i < n; i++)
     kill(-groups[i], SIGKILL);
   if (dir[0] != '\0')
     nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  if (shm[0] != '\0')
+    dr_shm_remove_prefix(shm);
   _exit(0);
 }
 
@@ -142,6 +151,12 @@ void dr_watchdog_set_dir(int fd, const char *path) {
   size_t n = strlen(path);
   if (n < 4000)
     send_rec(fd, OP_DIR, (int32_t)n, path, n);
+}
+
+void dr_watchdog_set_shm_prefix(int fd, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (n < 128)
+    send_rec(fd, OP_SHM, (int32_t)n, prefix, n);
 }
 
 void dr_watchdog_stop(int *fd, pid_t pid) {

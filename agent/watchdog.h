@@ -1,9 +1,11 @@
 /* The agent's watchdog: a small process, started before any thread, that
  * outlives a SIGKILLed agent just long enough to SIGKILL the process
  * groups of its workers (the parent-death signal reaches only direct
- * children, not what a worker started) and to remove the agent's private
- * directory. The agent tells it what to clean through a close-on-exec
- * pipe; end of file without a "done" record means the agent died. */
+ * children, not what a worker started), to remove the agent's private
+ * directory and the /dev/shm entries of its workers' prefix
+ * (proto/shm_name.h). The agent tells it what to clean through a
+ * close-on-exec pipe; end of file without a "done" record means the agent
+ * died. */
 #ifndef DR_WATCHDOG_H
 #define DR_WATCHDOG_H
 
@@ -18,6 +20,7 @@ int dr_watchdog_start(pid_t *pid);
 void dr_watchdog_add_group(int fd, pid_t pgid);
 void dr_watchdog_remove_group(int fd, pid_t pgid);
 void dr_watchdog_set_dir(int fd, const char *path);
+void dr_watchdog_set_shm_prefix(int fd, const char *prefix);
 
 /* Normal exit: tells the watchdog to leave everything alone, closes *fd
  * (sets it to -1) and reaps the watchdog, which exits at once. */

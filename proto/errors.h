@@ -71,7 +71,8 @@
   X(DR_CKPT_ESIZE,                                                           \
     "checkpoint file size differs from its header (truncated?)")             \
   X(DR_CKPT_ECRC, "checkpoint payload checksum mismatch")                    \
-  X(DR_CKPT_ESHAPE, "checkpoint sizes do not match the buffers")
+  X(DR_CKPT_ESHAPE, "checkpoint sizes do not match the buffers")            \
+  X(DR_CKPT_ESTEP, "checkpoint of another step than its name says")
 
 /* The GPU path of train (worker/gpu/gpu_check.h): CUDA, cuBLAS, NCCL. */
 #define DR_GPU_ERRNO_MAP(X)                                                  \

@@ -2,6 +2,8 @@
  * pruning. The layout is documented in ckpt.h. */
 #include "ckpt.h"
 
+#include "fs.h"
+
 #include <assert.h>
 #include <dirent.h>
 #include <errno.h>
@@ -336,6 +338,16 @@ static void swap32(void *buf, size_t n_elems) {
   }
 }
 
+/* The message of a failed dr_open_regular() of path. */
+static int not_a_file(char *err, size_t n, const char *path, int rc) {
+  if (rc == -EISDIR)
+    return fail(err, n, rc, "%s is a directory, not a checkpoint file", path);
+  if (rc == DR_ENOTREG)
+    return fail(err, n, rc, "%s is not a regular file (a FIFO, device or "
+                "socket), not a checkpoint", path);
+  return fail(err, n, rc, "open() of %s failed (%s)", path, strerror(-rc));
+}
+
 int dr_ckpt_path(char *buf, size_t n, const char *dir, uint64_t step) {
   int k = snprintf(buf, n, "%s/ckpt-%010" PRIu64 ".bin", dir, step);
   return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
@@ -395,6 +407,13 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
     return fail(err, n, -ENAMETOOLONG, "checkpoint directory name too long: "
                 "%s", dir);
   snprintf(tmp, sizeof(tmp), "%s" TMP_TAG "%ld", final, (long)getpid());
+  /* The name taken by what is not a file (a directory, a FIFO): not a
+   * checkpoint, so not this writer's to replace (and rename() could not
+   * replace a directory). */
+  struct stat st;
+  if (lstat(final, &st) == 0 && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode))
+    return not_a_file(err, n, final,
+                      S_ISDIR(st.st_mode) ? -EISDIR : DR_ENOTREG);
 
   /* Before the file exists: nothing to clean up when it fails. */
   uint8_t *buf = malloc(CHUNK_BYTES);
@@ -457,14 +476,14 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* Opens path and checks its header and size; returns the fd (>= 0),
+/* Opens path (never blocking: a FIFO named like a checkpoint is refused,
+ * not waited on) and checks its header and size; returns the fd (>= 0),
  * positioned at the payload, or a code. */
 static int open_checked(const char *path, dr_ckpt_header_t *h, char *err,
                         size_t n) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = dr_open_regular(path);
   if (fd < 0)
-    return fail(err, n, -errno, "open() of %s failed (%s)", path,
-                strerror(errno));
+    return not_a_file(err, n, path, fd);
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int rc = -errno;
@@ -626,7 +645,20 @@ static int cmp_desc(const void *a, const void *b) {
   return x < y ? 1 : x > y ? -1 : 0;
 }
 
-int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n) {
+/* 1 when the entry e of d is a regular file, or a symbolic link to one. */
+static int is_file(DIR *d, const struct dirent *e) {
+  if (e->d_type == DT_REG)
+    return 1;
+  if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN)
+    return 0;
+  struct stat st;
+  return fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The steps of dir's checkpoint names, newest first: of every entry so
+ * named, or with files_only of the regular files alone. */
+static int list_steps(const char *dir, int files_only, uint64_t **steps,
+                      size_t *n) {
   *steps = NULL;
   *n = 0;
   DIR *d = opendir(dir);
@@ -637,7 +669,8 @@ int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     uint64_t step;
-    if (!parse_name(e->d_name, 0, &step, NULL))
+    if (!parse_name(e->d_name, 0, &step, NULL) ||
+        (files_only && !is_file(d, e)))
       continue;
     if (*n == cap) {
       size_t want = cap ? 2 * cap : 16;
@@ -663,30 +696,97 @@ int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n) {
   return 0;
 }
 
+int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n) {
+  return list_steps(dir, 1, steps, n);
+}
+
+/* An entry named like a checkpoint, as dr_ckpt_find_latest sees it. */
+typedef struct {
+  uint64_t named; /* the step of its name */
+  uint64_t step;  /* the step of its header, when rc is 0 */
+  int rc;         /* of reading its header */
+  int reported;
+} cand_t;
+
+/* The readable headers first, newest step first and, of two with the
+ * same step, the one whose name agrees; then the others by name. */
+static int cand_cmp(const void *a, const void *b) {
+  const cand_t *x = a, *y = b;
+  if ((x->rc == 0) != (y->rc == 0))
+    return x->rc == 0 ? -1 : 1;
+  if (x->rc == 0 && x->step != y->step)
+    return x->step < y->step ? 1 : -1;
+  if (x->rc == 0 && (x->named == x->step) != (y->named == y->step))
+    return x->named == x->step ? -1 : 1;
+  return x->named < y->named ? 1 : x->named > y->named ? -1 : 0;
+}
+
 int dr_ckpt_find_latest(const char *dir, dr_ckpt_header_t *h, char *path,
                         size_t path_len, dr_ckpt_skip_fn skip, void *arg) {
   uint64_t *steps;
   size_t count;
-  int rc = dr_ckpt_list(dir, &steps, &count);
+  int rc = list_steps(dir, 0, &steps, &count);
   if (rc != 0)
     return rc;
+  cand_t *c = count > 0 ? calloc(count, sizeof(*c)) : NULL;
+  if (count > 0 && c == NULL) {
+    free(steps);
+    return -ENOMEM;
+  }
+  char p[4096], why[512];
+  dr_ckpt_header_t fh;
   int found = 0;
-  for (size_t i = 0; i < count && !found; i++) {
-    char p[4096], why[512] = "";
+  uint64_t best = 0;
+  /* Every header first (a few hundred bytes each): a file's step is the
+   * one it records, whatever its name says. */
+  for (size_t i = 0; i < count && rc == 0; i++) {
+    c[i].named = steps[i];
     if (dr_ckpt_path(p, sizeof(p), dir, steps[i]) != 0) {
       rc = -ENAMETOOLONG;
       break;
     }
+    c[i].rc = dr_ckpt_read_header(p, &fh, NULL, 0);
+    c[i].step = c[i].rc == 0 ? fh.step : 0;
+  }
+  free(steps);
+  if (rc != 0)
+    goto out;
+  if (count > 0)
+    qsort(c, count, sizeof(*c), cand_cmp);
+  for (size_t i = 0; i < count && c[i].rc == 0 && !found; i++) {
+    dr_ckpt_path(p, sizeof(p), dir, c[i].named);
+    why[0] = '\0';
     int v = dr_ckpt_verify(p, h, why, sizeof(why));
+    c[i].reported = 1;
     if (v == 0) {
       snprintf(path, path_len, "%s", p);
       found = 1;
-    } else if (skip != NULL) {
+      best = h->step;
+    } else if (v != 0 && skip != NULL) {
       skip(arg, p, v, why);
     }
   }
-  free(steps);
-  return found ? 1 : rc;
+  /* What its name claims to be newer than the choice, though it was not
+   * tried: not a file, an unreadable header, or an older step inside. */
+  for (size_t i = 0; i < count && skip != NULL; i++) {
+    if (c[i].reported || (found && c[i].named <= best))
+      continue;
+    dr_ckpt_path(p, sizeof(p), dir, c[i].named);
+    why[0] = '\0';
+    int v = c[i].rc == 0 ? 0 : dr_ckpt_read_header(p, &fh, why, sizeof(why));
+    if (v != 0) {
+      skip(arg, p, v, why);
+    } else if (c[i].rc == 0 && c[i].step != c[i].named) {
+      snprintf(why, sizeof(why), "it holds the checkpoint of step %" PRIu64
+               ", not of step %" PRIu64 " as its name says, and a newer "
+               "one is here", c[i].step, c[i].named);
+      skip(arg, p, DR_CKPT_ESTEP, why);
+    }
+  }
+  rc = found;
+out:
+  free(c);
+  return rc;
 }
 
 int dr_ckpt_remove_temp(const char *dir, char *err, size_t n) {

@@ -1,14 +1,19 @@
 /* Checkpoint files of `train`: the format, writing with an atomic commit,
  * verification, reading, and the directory's housekeeping. Pure file code
  * (no process group, no model): any program can read a checkpoint by
- * linking ckpt.c and the error table (proto/errors.c) alone.
+ * linking ckpt.c, the error table (proto/errors.c) and dr_open_regular
+ * (proto/fs.c) alone.
  *
  * A checkpoint directory holds one file per checkpoint, named
  * ckpt-<step, 10 digits>.bin. A file is written under a temporary name
  * (the final name + ".tmp." + the writer's pid) in the same directory,
  * fsynced, renamed to its final name, and the directory is fsynced: a
  * checkpoint is complete only after the rename. Readers ignore every name
- * that is not exactly ckpt-DDDDDDDDDD.bin.
+ * that is not exactly ckpt-DDDDDDDDDD.bin, never block on what is so
+ * named (a FIFO, a device or a directory is not a checkpoint: refused
+ * before a byte is read), and take a file's step from its header, not its
+ * name: a file renamed to another step is still the checkpoint of the
+ * step it records.
  *
  * File layout of version 3, integers little-endian, reals IEEE-754
  * binary64 little-endian (offset, bytes, field):
@@ -99,7 +104,10 @@
  *   DR_CKPT_EHEADER   header CRC mismatch or inconsistent sizes
  *   DR_CKPT_ESIZE     file shorter or longer than declared
  *   DR_CKPT_ECRC      payload CRC mismatch
- *   DR_CKPT_ESHAPE    buffers do not match the file's counts */
+ *   DR_CKPT_ESHAPE    buffers do not match the file's counts
+ *   DR_CKPT_ESTEP     the header records another step than the name
+ * and, for what is named like a checkpoint but is not a file, -EISDIR or
+ * DR_ENOTREG (a FIFO, a device, a socket). */
 
 /* What a failure of this module says about the directory, for a caller
  * that must tell a disk that refuses from a run that may simply retry. */
@@ -178,8 +186,11 @@ typedef void (*dr_ckpt_before_commit_fn)(void *arg, const char *tmp_path);
  * spans, whose element counts must add up to dr_ckpt_floats(h). Temporary file, fsync, before_commit (may be NULL),
  * rename, fsync of the directory. On failure nothing is left under the
  * final name that was not there before, the temporary file is removed,
- * and err names the failing call and path. Returns 0, DR_CKPT_ESHAPE or
- * -errno. path (may be NULL) receives the final name. */
+ * and err names the failing call and path. Returns 0, DR_CKPT_ESHAPE,
+ * -EISDIR or DR_ENOTREG before anything is written when the final name is
+ * taken by a directory or another entry that is not a regular file (or a
+ * symbolic link), which is never replaced, or -errno. path (may be NULL)
+ * receives the final name. */
 int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
                   const dr_ckpt_span_t *spans, size_t n_spans,
                   dr_ckpt_before_commit_fn before_commit, void *arg,
@@ -203,18 +214,25 @@ int dr_ckpt_read(const char *path, dr_ckpt_header_t *h,
                  const dr_ckpt_span_t *spans, size_t n_spans, char *err,
                  size_t err_len);
 
-/* Steps of the checkpoint names in dir, newest first. *steps is malloc'd
- * (caller frees; NULL when *n is 0). A missing dir lists nothing (0).
- * 0 or -errno. */
+/* Steps of the checkpoint names of dir's regular files (or symbolic
+ * links to them), newest first: a directory or FIFO so named is not
+ * listed. *steps is malloc'd (caller frees; NULL when *n is 0). A missing
+ * dir lists nothing (0). 0 or -errno. */
 int dr_ckpt_list(const char *dir, uint64_t **steps, size_t *n);
 
-/* Called for each newer file dr_ckpt_find_latest passes over. */
+/* Called for each entry dr_ckpt_find_latest passes over that may have
+ * been newer than its choice. */
 typedef void (*dr_ckpt_skip_fn)(void *arg, const char *path, int code,
                                 const char *why);
 
-/* The newest checkpoint in dir that verifies: 1 with *h and path, 0 when
- * there is none, or -errno when dir cannot be read. Each file that fails
- * verification is reported to skip (may be NULL) and passed over. */
+/* The newest checkpoint in dir that verifies, by the step its header
+ * records: 1 with *h and path, 0 when there is none, or -errno when dir
+ * cannot be read (-ENOMEM). Headers are read first (never blocking), then
+ * files are verified newest step first. Reported to skip (may be NULL),
+ * once each, and passed over: every file that fails verification, and
+ * every entry whose name is newer than the choice but that is not a
+ * regular file (-EISDIR, DR_ENOTREG), whose header cannot be read, or
+ * whose header records an older step (DR_CKPT_ESTEP). */
 int dr_ckpt_find_latest(const char *dir, dr_ckpt_header_t *h, char *path,
                         size_t path_len, dr_ckpt_skip_fn skip, void *arg);
 

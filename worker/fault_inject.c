@@ -56,6 +56,17 @@ static const dr_fault_var_t vars[] = {
      "world size: after the pre-division by the world size 60000, finite in "
      "fp16, but the fp16 sum of two of them overflows (--grad-compress "
      "fp16): an overflow only the reduced result shows"},
+    {"DDPRUN_SHM_TEST_TAKEN", "N",
+     "the first N names that each creation of a shared-memory segment (a "
+     "ring of the CPU backend, the shared weights) tries are taken: created "
+     "empty just before, as another local user's would be, so that it "
+     "tries new names (proto/shm_name.h; said in one line)"},
+    {"DDPRUN_SHM_TEST_KILL", "TAG[:RANK]",
+     "the worker (every rank, or RANK) SIGKILLs itself right after it "
+     "created a shared-memory segment whose tag begins with TAG (ring, "
+     "ring0to1, weights), before any other rank knows its name, on the "
+     "job's first attempt only; announced on stderr. The agent removes what "
+     "it leaves in /dev/shm"},
 };
 
 static struct {

@@ -23,6 +23,13 @@
  *   DDPRUN_OVERFLOW_TEST_SUM=STEP        every rank's gradient holds a
  *                                        value finite in fp16 whose fp16
  *                                        sum overflows, at step STEP
+ *   DDPRUN_SHM_TEST_TAKEN=N              shared-memory names found taken
+ *   DDPRUN_SHM_TEST_KILL=TAG[:RANK]      SIGKILL right after creating a
+ *                                        shared-memory segment
+ *
+ * The last two act where the segments are made, in proto/shm_name.c
+ * (the process group's rings are not train's own); they are listed here
+ * for train --help.
  *
  * They are read once per process, at the first call of any function here
  * (train's main calls dr_fault_init first). Unset or empty, each is off

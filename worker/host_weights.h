@@ -27,7 +27,9 @@
  * Rank 0 creates the segment and copies its weights and optimizer state
  * in; the others open it by the name rank 0 gives them and check that
  * their own weights are the same bits; the name is removed once every rank
- * mapped it, so a crash leaves nothing in /dev/shm.
+ * mapped it (by every rank that did), so a crash later leaves nothing in
+ * /dev/shm. train names it with proto/shm_name.h: unguessable, and with
+ * the prefix its agent cleans up when a crash comes before that.
  */
 #ifndef DR_HOST_WEIGHTS_H
 #define DR_HOST_WEIGHTS_H
@@ -63,7 +65,8 @@ size_t dr_hostw_bytes(const dr_hostw_shape_t *s);
 int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
                   const float *weights, const float *state, dr_hostw_t **out,
                   char *err, size_t err_len);
-/* Rank 0, once every rank opened it. */
+/* Removes the name, once every rank opened it (any rank may; a name
+ * already gone is fine). */
 void dr_hostw_unlink(dr_hostw_t *h);
 /* Unmaps; *h NULL. Nothing may use the weights, state or buckets after. */
 void dr_hostw_close(dr_hostw_t **h);

@@ -61,6 +61,9 @@ typedef struct {
   uint64_t *shard;
   uint64_t shard_len;
   uint64_t steps_per_epoch, total_steps;
+  uint64_t sched_steps;      /* the learning-rate schedule's total_steps:
+                                total_steps, or a resumed checkpoint's
+                                (--extend-schedule hold) */
   uint64_t global_batch;     /* samples per optimizer step, all ranks */
   dr_step_time_t *times;     /* per step */
   double last_loss;          /* the last logged loss, averaged over ranks */

@@ -27,6 +27,7 @@ typedef struct {
   uint64_t ls_taken;  /* start: 1 when the loss scaler's state is here */
   double ls_scale;
   uint64_t ls_good, ls_skipped;
+  uint64_t sched_steps; /* start: the schedule's total_steps from here */
 } verdict_t;
 
 /* The exit code of a failure of ckpt.c: a disk that refuses stops the
@@ -109,9 +110,10 @@ typedef struct {
   char why[512];
 } unreadable_t;
 
-/* A damaged newer file is passed over, said once; one that the storage
- * will not give up is a failure of its own (falling back to an older one
- * would silently undo training). */
+/* A damaged newer file, or what is named like a newer checkpoint but is
+ * not one (a directory, a FIFO, a file of an older step), is passed over,
+ * said once; one that the storage will not give up is a failure of its
+ * own (falling back to an older one would silently undo training). */
 static void report_skip(void *arg, const char *path, int code,
                         const char *why) {
   unreadable_t *u = arg;
@@ -124,9 +126,12 @@ static void report_skip(void *arg, const char *path, int code,
     }
     return;
   }
-  fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s (%s)\n",
+  /* What is not a file, or a file named for another step: why says it
+   * all. */
+  int plain = code == -EISDIR || code == DR_ENOTREG || code == DR_CKPT_ESTEP;
+  fprintf(stderr, "train: rank 0: skipping the checkpoint %s: %s%s%s%s\n",
           path, why[0] != '\0' ? why : dr_strerror(code),
-          dr_strerror(code));
+          plain ? "" : " (", plain ? "" : dr_strerror(code), plain ? "" : ")");
 }
 
 /* mkdir -p. 0 or -errno. */
@@ -209,7 +214,7 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
             "0\n", c->ckpt_dir);
     return v;
   }
-  v.code = dr__train_ckpt_fits(r, path, &h);
+  v.code = dr__train_ckpt_fits(r, path, &h, &v.sched_steps);
   int take_state = 0, take_scale = 0;
   if (v.code == 0)
     v.code = dr__train_ckpt_cmp_fits(r, path, &h, &take_state, &take_scale);
@@ -250,7 +255,7 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
   }
   fprintf(stderr, "train: rank 0: resuming at step %" PRIu64 " of %" PRIu64
           " (epoch %" PRIu64 ", position %" PRIu64 " of %" PRIu64 ") from "
-          "%s\n", h.step, h.total_steps, h.epoch, h.epoch_pos,
+          "%s\n", h.step, r->total_steps, h.epoch, h.epoch_pos,
           h.steps_per_epoch, path);
   v.step = h.step;
   v.found = 1;
@@ -307,6 +312,11 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
     if (code != 0)
       return code;
   }
+  /* The schedule every rank follows from here: the checkpoint's when an
+   * extension holds it (and then in every checkpoint this run writes, so
+   * that a resume of the extended run follows it too). */
+  r->sched_steps = v.sched_steps;
+  dr_optim_set_total_steps(r->opt, v.sched_steps);
   if (v.ls_taken) {
     r->ls.scale = v.ls_scale;
     r->ls.good = v.ls_good;
@@ -369,6 +379,17 @@ static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
   int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
                          sizeof(path), err, sizeof(err));
   free(spans);
+  if (rc == -EISDIR || rc == DR_ENOTREG) {
+    /* Something not ours holds the name: this one checkpoint cannot be
+     * made, and a restart would find it there again; the run goes on, and
+     * the next checkpoint is written as usual. */
+    char prev[4096];
+    fprintf(stderr, "train: rank 0: not writing the checkpoint of step %"
+            PRIu64 ": %s; move it away to have this step's checkpoint "
+            "(training goes on; the newest checkpoint is %s)\n", done, err,
+            previous(c->ckpt_dir, done, prev, sizeof(prev)));
+    return 0;
+  }
   if (rc != 0) {
     /* The write never touches an older file: say which one a run of the
      * job again resumes from. */

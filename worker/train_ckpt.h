@@ -14,11 +14,13 @@ void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h);
 
 /* 0 when the checkpoint f (read from path) fits this run; else prints one
  * line naming the first field that differs, with both values, and returns
- * DR_TRAIN_ECONFIG. Changed schedule settings and hyper-parameters are
- * named together in one line; with --allow-schedule-change they pass,
- * reported in that line. */
+ * DR_TRAIN_ECONFIG. Changed schedule settings (--steps among them) and
+ * hyper-parameters are named together in one line; with
+ * --allow-schedule-change they pass, reported in that line. A larger
+ * --steps passes with --extend-schedule too, its effect said in one line.
+ * *sched_steps: the total_steps of the schedule the run goes on with. */
 int dr__train_ckpt_fits(dr_run_t *r, const char *path,
-                        const dr_ckpt_header_t *f);
+                        const dr_ckpt_header_t *f, uint64_t *sched_steps);
 
 /* train_ckpt_cmp.c: gradient compression and loss scaling. */
 

@@ -13,7 +13,7 @@ void dr__train_ckpt_header(dr_run_t *r, uint64_t step, dr_ckpt_header_t *h) {
   memset(h, 0, sizeof(*h));
   h->rng_version = DR_CKPT_RNG_XOSHIRO;
   h->step = step;
-  h->total_steps = r->total_steps;
+  h->total_steps = r->sched_steps;
   h->steps_per_epoch = r->steps_per_epoch;
   h->epoch = step / r->steps_per_epoch;
   h->epoch_pos = step % r->steps_per_epoch;
@@ -60,65 +60,123 @@ static void add_change(char *list, size_t n, const char *flag,
            len > 0 ? ", " : "", flag, was, is);
 }
 
-/* The schedule and the hyper-parameters that the checkpoint's optimizer
- * uses (a change of the others changes nothing), all in one line: refused
- * (exit 2), or reported and taken with --allow-schedule-change.
- * Version-1 files record none. Returns 0 or exit code 2. */
+/* The learning rate at step of this run's schedule over total steps. */
+static double lr_over(const dr_run_t *r, uint64_t total, uint64_t step) {
+  dr_optim_config_t oc = *dr_optim_config(r->opt);
+  oc.total_steps = total;
+  return dr_optim_schedule_lr(&oc, step);
+}
+
+/* What a run extended from f's schedule to r->total_steps does with the
+ * learning rate (as the progress lines print it), with the schedule's new
+ * total_steps (*sched). */
+static void extension(const dr_run_t *r, const dr_ckpt_header_t *f,
+                      int hold, uint64_t *sched, char *buf, size_t n) {
+  if (hold) {
+    *sched = f->total_steps;
+    snprintf(buf, n, "the schedule of %" PRIu64 " steps goes on unchanged, "
+             "and the learning rate stays at its final %.3g from step %"
+             PRIu64 " to %" PRIu64, f->total_steps,
+             lr_over(r, f->total_steps, f->total_steps),
+             (f->total_steps > f->step ? f->total_steps : f->step) + 1,
+             r->total_steps);
+    return;
+  }
+  *sched = r->total_steps;
+  snprintf(buf, n, "the warmup and cosine decay now span %" PRIu64 " steps: "
+           "step %" PRIu64 " runs at lr %.3g (%.3g in the schedule of %"
+           PRIu64 " steps)", r->total_steps, f->step + 1,
+           lr_over(r, r->total_steps, f->step),
+           lr_over(r, f->total_steps, f->step), f->total_steps);
+}
+
+/* The schedule (--steps, --warmup, --lr, --min-lr-frac) and the
+ * hyper-parameters that the checkpoint's optimizer uses (a change of the
+ * others changes nothing), all in one line: refused (exit 2), or reported
+ * and taken with --allow-schedule-change. A larger --steps alone is an
+ * extension that --extend-schedule takes too. Version-1 files record no
+ * schedule but its length. Returns 0 or exit code 2; *sched: the
+ * schedule's total_steps from here on. */
 static int check_schedule(dr_run_t *r, const char *path,
                           const dr_ckpt_header_t *f,
-                          const dr_ckpt_header_t *w) {
+                          const dr_ckpt_header_t *w, uint64_t *sched) {
+  char list[1024] = "", was[32], is[32], effect[512] = "";
+  const char *mode = r->c.extend_schedule;
+  const int named = strcmp(mode, "none") != 0;
+  const int longer = f->total_steps < r->total_steps;
+  /* The length first: an extension is what --extend-schedule names. */
+  *sched = r->total_steps;
+  if (f->total_steps != r->total_steps) {
+    snprintf(was, sizeof(was), "%" PRIu64, f->total_steps);
+    snprintf(is, sizeof(is), "%" PRIu64, r->total_steps);
+    if (longer && (named || r->c.allow_schedule_change))
+      extension(r, f, strcmp(mode, "hold") == 0, sched, effect,
+                sizeof(effect));
+    if (!longer || !named)
+      add_change(list, sizeof(list),
+                 "--steps (the learning-rate schedule's length)", was, is);
+  }
   if (!f->has_schedule) {
     fprintf(stderr, "train: rank 0: %s is of checkpoint format version %u, "
             "which records no learning-rate schedule: --lr, --warmup, "
             "--min-lr-frac and the optimizer's hyper-parameters are taken "
             "as given\n", path, (unsigned)f->version);
-    return 0;
-  }
-  char list[1024] = "", was[32], is[32];
-  if (f->warmup_steps != w->warmup_steps) {
-    snprintf(was, sizeof(was), "%" PRIu64, f->warmup_steps);
-    snprintf(is, sizeof(is), "%" PRIu64, w->warmup_steps);
-    add_change(list, sizeof(list), "--warmup", was, is);
-  }
-  enum { BOTH, SGD, ADAMW };
-  static const struct {
-    const char *flag;
-    size_t off;
-    int opt;
-  } reals[] = {
+  } else {
+    if (f->warmup_steps != w->warmup_steps) {
+      snprintf(was, sizeof(was), "%" PRIu64, f->warmup_steps);
+      snprintf(is, sizeof(is), "%" PRIu64, w->warmup_steps);
+      add_change(list, sizeof(list), "--warmup", was, is);
+    }
+    enum { BOTH, SGD, ADAMW };
+    static const struct {
+      const char *flag;
+      size_t off;
+      int opt;
+    } reals[] = {
 #define R(f, flag, opt) {flag, offsetof(dr_ckpt_header_t, f), opt}
-      R(lr, "--lr", BOTH),
-      R(min_lr_frac, "--min-lr-frac", BOTH),
-      R(weight_decay, "--weight-decay", BOTH),
-      R(momentum, "--momentum", SGD),
-      R(beta1, "--beta1", ADAMW),
-      R(beta2, "--beta2", ADAMW),
-      R(eps, "--eps", ADAMW),
+        R(lr, "--lr", BOTH),
+        R(min_lr_frac, "--min-lr-frac", BOTH),
+        R(weight_decay, "--weight-decay", BOTH),
+        R(momentum, "--momentum", SGD),
+        R(beta1, "--beta1", ADAMW),
+        R(beta2, "--beta2", ADAMW),
+        R(eps, "--eps", ADAMW),
 #undef R
-  };
-  int opt = f->optimizer == DR_OPT_ADAMW ? ADAMW : SGD;
-  for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
-    double a, b;
-    if (reals[i].opt != BOTH && reals[i].opt != opt)
-      continue;
-    memcpy(&a, (const char *)f + reals[i].off, sizeof(a));
-    memcpy(&b, (const char *)w + reals[i].off, sizeof(b));
-    if (a != b)
-      add_change(list, sizeof(list), reals[i].flag,
-                 real(was, sizeof(was), a), real(is, sizeof(is), b));
+    };
+    int opt = f->optimizer == DR_OPT_ADAMW ? ADAMW : SGD;
+    for (size_t i = 0; i < sizeof(reals) / sizeof(reals[0]); i++) {
+      double a, b;
+      if (reals[i].opt != BOTH && reals[i].opt != opt)
+        continue;
+      memcpy(&a, (const char *)f + reals[i].off, sizeof(a));
+      memcpy(&b, (const char *)w + reals[i].off, sizeof(b));
+      if (a != b)
+        add_change(list, sizeof(list), reals[i].flag,
+                   real(was, sizeof(was), a), real(is, sizeof(is), b));
+    }
   }
-  if (list[0] == '\0')
+  if (list[0] == '\0') {
+    if (effect[0] != '\0')
+      fprintf(stderr, "train: rank 0: extending the run of the checkpoint %s "
+              "from %" PRIu64 " to %" PRIu64 " steps (--extend-schedule %s): "
+              "%s\n", path, f->total_steps, r->total_steps, mode, effect);
     return 0;
+  }
   if (r->c.allow_schedule_change) {
     fprintf(stderr, "train: rank 0: the checkpoint %s has another schedule: "
             "%s; going on with this run's from step %" PRIu64 " "
-            "(--allow-schedule-change)\n", path, list, f->step + 1);
+            "(--allow-schedule-change%s%s)%s%s\n", path, list, f->step + 1,
+            effect[0] != '\0' ? ", --extend-schedule " : "",
+            effect[0] != '\0' ? (named ? mode : "stretch") : "",
+            effect[0] != '\0' ? "; " : "", effect);
     return 0;
   }
   fprintf(stderr, "train: rank 0: the checkpoint %s does not fit this run: "
-          "%s; resume with the values it was written with, give "
+          "%s; resume with the values it was written with, %sgive "
           "--allow-schedule-change to go on with this run's, or give another "
-          "--ckpt-dir (exit %d)\n", path, list, DR_TRAIN_ECONFIG);
+          "--ckpt-dir (exit %d)\n", path, list,
+          longer && !named ? "give --extend-schedule stretch or hold to "
+          "extend the run (docs/train.md), " : "", DR_TRAIN_ECONFIG);
   return DR_TRAIN_ECONFIG;
 }
 
@@ -126,7 +184,7 @@ static int check_schedule(dr_run_t *r, const char *path,
  * run must not silently start over or diverge. Names the first field
  * that differs. */
 int dr__train_ckpt_fits(dr_run_t *r, const char *path,
-                        const dr_ckpt_header_t *f) {
+                        const dr_ckpt_header_t *f, uint64_t *sched_steps) {
   dr_ckpt_header_t w;
   dr__train_ckpt_header(r, f->step, &w);
   static const struct {
@@ -137,7 +195,6 @@ int dr__train_ckpt_fits(dr_run_t *r, const char *path,
 #define F32(f, what) {offsetof(dr_ckpt_header_t, f), 0, what}
 #define F64(f, what) {offsetof(dr_ckpt_header_t, f), 1, what}
       F32(rng_version, "RNG version"),
-      F64(total_steps, "--steps (the learning-rate schedule's length)"),
       F64(seed, "--seed"),
       F64(train_samples, "training samples (--samples or the text file)"),
       F64(global_batch, "global batch (--batch x world x --grad-accum; "
@@ -184,5 +241,5 @@ int dr__train_ckpt_fits(dr_run_t *r, const char *path,
             r->total_steps, DR_TRAIN_ECONFIG);
     return DR_TRAIN_ECONFIG;
   }
-  return check_schedule(r, path, f, &w);
+  return check_schedule(r, path, f, &w, sched_steps);
 }

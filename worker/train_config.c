@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ddprun_version.h"
 #include "errors.h"
 #include "exit_codes.h"
 #include "fault_inject.h"
+#include "fs.h"
 #include "gpu_train.h"
 #include "loss_scale.h"
 #include "model.h"
@@ -147,11 +149,21 @@ static const row_t rows[] = {
     {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
      "newest checkpoints kept; older ones are deleted"},
     {"allow-schedule-change", K_FLAG, OFF(allow_schedule_change), "0", 0, 1,
-     "resume from a checkpoint whose --lr, --warmup, --min-lr-frac or "
-     "optimizer hyper-parameters (--momentum, --weight-decay, --beta1, "
-     "--beta2, --eps) differ from this run's, and go on with this run's "
-     "values from the resumed step; without it such a resume is refused "
-     "(exit 2)"},
+     "resume from a checkpoint whose --steps, --lr, --warmup, "
+     "--min-lr-frac or optimizer hyper-parameters (--momentum, "
+     "--weight-decay, --beta1, --beta2, --eps) differ from this run's, and "
+     "go on with this run's values from the resumed step (a larger --steps "
+     "as --extend-schedule stretch, unless --extend-schedule hold); without "
+     "it such a resume is refused (exit 2)"},
+    {"extend-schedule", K_STR, OFF(extend_schedule), "none", 0, 0,
+     "a resume whose --steps is larger than the checkpoint's extends the "
+     "run: stretch recomputes the warmup and cosine decay over the new "
+     "--steps, as if the run had been that long from the start (the "
+     "learning rate at the resumed step rises); hold keeps the "
+     "checkpoint's schedule, whose decay ends where it ended, and the "
+     "learning rate stays at its final value for the added steps; none "
+     "refuses such a resume (exit 2) unless --allow-schedule-change, which "
+     "stretches. Either way rank 0 says the effect in one line"},
     {"grad-compress", K_STR, OFF(grad_compress), "none", 0, 0,
      "gradient compression on the wire: none; fp16 or bf16 (each bucket "
      "cast, pre-divided by the world size, summed in the narrow type and "
@@ -293,6 +305,39 @@ static int on_ini(void *user, const char *section, const char *name,
   return x->rc == 0;
 }
 
+/* Reads the INI file path into c. A FIFO, a device or a directory is
+ * refused before a byte is read: inih's own fopen() would wait for a
+ * FIFO's writer forever. */
+static int read_ini(dr_train_config_t *c, const char *path, char *err,
+                    size_t n) {
+  int fd = dr_open_regular(path);
+  if (fd == DR_ENOTREG || fd == -EISDIR)
+    return fail(err, n, "--config '%s' is %s, not a file; give the path of "
+                "an INI file", path, fd == -EISDIR ? "a directory"
+                : "a FIFO, a device or a socket");
+  if (fd < 0)
+    return fail(err, n, "--config '%s': cannot read the file (%s)", path,
+                dr_strerror(fd));
+  FILE *fp = fdopen(fd, "r");
+  if (fp == NULL) {
+    int e = errno;
+    close(fd);
+    return fail(err, n, "--config '%s': cannot read the file (%s)", path,
+                strerror(e));
+  }
+  ini_ctx_t x = {c, path, err, n, 0};
+  int rc = ini_parse_file(fp, on_ini, &x);
+  fclose(fp);
+  if (x.rc != 0)
+    return x.rc;
+  if (rc < 0)
+    return fail(err, n, "--config '%s': cannot read the file (out of "
+                "memory)", path);
+  if (rc > 0)
+    return fail(err, n, "%s:%d: not a `key = value` line", path, rc);
+  return 0;
+}
+
 /* "  LEFT  text..." with the text starting at column indent and wrapped
  * at 79 columns under itself. */
 static void print_wrapped(int indent, const char *left, const char *text) {
@@ -322,7 +367,7 @@ static void usage(void) {
          "\"no GPU code\"), then whether that code loads here and which\n"
          "NCCL and cuBLAS it loaded.\n\n");
   for (size_t k = 0; k < N_ROWS; k++) {
-    char left[64], text[512];
+    char left[64], text[1024];
     snprintf(left, sizeof(left), "--%s%s", rows[k].name,
              rows[k].kind == K_FLAG ? "" : " V");
     if (rows[k].def != NULL && rows[k].kind != K_FLAG)
@@ -387,14 +432,9 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       file = argv[i + 1];
   }
   if (file != NULL) {
-    ini_ctx_t x = {c, file, err, n, 0};
-    int rc = ini_parse(file, on_ini, &x);
-    if (x.rc != 0)
-      return x.rc;
-    if (rc < 0)
-      return fail(err, n, "--config '%s': cannot read the file", file);
-    if (rc > 0)
-      return fail(err, n, "%s:%d: not a `key = value` line", file, rc);
+    int rc = read_ini(c, file, err, n);
+    if (rc != 0)
+      return rc;
   }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -440,6 +480,11 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->host_weights, "private") != 0)
     return fail(err, n, "--host-weights '%s': expected auto, shared or "
                 "private", c->host_weights);
+  if (strcmp(c->extend_schedule, "none") != 0 &&
+      strcmp(c->extend_schedule, "stretch") != 0 &&
+      strcmp(c->extend_schedule, "hold") != 0)
+    return fail(err, n, "--extend-schedule '%s': expected none, stretch or "
+                "hold", c->extend_schedule);
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
       strcmp(c->precision, "fp16") != 0)
     return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",

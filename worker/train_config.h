@@ -46,6 +46,8 @@ typedef struct {
   uint64_t ckpt_every;  /* steps between checkpoints; 0 = never write */
   uint32_t ckpt_keep;   /* checkpoints kept */
   int allow_schedule_change; /* resume although the schedule differs */
+  char *extend_schedule; /* none | stretch | hold: a resume with more
+                            --steps than its checkpoint's schedule */
   char *grad_compress;  /* none | fp16 | bf16 | powersgd[:RANK] */
   uint64_t powersgd_start_step; /* steps all-reduced uncompressed first */
   int powersgd_no_ef;   /* tests: PowerSGD without error feedback */

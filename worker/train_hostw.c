@@ -4,13 +4,13 @@
 #include "train.h"
 
 #include "host_weights.h"
+#include "shm_name.h"
 #include "train_hostw.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* Why this rank cannot share (NULL: it can). */
 static const char *cannot(const dr_run_t *r) {
@@ -45,6 +45,21 @@ static int wanted(const dr_run_t *r) {
  * after the other in registration order (model.c). */
 static const float *own_weights(dr_run_t *r) {
   return dr_model_param(r->model, 0)->w;
+}
+
+/* dr_shm_create's callback on rank 0: the segment under name. */
+typedef struct {
+  dr_run_t *r;
+  const dr_hostw_shape_t *s;
+  char *err;
+  size_t err_len;
+} seg_try_t;
+
+static int create_segment(const char *name, void *arg) {
+  seg_try_t *t = arg;
+  return dr_hostw_open(name, t->s, own_weights(t->r),
+                       dr_optim_state(t->r->opt), &t->r->hostw, t->err,
+                       t->err_len);
 }
 
 /* MAX over the ranks of v (0 or a small positive number). */
@@ -89,16 +104,21 @@ int dr_train_hostw_open(dr_run_t *r) {
   } msg;
   memset(&msg, 0, sizeof(msg));
   char err[512] = "";
+  int taken = 0;
   if (r->rank == 0) {
-    snprintf(msg.name, sizeof(msg.name), "/ddprun-%.64s-g%llu-w%d",
-             r->pgc.run_id != NULL ? r->pgc.run_id : "job",
-             (unsigned long long)r->pgc.gen, (int)getpid());
-    for (char *p = msg.name + 1; *p; p++)
-      if (*p == '/')
-        *p = '_';
-    msg.rc = dr_hostw_open(msg.name, &s, own_weights(r),
-                           dr_optim_state(r->opt), &r->hostw, err,
-                           sizeof(err));
+    /* A name nobody can guess: one that another local user created first
+     * would cost the sharing (auto) or the run (shared). */
+    seg_try_t t = {r, &s, err, sizeof(err)};
+    msg.rc = dr_shm_create(msg.name, sizeof(msg.name), "weights",
+                           create_segment, &t, &taken);
+    if (msg.rc == 0 && taken > 0)
+      fprintf(stderr, "train: rank 0: %d shared-memory name%s for the shared "
+              "weights %s already taken in /dev/shm (by another user?); "
+              "created %s instead\n", taken, taken == 1 ? "" : "s",
+              taken == 1 ? "was" : "were", msg.name);
+    else if (msg.rc == -EEXIST)
+      snprintf(err + strlen(err), sizeof(err) - strlen(err), " (every one of "
+               "%d names tried was taken)", taken);
   }
   char berr[256] = "";
   rc = dr_pg_broadcast_sync(r->pg, &msg, sizeof(msg), 0, berr, sizeof(berr));
@@ -114,8 +134,10 @@ int dr_train_hostw_open(dr_run_t *r) {
                          dr_optim_state(r->opt), &r->hostw, err, sizeof(err));
   v = mine != 0 ? 1.0f : 0.0f;
   rc = agree_max(r, &v, "shared-weights set-up");
-  /* Every rank mapped it, or none will: the name goes either way. */
-  if (r->rank == 0 && r->hostw != NULL)
+  /* Every rank mapped it, or none will: the name goes either way, from
+   * every rank that holds it, so that it goes also when rank 0 is killed
+   * in the agreement. */
+  if (r->hostw != NULL)
     dr_hostw_unlink(r->hostw);
   if (rc != 0 || v != 0.0f) {
     dr_hostw_close(&r->hostw);

@@ -131,6 +131,7 @@ static int setup(dr_run_t *r) {
     return DR_TRAIN_ECONFIG;
   }
   r->total_steps = c->steps > 0 ? c->steps : c->epochs * r->steps_per_epoch;
+  r->sched_steps = r->total_steps;
   r->global_batch = (uint64_t)c->batch * r->world * c->grad_accum;
   r->shard = malloc(r->shard_len * sizeof(uint64_t));
   if (r->shard == NULL) {

@@ -24,10 +24,28 @@
 #           the summation order differs); without --global-batch, or with
 #           a global batch the world size does not divide, exit 2 and a
 #           message that says what to do.
+#   entries what is named like a checkpoint but is not the newest one: a
+#           directory and a FIFO named for step 15 (after checkpoints of 5
+#           and 10) are reported once and passed over (no exit 1 that a
+#           restart would meet again, no wait on the FIFO), the run resumes
+#           at 10, does not write step 15's checkpoint over them (one line
+#           says so) and ends with the uninterrupted weights; a copy of
+#           step 5's file named ckpt-9999999999.bin is taken for what its
+#           header says (step 5), reported, and step 10 is resumed.
+#   extend  a run of 20 steps extended to 30: without a word refused
+#           (exit 2, naming --extend-schedule); --extend-schedule hold runs
+#           steps 21-30 at the final learning rate, stretch recomputes the
+#           decay over 30 steps (step 21 at a higher rate, step 30 at the
+#           final one), --allow-schedule-change alone stretches; each says
+#           its effect in one line. An extended run killed after step 27
+#           and resumed with the same flags ends with the weights of the
+#           extended run that was never stopped (hold: its checkpoints keep
+#           the 20-step schedule; stretch: the 30-step one). A shorter
+#           --steps is still refused with --extend-schedule.
 #
 # Usage: ckpt_resume.sh MODE TRAIN DDPRUN CKPT_INSPECT
 set -u
-mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world TRAIN DDPRUN CKPT_INSPECT}
+mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world|entries|extend TRAIN DDPRUN CKPT_INSPECT}
 train=${2:?} ddprun=${3:?} inspect=${4:?}
 name=ckpt_$mode
 
@@ -344,6 +362,122 @@ world)
   grep -q "give --batch (per rank) or --global-batch (all ranks), not both" \
     "$tmp/both.err" || die both "no clear message"
   echo "world: another global batch, an indivisible one and both flags refused"
+  ;;
+entries)
+  # shellcheck disable=SC2206
+  args=($common --batch 32 --optimizer adamw)
+  d=$tmp/ckpt
+  run 60 ref "$train" "${args[@]}"
+  expect_ok ref
+  run 60 first env DDPRUN_CKPT_TEST_KILL_AT=12 "$train" "${args[@]}" \
+    --ckpt-dir "$d" --ckpt-every 5
+  "$inspect" "$(ckpt "$d" 10)" >/dev/null || fail "no checkpoint of step 10"
+  cp -r "$d" "$d.fifo"
+  cp -r "$d" "$d.far"
+  mkdir "$(ckpt "$d" 15)" || fail "mkdir failed"
+  mkfifo "$(ckpt "$d.fifo" 15)" || fail "mkfifo failed"
+  cp "$(ckpt "$d.far" 5)" "$d.far/ckpt-9999999999.bin"
+  for v in dir fifo far; do
+    dd=$d
+    [ "$v" = dir ] || dd=$d.$v
+    # A FIFO opened for reading without a writer would hold train here
+    # until the bound.
+    run 30 "$v" "$train" "${args[@]}" --ckpt-dir "$dd" --ckpt-every 5
+    expect_ok "$v"
+    grep -q "resuming at step 10 of 20" "$tmp/$v.err" ||
+      die "$v" "$v: did not resume at step 10"
+    [ "$(crc "$v")" = "$(crc ref)" ] ||
+      fail "$v: weights $(crc "$v") differ from $(crc ref)"
+    "$inspect" "$(ckpt "$dd" 20)" >/dev/null ||
+      fail "$v: no checkpoint of step 20"
+  done
+  [ "$(grep -c "skipping the checkpoint $(ckpt "$d" 15): .* is a directory, not a checkpoint file\$" "$tmp/dir.err")" -eq 1 ] ||
+    die dir "the directory was not reported once"
+  grep -q "not writing the checkpoint of step 15: $(ckpt "$d" 15) is a directory.*training goes on" \
+    "$tmp/dir.err" || die dir "the unwritten checkpoint of step 15 was not reported"
+  [ -d "$(ckpt "$d" 15)" ] || fail "the directory was removed"
+  [ "$(grep -c "skipping the checkpoint $(ckpt "$d.fifo" 15): .* is not a regular file" "$tmp/fifo.err")" -eq 1 ] ||
+    die fifo "the FIFO was not reported once"
+  [ -p "$(ckpt "$d.fifo" 15)" ] || fail "the FIFO was replaced"
+  grep -q "skipping the checkpoint $d.far/ckpt-9999999999.bin: it holds the checkpoint of step 5, not of step 9999999999" \
+    "$tmp/far.err" || die far "the misnamed copy of step 5 was not reported"
+  echo "entries: a directory and a FIFO named for step 15, and step 5's" \
+    "file named for step 9999999999, passed over; resumed at 10: $(crc ref)"
+  ;;
+extend)
+  # shellcheck disable=SC2206
+  args=($common --batch 32 --optimizer adamw --ckpt-every 5)
+  d=$tmp/ckpt
+  run 60 base "$train" "${args[@]}" --ckpt-dir "$d"
+  expect_ok base
+  "$inspect" "$(ckpt "$d" 20)" >/dev/null || fail "no checkpoint of step 20"
+  # The learning rate that the progress line of step N/30 prints.
+  lr_at() { sed -n "s/^step $2\/30 loss [0-9.]* lr \([0-9.e-]*\) .*/\1/p" "$tmp/$1.out"; }
+  cp -r "$d" "$d.refused"
+  run 30 refused "$train" "${args[@]}" --steps 30 --ckpt-dir "$d.refused"
+  [ "$rc" -eq 2 ] || die refused "an extension without a flag exited $rc"
+  grep -q -- "--steps (the learning-rate schedule's length) is 20 there and 30 here; .*give --extend-schedule stretch or hold to extend the run" \
+    "$tmp/refused.err" || die refused "no message naming --extend-schedule"
+  for m in hold stretch allow; do
+    flag=(--extend-schedule "$m")
+    [ "$m" = allow ] && flag=(--allow-schedule-change)
+    cp -r "$d" "$d.$m"
+    cp -r "$d" "$d.$m.killed"
+    run 60 "$m" "$train" "${args[@]}" --steps 30 --ckpt-dir "$d.$m" \
+      "${flag[@]}"
+    expect_ok "$m"
+    grep -q "resuming at step 20 of 30" "$tmp/$m.err" ||
+      die "$m" "$m: did not resume at step 20 of 30"
+    "$inspect" "$(ckpt "$d.$m" 30)" >"$tmp/$m.inspect" ||
+      fail "$m: no checkpoint of step 30"
+    run 60 "$m.killed" env DDPRUN_CKPT_TEST_KILL_AT=27 "$train" "${args[@]}" \
+      --steps 30 --ckpt-dir "$d.$m.killed" "${flag[@]}"
+    grep -q "killing this worker after step 27" "$tmp/$m.killed.err" ||
+      die "$m.killed" "$m: not killed after step 27"
+    run 60 "$m.resumed" "$train" "${args[@]}" --steps 30 \
+      --ckpt-dir "$d.$m.killed" "${flag[@]}"
+    expect_ok "$m.resumed"
+    grep -q "resuming at step 25 of 30" "$tmp/$m.resumed.err" ||
+      die "$m.resumed" "$m: did not resume at step 25"
+    [ "$(crc "$m.resumed")" = "$(crc "$m")" ] ||
+      fail "$m: resumed at 25: weights $(crc "$m.resumed") differ from the" \
+        "extended run's $(crc "$m")"
+  done
+  # hold: the 20-step schedule, then its final rate; the checkpoints keep
+  # the 20-step schedule, so the resume at 25 holds again.
+  [ "$(grep -c "extending the run of the checkpoint $(ckpt "$d.hold" 20) from 20 to 30 steps (--extend-schedule hold): the schedule of 20 steps goes on unchanged, and the learning rate stays at its final 0.001 from step 21 to 30$" "$tmp/hold.err")" -eq 1 ] ||
+    die hold "hold: not one line saying its effect"
+  grep -q " total_steps=20 " "$tmp/hold.inspect" ||
+    fail "hold: the checkpoint does not keep the 20-step schedule: $(cat "$tmp/hold.inspect")"
+  grep -q "from step 26 to 30" "$tmp/hold.resumed.err" ||
+    die hold.resumed "hold: the resume at 25 did not hold the rate"
+  for s in 21 25 30; do
+    [ "$(lr_at hold $s)" = 0.001 ] || die hold "hold: step $s at lr $(lr_at hold $s), not 0.001"
+  done
+  # stretch: the decay over 30 steps; the checkpoints record 30.
+  grep -q "extending the run of the checkpoint $(ckpt "$d.stretch" 20) from 20 to 30 steps (--extend-schedule stretch): the warmup and cosine decay now span 30 steps: step 21 runs at lr 0.00378 (0.001 in the schedule of 20 steps)$" \
+    "$tmp/stretch.err" || die stretch "stretch: no line saying its effect"
+  grep -q " total_steps=30 " "$tmp/stretch.inspect" ||
+    fail "stretch: the checkpoint does not record 30 steps: $(cat "$tmp/stretch.inspect")"
+  [ "$(lr_at stretch 21)" = 0.00378 ] && [ "$(lr_at stretch 30)" = 0.001 ] ||
+    die stretch "stretch: steps 21 and 30 at lr $(lr_at stretch 21) and $(lr_at stretch 30)"
+  grep -q "extending" "$tmp/stretch.resumed.err" &&
+    die stretch.resumed "stretch: the resume at 25 extended again"
+  # --allow-schedule-change alone: stretch, said in its line.
+  grep -q -- "has another schedule: --steps (the learning-rate schedule's length) is 20 there and 30 here; going on with this run's from step 21 (--allow-schedule-change, --extend-schedule stretch); the warmup and cosine decay now span 30 steps" \
+    "$tmp/allow.err" || die allow "allow: the stretch was not said"
+  [ "$(crc allow)" = "$(crc stretch)" ] ||
+    fail "allow ($(crc allow)) and stretch ($(crc stretch)) differ"
+  [ "$(crc hold)" != "$(crc stretch)" ] || fail "hold and stretch gave the same weights"
+  # Not an extension: refused whatever --extend-schedule says.
+  rm "$(ckpt "$d.refused" 20)"
+  run 30 shorter "$train" "${args[@]}" --steps 18 --ckpt-dir "$d.refused" \
+    --extend-schedule hold
+  [ "$rc" -eq 2 ] || die shorter "a shorter --steps exited $rc"
+  grep -q -- "does not fit this run: --steps (the learning-rate schedule's length) is 20 there and 18 here; resume with" \
+    "$tmp/shorter.err" || die shorter "no clear message for a shorter --steps"
+  echo "extend: 20 -> 30 steps: hold $(crc hold), stretch $(crc stretch)," \
+    "each resumed at 25 to the same weights; unflagged and shorter refused"
   ;;
 *)
   fail "unknown mode $mode"

@@ -37,6 +37,7 @@ expect 2 "use --device cpu" --device cuda "${small[@]}"
 expect 2 "needs --device cuda" --precision bf16 "${small[@]}"
 expect 2 "needs --device cuda" --device cpu --precision bf16 "${small[@]}"
 expect 2 "needs --device cuda" --precision fp16 --loss-scale dynamic "${small[@]}"
+expect 2 "needs --device cuda" --device cpu --precision fp16 "${small[@]}"
 expect 0 "device cpu" --device auto "${small[@]}"
 auto=$(grep -o 'weights_crc32=0x[0-9a-f]*' "$tmp/out")
 expect 0 "device cpu" --device cpu "${small[@]}"

@@ -126,6 +126,21 @@ static void test_schedule(void **state) {
   assert_true(fabs(dr_optim_lr(o, 500) - 0.1) < eps);
   for (uint64_t s = 10; s < 110; s++)
     assert_true(dr_optim_lr(o, s + 1) <= dr_optim_lr(o, s));
+  /* A resumed run's schedule of another length: the same function of the
+   * step as a run created with it, also after a cached update's step. */
+  float w = 1.0f, g = 0.0f;
+  dr_optim_update(o, 0, &w, &g, 1, 60);
+  dr_optim_set_total_steps(o, 211);
+  c.total_steps = 211;
+  for (uint64_t s = 0; s < 300; s += 7)
+    assert_true(dr_optim_lr(o, s) == dr_optim_schedule_lr(&c, s));
+  assert_true(dr_optim_lr(o, 60) > 0.55 + eps);
+  assert_true(fabs(dr_optim_lr(o, 210) - 0.1) < eps);
+  assert_true(dr_optim_config(o)->total_steps == 211);
+  w = 1.0f;
+  g = 1.0f;
+  dr_optim_update(o, 0, &w, &g, 1, 60); /* SGD: w -= lr * g */
+  assert_true(w == 1.0f - dr_optim_schedule_lr(&c, 60));
   dr_optim_free(&o);
 
   /* No warmup, no decay: constant. */

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # train's settings and exit codes:
 #  - a bad command line or INI file: exit 2, one line on stderr naming the
-#    offending option, key or line, nothing on stdout; a --batch (or a
+#    offending option, key or line, nothing on stdout; --precision bf16 or
+#    fp16 with --device cpu is such an error, never ignored; a --batch (or a
 #    --global-batch per rank) over the model's limit, 2^20, is refused
 #    when the flag is read, naming the limit;
 #  - --config INI: keys at the top level and in [train] are honoured
-#    (dashes or underscores), and flags override the file;
+#    (dashes or underscores), and flags override the file; a FIFO or a
+#    directory given as --config (or as --data text:PATH) is refused at
+#    once, never waited on;
 #  - a loss that becomes non-finite: exit 5 with a message naming the step
 #    and the rank; under `ddprun --max-restarts 3` the job is not restarted
 #    (ddprun exits 5 and every worker ran once, with
@@ -59,6 +62,12 @@ refused "--no-overlap 'maybe'" $small --no-overlap=maybe
 refused "--steps needs a value" $small --steps
 refused "/nonexistent" $small --data text:/nonexistent/file.txt
 refused "fewer than one step" $small --batch 1000
+# The CPU computes in fp32 only: a two-byte precision there is refused, not
+# ignored (GPU or not on this machine).
+for p in bf16 fp16; do
+  refused "^train: --precision $p needs --device cuda and a usable GPU \(the CPU model computes in fp32 only\); use --precision fp32 on the CPU$" \
+    $small --device cpu --precision $p
+done
 # The model's limit, where the flag is read (up to 2^24 used to pass here
 # and be refused by the model later).
 limit="expected a whole number from 1 to 1048576 \(2\^20, the model's limit\)"
@@ -103,6 +112,15 @@ refused "bad_line.ini:2" --config "$tmp/bad_line.ini"
 refused "unknown key 'config'" --config "$tmp/nested.ini"
 refused "cannot read" --config "$tmp/missing.ini"
 refused "--config needs a value" --config
+# A FIFO without a writer (an open() for reading would wait for one until
+# the bound) and a directory: refused before a byte is read.
+mkfifo "$tmp/settings.fifo" || fail "mkfifo failed"
+refused "^train: --config '$tmp/settings.fifo' is a FIFO, a device or a socket, not a file; give the path of an INI file$" \
+  --config "$tmp/settings.fifo"
+refused "^train: --config '$tmp' is a directory, not a file; give the path of an INI file$" \
+  --config "$tmp"
+refused "^train: cannot read $tmp/settings.fifo \(not a regular file" \
+  $small --data "text:$tmp/settings.fifo"
 
 # From the file alone: 1 layer of 16 on 32 inputs and 8 classes is
 # 32*16+16 + 16*8+8 = 664 parameters; batch 8 on 1 rank; 7 steps.

@@ -27,7 +27,7 @@ command -v taskset >/dev/null 2>&1 || skip "no taskset"
 model="--layers 3 --width 256 --input-dim 64 --classes 8 --samples 2048
        --eval-samples 64 --batch 32 --steps 12 --bucket-cap-mb 0.1
        --first-bucket-mb 0.05"
-shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^ddprun-.*-w[0-9]*$')
+shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^ddprun-.*-weights$')
 job() { # TAG NPROC ENV... -- TRAIN ARGS...
   local tag=$1 n=$2
   shift 2
@@ -134,8 +134,8 @@ else
   echo "no private mount namespace here: the small /dev/shm case not run"
 fi
 
-shm_after=$(ls /dev/shm 2>/dev/null | grep -c '^ddprun-.*-w[0-9]*$')
+shm_after=$(ls /dev/shm 2>/dev/null | grep -c '^ddprun-.*-weights$')
 [ "$shm_after" -le "$shm_before" ] ||
-  fail "segments left in /dev/shm: $(ls /dev/shm | grep -- '-w[0-9]*$')"
+  fail "segments left in /dev/shm: $(ls /dev/shm | grep -- '-weights$')"
 no_leftovers
 echo "PASS: $name"

@@ -1,6 +1,7 @@
 /* Checkpoint files: the round trip, the documented layout, version-1
  * files still read, rejection of every flipped byte and every truncation
- * (of both versions), the choice of the newest valid file, keep-K
+ * (of both versions), the choice of the newest valid file (by the step
+ * its header records; a directory or FIFO so named passed over), keep-K
  * pruning, temporary files, failures of the writer (a storage that
  * refuses leaves the older files as they were) and the kinds of
  * failures. */
@@ -638,6 +639,127 @@ static void test_list_and_temp_ignored(void **state) {
   assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
 }
 
+/* What is named like a newer checkpoint but is not a file: a directory
+ * and a FIFO are reported and passed over (a FIFO without a writer would
+ * block an open() for reading forever), never listed, never pruned, and a
+ * write does not replace them. */
+static void test_not_files_skipped(void **state) {
+  fx_t *f = *state;
+  write_at(f, 5);
+  write_at(f, 10);
+  char d15[256], p20[256], p30[256];
+  assert_int_equal(dr_ckpt_path(d15, sizeof(d15), f->dir, 15), 0);
+  assert_int_equal(dr_ckpt_path(p20, sizeof(p20), f->dir, 20), 0);
+  assert_int_equal(dr_ckpt_path(p30, sizeof(p30), f->dir, 30), 0);
+  assert_int_equal(mkdir(d15, 0755), 0);
+  assert_int_equal(mkfifo(p20, 0644), 0);
+  /* A symbolic link to a checkpoint is one. */
+  char p10[256];
+  assert_int_equal(dr_ckpt_path(p10, sizeof(p10), f->dir, 10), 0);
+  assert_int_equal(symlink(p10, p30), 0);
+
+  dr_ckpt_header_t h;
+  char path[256];
+  skipped = 0;
+  /* 30 holds step 10 too: the name that agrees wins the tie. */
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 10);
+  assert_non_null(strstr(path, "ckpt-0000000010.bin"));
+  assert_int_equal(skipped, 3); /* 30 (of step 10), 20, 15 */
+  assert_int_equal(unlink(p30), 0);
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 10);
+  assert_int_equal(skipped, 2);
+  assert_int_equal(skipped_code, -EISDIR); /* by name, newest first */
+  assert_non_null(strstr(skipped_path, "ckpt-0000000015.bin"));
+
+  char err[512] = "";
+  assert_int_equal(dr_ckpt_verify(p20, &h, err, sizeof(err)), DR_ENOTREG);
+  assert_non_null(strstr(err, "not a regular file"));
+  assert_int_equal(dr_ckpt_verify(d15, &h, err, sizeof(err)), -EISDIR);
+  assert_non_null(strstr(err, "is a directory"));
+
+  uint64_t *steps;
+  size_t n;
+  assert_int_equal(dr_ckpt_list(f->dir, &steps, &n), 0);
+  assert_int_equal(n, 2);
+  assert_int_equal(steps[0], 10);
+  free(steps);
+
+  /* Neither is replaced: refused before anything is written. */
+  f->h.step = 15;
+  int rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, NULL, 0,
+                         err, sizeof(err));
+  assert_int_equal(rc, -EISDIR);
+  assert_non_null(strstr(err, "ckpt-0000000015.bin is a directory"));
+  f->h.step = 20;
+  rc = dr_ckpt_write(f->dir, &f->h, f->spans, 4, NULL, NULL, NULL, 0, err,
+                     sizeof(err));
+  assert_int_equal(rc, DR_ENOTREG);
+  struct stat st;
+  assert_int_equal(lstat(p20, &st), 0);
+  assert_true(S_ISFIFO(st.st_mode));
+  assert_int_equal(dr_ckpt_remove_temp(f->dir, err, sizeof(err)), 0);
+  write_at(f, 25);
+  assert_int_equal(dr_ckpt_prune(f->dir, 25, 1, err, sizeof(err)), 2);
+  assert_true(exists(f->dir, "ckpt-0000000015.bin"));
+  assert_true(exists(f->dir, "ckpt-0000000020.bin"));
+  assert_true(exists(f->dir, "ckpt-0000000025.bin"));
+}
+
+/* A file's step is the one its header records: a copy named for a far
+ * later step neither wins over the newest checkpoint nor hides it, and a
+ * newest checkpoint under an older name is still the newest. */
+static void test_step_from_header(void **state) {
+  fx_t *f = *state;
+  write_at(f, 5);
+  char p5[256];
+  snprintf(p5, sizeof(p5), "%s", f->path);
+  write_at(f, 10);
+  char far[256], cmd[600];
+  assert_int_equal(dr_ckpt_path(far, sizeof(far), f->dir, 9999999999ull), 0);
+  snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", p5, far);
+  assert_int_equal(system(cmd), 0);
+
+  dr_ckpt_header_t h;
+  char path[256];
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 10);
+  assert_non_null(strstr(path, "ckpt-0000000010.bin"));
+  assert_int_equal(skipped, 1);
+  assert_int_equal(skipped_code, DR_CKPT_ESTEP);
+  assert_non_null(strstr(skipped_path, "ckpt-9999999999.bin"));
+
+  /* The newest under an old name: taken, at its own step. */
+  write_at(f, 20);
+  char p3[256];
+  assert_int_equal(dr_ckpt_path(p3, sizeof(p3), f->dir, 3), 0);
+  assert_int_equal(rename(f->path, p3), 0);
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 20);
+  assert_non_null(strstr(path, "ckpt-0000000003.bin"));
+  assert_int_equal(skipped, 1); /* the far one, of step 5 */
+
+  /* Damaged newest by its header: reported, then the next by header. */
+  size_t n;
+  uint8_t *b = slurp(p3, &n);
+  b[n - 1] ^= 1;
+  spit(p3, b, n);
+  free(b);
+  skipped = 0;
+  assert_int_equal(dr_ckpt_find_latest(f->dir, &h, path, sizeof(path),
+                                       on_skip, &skipped), 1);
+  assert_int_equal(h.step, 10);
+  assert_int_equal(skipped, 2);
+}
+
 static void test_prune_keeps_newest(void **state) {
   fx_t *f = *state;
   for (uint64_t s = 1; s <= 7; s++)
@@ -848,6 +970,10 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_newest_valid_chosen, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_list_and_temp_ignored, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_not_files_skipped, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_step_from_header, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_prune_keeps_newest, setup,
                                       teardown),

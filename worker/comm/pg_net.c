@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "shm_name.h"
 
 #define HELLO_BYTES 48
 #define OFFER_BYTES 256
@@ -274,35 +275,47 @@ void dr__boot_unlink_shm(dr_boot_t *b) {
   }
 }
 
+/* dr_shm_create's callback: the ring of the send link under name. */
+typedef struct {
+  dr_link_t *l;
+  const char *what;
+} ring_try_t;
+
+static int create_ring(const char *name, void *arg) {
+  ring_try_t *t = arg;
+  return dr_shm_ring_create(name, DR_PG_SHM_RING_BYTES, &t->l->ring,
+                            &t->what);
+}
+
 /* The send side: offers shared memory (a ring created here) or TCP. */
 static int offer_send_link(dr_boot_t *b) {
   dr_pg_t *pg = b->pg;
   dr_link_t *l = &pg->send;
   uint32_t via = VIA_TCP;
   if (!b->cfg->force_tcp && strcmp(b->me.host, b->right.host) == 0) {
-    /* The run id keeps jobs apart, the pid keeps apart two jobs with the
-     * same run id (ddprun's default is "none"). */
-    char rid[64];
-    size_t k = 0;
-    for (const char *s = b->cfg->run_id; *s && k + 1 < sizeof(rid); s++)
-      rid[k++] = (*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-                         (*s >= '0' && *s <= '9') || *s == '.' || *s == '-'
-                     ? *s
-                     : '_';
-    rid[k] = '\0';
-    snprintf(b->shm_name, sizeof(b->shm_name),
-             "/ddprun-%s-g%" PRIu64 "-i%" PRIu64 "-p%d-%uto%u", rid,
-             b->cfg->gen, b->inst, (int)getpid(), pg->rank, l->peer);
-    const char *what = NULL;
-    int rc =
-        dr_shm_ring_create(b->shm_name, DR_PG_SHM_RING_BYTES, &l->ring, &what);
+    /* A name nobody can guess (another local user who created it first
+     * would turn the link into TCP), with the agent's prefix (what a kill
+     * before the unlink leaves, the agent removes). */
+    char tag[48];
+    snprintf(tag, sizeof(tag), "ring%uto%u", pg->rank, l->peer);
+    ring_try_t t = {l, "shm_open"};
+    int taken = 0;
+    int rc = dr_shm_create(b->shm_name, sizeof(b->shm_name), tag, create_ring,
+                           &t, &taken);
     if (rc == 0) {
       via = VIA_SHM;
       b->shm_named = 1;
+      if (taken > 0)
+        warn_line("ddprun pg: rank %u: %d shared-memory name%s for the link "
+                  "to rank %u %s already taken in /dev/shm (by another "
+                  "user?); created %s instead", pg->rank, taken,
+                  taken == 1 ? "" : "s", l->peer, taken == 1 ? "was" : "were",
+                  b->shm_name);
     } else {
       warn_line("ddprun pg: rank %u: shared memory to rank %u unavailable "
-                "(%s %s: %s); using TCP",
-                pg->rank, l->peer, what, b->shm_name, strerror(-rc));
+                "(%s %s: %s%s); using TCP",
+                pg->rank, l->peer, t.what, b->shm_name, strerror(-rc),
+                rc == -EEXIST ? ", every name tried was taken" : "");
     }
   }
   uint8_t o[OFFER_BYTES] = {0};
@@ -344,6 +357,9 @@ static int answer_recv_link(dr_boot_t *b) {
     rc = name[0] == '/' ? dr_shm_ring_open(name, &l->ring, &what) : -EINVAL;
     if (rc == 0) {
       l->kind = DR_LINK_SHM;
+      /* Both ends have it mapped: the name goes at once, from whichever
+       * side gets there first, so that a kill of either leaves nothing. */
+      dr_shm_ring_unlink(name);
     } else {
       warn_line("ddprun pg: rank %u: shared memory from rank %u unavailable "
                 "(%s %s: %s); using TCP",

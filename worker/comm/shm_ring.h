@@ -3,9 +3,11 @@
  * host.
  *
  * The producer creates the segment (dr_shm_ring_create), the consumer maps
- * it by name (dr_shm_ring_open), and the producer unlinks the name as soon
- * as the consumer said it has mapped it, so a crash later leaves nothing in
- * /dev/shm. Space is reserved with posix_fallocate: a /dev/shm too small
+ * it by name (dr_shm_ring_open) and unlinks the name at once (the producer
+ * too, when the consumer said it has mapped it), so a crash later leaves
+ * nothing in /dev/shm; the process group names its rings with
+ * proto/shm_name.h, whose prefix the agent cleans up after a crash
+ * before that. Space is reserved with posix_fallocate: a /dev/shm too small
  * for the ring fails here with -ENOSPC instead of a SIGBUS on first touch.
  *
  * Layout: a header page, then `capacity` bytes of data (a power of two).
@@ -33,7 +35,8 @@
 
 typedef struct dr_shm_ring dr_shm_ring_t;
 
-/* Longest name accepted (without the NUL), e.g. "/ddprun-job-g3-1234-0to1". */
+/* Longest name accepted (without the NUL), e.g.
+ * "/ddprun-4242-1f2e3d4c-0123456789abcdef-ring0to1". */
 #define DR_SHM_NAME_MAX 200
 
 /* Creates and maps the segment `name` ("/..." as shm_open wants it) with

@@ -180,9 +180,11 @@ int dr_gpu_train_resolve(dr_run_t *r) {
   if (strcmp(c->device, "auto") == 0 && gpu_visible())
     fprintf(stderr, "train: --device auto: a GPU is visible but the GPU code "
             "could not be loaded (%s); running on the CPU\n", L.why);
-  if (strcmp(c->precision, "bf16") == 0) {
-    fprintf(stderr, "train: --precision bf16 needs --device cuda and a "
-            "usable GPU (the CPU model computes in fp32 only)\n");
+  /* bf16 and fp16 alike: nothing on the CPU would honour either. */
+  if (strcmp(c->precision, "fp32") != 0) {
+    fprintf(stderr, "train: --precision %s needs --device cuda and a usable "
+            "GPU (the CPU model computes in fp32 only); use --precision fp32 "
+            "on the CPU\n", c->precision);
     return DR_TRAIN_ECONFIG;
   }
   return 0;

@@ -27,8 +27,9 @@ int dr_gpu_train_resolve(dr_run_t *r) {
     return DR_TRAIN_ECONFIG;
   }
   if (strcmp(c->precision, "fp32") != 0) {
-    fprintf(stderr, "train: --precision %s needs --device cuda (the CPU "
-            "model computes in fp32 only)\n", c->precision);
+    fprintf(stderr, "train: --precision %s needs --device cuda and a usable "
+            "GPU (the CPU model computes in fp32 only); use --precision fp32 "
+            "on the CPU\n", c->precision);
     return DR_TRAIN_ECONFIG;
   }
   return 0;

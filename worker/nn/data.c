@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fs.h"
 #include "nn_internal.h"
 
 enum { KIND_SYNTHETIC, KIND_TEXT };
@@ -201,17 +202,15 @@ int dr_data_synthetic(uint64_t seed, uint64_t n_train, uint64_t n_eval,
 }
 
 static int read_file(const char *path, uint8_t **buf, uint64_t *len) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
+  /* A FIFO is refused, not waited on (an open() for reading would block
+   * until a writer came). */
+  int fd = dr_open_regular(path);
+  if (fd < 0) return fd;
   struct stat st;
   if (fstat(fd, &st) != 0) {
     int e = -errno;
     close(fd);
     return e;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return -EINVAL;
   }
   if ((uint64_t)st.st_size > TEXT_MAX_BYTES) {
     close(fd);
@@ -257,7 +256,7 @@ int dr_data_text(const char *path, uint32_t context, double eval_frac,
   uint64_t len = 0;
   int rc = read_file(path, &text, &len);
   if (rc < 0) {
-    snprintf(err, err_len, "cannot read %s (%s)", path, strerror(-rc));
+    snprintf(err, err_len, "cannot read %s (%s)", path, dr_strerror(rc));
     return rc;
   }
   /* Split by target byte: train targets are bytes [context, cut), eval

@@ -64,11 +64,20 @@ const dr_optim_config_t *dr_optim_config(const dr_optim_t *o) {
 }
 
 float dr_optim_lr(const dr_optim_t *o, uint64_t step) {
-  const double lr = o->cfg.lr;
-  const uint64_t warmup = o->cfg.warmup_steps, total = o->cfg.total_steps;
+  return dr_optim_schedule_lr(&o->cfg, step);
+}
+
+void dr_optim_set_total_steps(dr_optim_t *o, uint64_t total_steps) {
+  o->cfg.total_steps = total_steps;
+  o->have_k = 0;
+}
+
+float dr_optim_schedule_lr(const dr_optim_config_t *c, uint64_t step) {
+  const double lr = c->lr;
+  const uint64_t warmup = c->warmup_steps, total = c->total_steps;
   if (step < warmup) return (float)(lr * (double)(step + 1) / (double)warmup);
   if (total == 0) return (float)lr;
-  const double min_lr = lr * o->cfg.min_lr_frac;
+  const double min_lr = lr * c->min_lr_frac;
   const uint64_t last = total - 1;
   /* The decay spans [warmup, last]; when that is empty every step after
    * warmup is the last one. */

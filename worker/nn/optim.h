@@ -49,6 +49,12 @@ const dr_optim_config_t *dr_optim_config(const dr_optim_t *o);
 
 /* The learning rate at step (0-based). */
 float dr_optim_lr(const dr_optim_t *o, uint64_t step);
+/* The learning rate at step of the schedule that c describes. */
+float dr_optim_schedule_lr(const dr_optim_config_t *c, uint64_t step);
+
+/* Sets the schedule's total_steps (its decay ends at total_steps - 1):
+ * a resumed run whose schedule is not its own --steps. */
+void dr_optim_set_total_steps(dr_optim_t *o, uint64_t total_steps);
 
 /* Applies one update with the gradients in the model's params, at the
  * schedule's lr for step (0-based optimizer step, which is also AdamW's
