@@ -210,6 +210,7 @@ typedef struct {
   size_t cap;
   int64_t base_ns; /* the first PyTorch trace's */
   int have_base;
+  size_t max_bytes; /* as dr_dg_read_set's */
 } acc_t;
 
 /* One file read and added. in_dir: a file that is not a trace is noted
@@ -217,9 +218,11 @@ typedef struct {
 static int add_file(acc_t *a, const char *path, int in_dir, char *err,
                     size_t errlen) {
   dr_dg_set_t *s = a->s;
+  const char *slash = strrchr(path, '/');
+  const char *base_name = slash ? slash + 1 : path;
   char *buf;
   size_t n;
-  int rc = dr__dg_load(path, &buf, &n, err, errlen);
+  int rc = dr__dg_load(path, a->max_bytes, &buf, &n, err, errlen);
   if (rc != 0)
     return rc;
   dr_dg_rank_t r;
@@ -233,8 +236,7 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
      * broken one is not. */
     if (in_dir && (strstr(why, ": not a trace ddprun diagnose reads") != NULL ||
                    strstr(why, ": not a Chrome trace: ") != NULL)) {
-      const char *slash = strrchr(path, '/');
-      set_note(s, "%s left out (not a trace)", slash ? slash + 1 : path);
+      set_note(s, "%s left out (not a trace)", base_name);
       return 0;
     }
     snprintf(err, errlen, "%s", why);
@@ -293,10 +295,13 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
   return 0;
 }
 
-int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
-                   char *err, size_t errlen) {
+int dr_dg_read_set(const char *const *paths, size_t n, size_t max_bytes,
+                   dr_dg_set_t *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  acc_t a = {out, NULL, 0, 0, 0};
+  acc_t a;
+  memset(&a, 0, sizeof(a));
+  a.s = out;
+  a.max_bytes = max_bytes;
   int rc = 0;
   if (n == 0) {
     snprintf(err, errlen, "no traces given");
@@ -348,7 +353,7 @@ int dr_dg_read_dir(const char *dir, dr_dg_set_t *out, char *err,
     return -ENOTDIR;
   }
   const char *p[1] = {dir};
-  return dr_dg_read_set(p, 1, out, err, errlen);
+  return dr_dg_read_set(p, 1, 0, out, err, errlen);
 }
 
 void dr_dg_set_free(dr_dg_set_t *s) {

@@ -19,11 +19,9 @@
 
 #include <jansson.h>
 
+#include "diag_read.h"
 #include "diag_trace.h"
 
-/* Inputs larger than this (on disk, or once inflated) are refused before
- * anything of that size is allocated. */
-#define DR__DG_MAX_BYTES ((size_t)2 << 30)
 #define DR__JS_MAX_DEPTH 512
 
 /* ---- the lexer (diag_json.c) ------------------------------------------ */
@@ -150,15 +148,24 @@ int dr__merge_events(FILE *f, const char *buf, size_t n, int pid,
                      size_t index, double offset_us, int *first, char *why,
                      size_t whylen);
 
-/* ---- loading (diag_read.c) -------------------------------------------- */
+/* ---- loading (diag_read_load.c) --------------------------------------- */
 
-/* The file's bytes, inflated when it starts with the gzip magic. Caller
- * frees *out. 0, or a negative code with "NAME: ..." in err. */
-int dr__dg_load(const char *path, char **out, size_t *n, char *err,
-                size_t errlen);
+/* The limit in force for max_bytes (diag_read.h): 0 is
+ * DR_DG_LIMIT_DEFAULT, and none is above DR_DG_LIMIT_MAX. */
+size_t dr__dg_limit(size_t max_bytes);
+/* The file's bytes (NUL-terminated), inflated when they start with the
+ * gzip magic; the file and its text each smaller than the limit. Caller
+ * frees *out. 0, or a negative code with "PATH: ..." in err. */
+int dr__dg_load(const char *path, size_t max_bytes, char **out, size_t *n,
+                char *err, size_t errlen);
+/* gzip members in buf inflated in one pass into *out (NUL-terminated;
+ * caller frees), the text smaller than the limit: -EFBIG as soon as it
+ * reaches it, with nothing kept. */
 int dr__dg_inflate_buf(const void *buf, size_t n, const char *name,
-                       size_t cap, char **out, size_t *out_n, char *err,
-                       size_t errlen);
+                       size_t max_bytes, char **out, size_t *out_n,
+                       char *err, size_t errlen);
+/* Whether buf starts with the gzip magic. */
+int dr__dg_is_gzip(const void *buf, size_t n);
 /* What a reader saw beyond the model, for diag_read_dir.c and the merge
  * writer. */
 typedef struct {

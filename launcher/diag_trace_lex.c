@@ -528,9 +528,9 @@ static int on_top(void *arg, const char *key, size_t len, int esc,
 int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
                   size_t errlen) {
   memset(t, 0, sizeof(*t));
-  if (n > DR__DG_MAX_BYTES) {
-    snprintf(err, errlen, "larger than %zu MiB; refused",
-             DR__DG_MAX_BYTES >> 20);
+  /* args_off and args_len are 32-bit. */
+  if (n >= DR_DG_LIMIT_MAX) {
+    snprintf(err, errlen, "%zu MiB or more; refused", DR_DG_LIMIT_MAX >> 20);
     return -EFBIG;
   }
   t->buf = buf;

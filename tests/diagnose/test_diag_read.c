@@ -345,7 +345,8 @@ static void truncated_real_file(void **state) {
   fx_t *f = *state;
   char *buf;
   size_t n;
-  assert_int_equal(dr__dg_load(TORCH0_A, &buf, &n, f->err, sizeof(f->err)), 0);
+  assert_int_equal(
+      dr__dg_load(TORCH0_A, 0, &buf, &n, f->err, sizeof(f->err)), 0);
   fails(f, buf, n / 2, "truncated JSON at line");
   free(buf);
 }
@@ -563,8 +564,8 @@ static void gzip_cases(void **state) {
   z[13] ^= 0xff;
   fails(f, (const char *)z, n, "gzip: ");
   free(z);
-  /* A bomb: 64 MiB of spaces, over a cap of 16 MiB, refused before it is
-   * allocated. */
+  /* A bomb: 64 MiB of spaces, over a limit of 16 MiB, refused once 16 MiB
+   * are inflated, nothing kept. */
   z = gz(" ", (size_t)64 << 20, &n);
   char *out = NULL;
   size_t out_n = 0;
@@ -572,24 +573,82 @@ static void gzip_cases(void **state) {
                                       &out, &out_n, f->err, sizeof(f->err)),
                    -EFBIG);
   assert_null(out);
-  assert_non_null(strstr(f->err, "bomb.json.gz: gzip: inflates to more than "
-                                 "16 MiB; refused"));
+  assert_string_equal(f->err, "bomb.json.gz: gzip: inflates to 16 MiB or "
+                              "more, the limit; refused (raise the limit "
+                              "with --max-trace-mib)");
+  free(z);
+  /* The limit is exclusive: 16 MiB inflated is refused, one byte less is
+   * taken, whole. */
+  size_t lim = (size_t)16 << 20;
+  z = gz(" ", lim, &n);
+  assert_int_equal(dr__dg_inflate_buf(z, n, "at.json.gz", lim, &out, &out_n,
+                                      f->err, sizeof(f->err)),
+                   -EFBIG);
+  free(z);
+  z = gz(" ", lim - 1, &n);
+  assert_int_equal(dr__dg_inflate_buf(z, n, "under.json.gz", lim, &out,
+                                      &out_n, f->err, sizeof(f->err)),
+                   0);
+  assert_int_equal(out_n, lim - 1);
+  assert_int_equal(out[0], ' ');
+  assert_int_equal(out[lim - 2], ' ');
+  assert_int_equal(out[lim - 1], '\0');
+  free(out);
   free(z);
 }
 
-static void gzip_bomb_at_the_real_cap(void **state) {
+/* The limit through the loader: the default (256 MiB) on a bomb of 257
+ * MiB of spaces in 257 KB, and a lower one on files on disk too; each
+ * refusal one line that names the file and says how to raise the limit. */
+static void loader_limits(void **state) {
   fx_t *f = *state;
+  assert_int_equal(dr__dg_limit(0), DR_DG_LIMIT_DEFAULT);
+  assert_int_equal(DR_DG_LIMIT_DEFAULT, (size_t)256 << 20);
+  assert_int_equal(dr__dg_limit((size_t)1 << 40), DR_DG_LIMIT_MAX);
   size_t n;
-  /* 2 GiB + 1 MiB of spaces in 2049 members: 2 MB on disk. */
-  unsigned char *z = gz(" ", DR__DG_MAX_BYTES + ((size_t)1 << 20), &n);
-  assert_true(n < ((size_t)8 << 20));
+  unsigned char *z = gz(" ", DR_DG_LIMIT_DEFAULT + ((size_t)1 << 20), &n);
+  assert_true(n < ((size_t)1 << 20));
   const char *p = put(f, "bomb.json.gz", z, n);
   free(z);
+  char *buf = NULL;
+  size_t len;
+  assert_int_equal(dr__dg_load(p, 0, &buf, &len, f->err, sizeof(f->err)),
+                   -EFBIG);
+  assert_null(buf);
+  assert_non_null(strstr(f->err, "bomb.json.gz: gzip: inflates to 256 MiB or "
+                                 "more, the limit; refused (raise the limit "
+                                 "with --max-trace-mib)"));
+  assert_null(strchr(f->err, '\n'));
   dr_dg_rank_free(&f->r);
   assert_int_equal(dr_dg_read(p, &f->r, f->err, sizeof(f->err)), -EFBIG);
-  assert_non_null(strstr(f->err, "gzip: inflates to more than 2048 MiB; "
-                                 "refused"));
-  assert_null(strchr(f->err, '\n'));
+  /* 1 MiB on disk against a limit of 1 MiB: refused; a byte less read. */
+  size_t mib = (size_t)1 << 20;
+  char *plain = malloc(mib);
+  assert_non_null(plain);
+  memset(plain, ' ', mib);
+  p = put(f, "big.json", plain, mib);
+  assert_int_equal(dr__dg_load(p, mib, &buf, &len, f->err, sizeof(f->err)),
+                   -EFBIG);
+  assert_non_null(strstr(f->err, "big.json: 1 MiB or more, the limit; "
+                                 "refused (raise the limit with "
+                                 "--max-trace-mib)"));
+  p = put(f, "small.json", plain, mib - 1);
+  assert_int_equal(dr__dg_load(p, mib, &buf, &len, f->err, sizeof(f->err)),
+                   0);
+  assert_int_equal(len, mib - 1);
+  free(buf);
+  free(plain);
+  /* The set and the merge writer take the limit. */
+  const char *one[1] = {p};
+  assert_int_equal(dr_dg_read_set(one, 1, mib - 1, &f->set, f->err,
+                                  sizeof(f->err)),
+                   -EFBIG);
+  assert_non_null(strstr(f->err, "small.json: 1048575 bytes or more"));
+  char out[160];
+  snprintf(out, sizeof(out), "%s/merged.json", f->dir);
+  assert_int_equal(dr_dg_merge(out, one, 1, NULL, mib - 1, f->err,
+                               sizeof(f->err)),
+                   -EFBIG);
 }
 
 static void files_and_dirs(void **state) {
@@ -627,32 +686,32 @@ static void same_rank_twice(void **state) {
   fx_t *f = *state;
   /* One trace given twice: its steps overlap themselves. */
   const char *two[2] = {TORCH0_A, TORCH0_A};
-  assert_int_equal(dr_dg_read_set(two, 2, &f->set, f->err, sizeof(f->err)),
+  assert_int_equal(dr_dg_read_set(two, 2, 0, &f->set, f->err, sizeof(f->err)),
                    -EINVAL);
   assert_non_null(strstr(f->err, "both claim rank 0, and their steps overlap"));
   assert_null(strchr(f->err, '\n'));
   /* Two runs' rank 0, apart in time: two processes, not two cycles. */
   const char *runs[2] = {TORCH0_A, FIX "/torch_colls/rank0.json.gz"};
-  assert_int_equal(dr_dg_read_set(runs, 2, &f->set, f->err, sizeof(f->err)),
+  assert_int_equal(dr_dg_read_set(runs, 2, 0, &f->set, f->err, sizeof(f->err)),
                    -EINVAL);
   assert_non_null(strstr(f->err, "both claim rank 0, from two processes (pid "
                                  "23034 and 11123: two runs?)"));
   const char *trains[2] = {FIX "/train_v1/tr.rank0.json",
                            FIX "/train_v2/tr.rank0.json.gz"};
-  assert_int_equal(dr_dg_read_set(trains, 2, &f->set, f->err,
+  assert_int_equal(dr_dg_read_set(trains, 2, 0, &f->set, f->err,
                                   sizeof(f->err)),
                    -EINVAL);
   assert_non_null(strstr(f->err, "both claim rank 0 (two runs?)"));
   /* Two jobs' rank 1. */
   const char *mixed[2] = {FIX "/torch_colls/rank1.json.gz",
                           FIX "/train_v2/tr.rank1.json.gz"};
-  assert_int_equal(dr_dg_read_set(mixed, 2, &f->set, f->err, sizeof(f->err)),
+  assert_int_equal(dr_dg_read_set(mixed, 2, 0, &f->set, f->err, sizeof(f->err)),
                    -EINVAL);
   assert_non_null(strstr(f->err, "both claim rank 1 (a torch trace and a "
                                  "train trace)"));
   const char *other[2] = {FIX "/torch_colls/rank0.json.gz",
                           FIX "/train_v2/tr.rank1.json.gz"};
-  assert_int_equal(dr_dg_read_set(other, 2, &f->set, f->err, sizeof(f->err)),
+  assert_int_equal(dr_dg_read_set(other, 2, 0, &f->set, f->err, sizeof(f->err)),
                    -EINVAL);
   assert_non_null(strstr(f->err, "one job's traces come from one source"));
 }
@@ -662,8 +721,8 @@ static void clocks_aligned(void **state) {
   /* Rank 1 written with a base 3 months (7889238 s) later: moved back. */
   char *buf;
   size_t n;
-  assert_int_equal(dr__dg_load(FIX "/torch_colls/rank1.json.gz", &buf, &n,
-                               f->err, sizeof(f->err)),
+  assert_int_equal(dr__dg_load(FIX "/torch_colls/rank1.json.gz", 0, &buf,
+                               &n, f->err, sizeof(f->err)),
                    0);
   char *at = strstr(buf, "\"baseTimeNanoseconds\": 1790857026000000000");
   assert_non_null(at);
@@ -671,7 +730,7 @@ static void clocks_aligned(void **state) {
   const char *later = put(f, "rank1.json", buf, n);
   free(buf);
   const char *p[2] = {FIX "/torch_colls/rank0.json.gz", later};
-  assert_int_equal(dr_dg_read_set(p, 2, &f->set, f->err, sizeof(f->err)), 0);
+  assert_int_equal(dr_dg_read_set(p, 2, 0, &f->set, f->err, sizeof(f->err)), 0);
   dr_dg_rank_t r1;
   assert_int_equal(dr_dg_read(FIX "/torch_colls/rank1.json.gz", &r1, f->err,
                               sizeof(f->err)),
@@ -839,10 +898,10 @@ static void merge(void **state) {
                            "trace.json.gz",
                        TORCH0_A, FIX "/train_v1/tr.rank0.json"};
   double off[3] = {0, 1000.5, -5};
-  assert_int_equal(dr_dg_merge(out, in, 3, off, f->err, sizeof(f->err)), 0);
+  assert_int_equal(dr_dg_merge(out, in, 3, off, 0, f->err, sizeof(f->err)), 0);
   char *buf;
   size_t n;
-  assert_int_equal(dr__dg_load(out, &buf, &n, f->err, sizeof(f->err)), 0);
+  assert_int_equal(dr__dg_load(out, 0, &buf, &n, f->err, sizeof(f->err)), 0);
   /* Valid JSON throughout, and never one rank's trace. */
   size_t n_ev = 0;
   assert_int_equal(dr__trace_walk(buf, n, count, &n_ev, f->err,
@@ -865,7 +924,8 @@ static void merge(void **state) {
   free(buf);
   /* A broken input: one line, and no output left behind. */
   const char *bad[2] = {TORCH0_A, puts_(f, "bad.json", "{\"traceEvents\":[")};
-  assert_int_not_equal(dr_dg_merge(out, bad, 2, NULL, f->err, sizeof(f->err)),
+  assert_int_not_equal(dr_dg_merge(out, bad, 2, NULL, 0, f->err,
+                                   sizeof(f->err)),
                        0);
   assert_non_null(strstr(f->err, "bad.json: truncated JSON at line 1"));
   char tmp[200];
@@ -898,8 +958,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(huge_numbers, setup, teardown),
       cmocka_unit_test_setup_teardown(deep_nesting, setup, teardown),
       cmocka_unit_test_setup_teardown(gzip_cases, setup, teardown),
-      cmocka_unit_test_setup_teardown(gzip_bomb_at_the_real_cap, setup,
-                                      teardown),
+      cmocka_unit_test_setup_teardown(loader_limits, setup, teardown),
       cmocka_unit_test_setup_teardown(files_and_dirs, setup, teardown),
       cmocka_unit_test_setup_teardown(same_rank_twice, setup, teardown),
       cmocka_unit_test_setup_teardown(clocks_aligned, setup, teardown),

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `ddprun diagnose` on inputs made to hurt it; each is refused at once in
+# one line on stderr that names the file, exit 2, nothing on stdout:
+#   - a gzip bomb (64 MiB of zeros in 64 KB) over --max-trace-mib 4: its
+#     peak memory stays near the limit, not the bomb's size (13 MiB here,
+#     20 under ASan; the bound is 40).
+# Usage: hostile_inputs.sh DDPRUN
+set -u
+ddprun=${1:?usage: hostile_inputs.sh DDPRUN}
+name=hostile_inputs
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=../lib/scratch.sh
+. "$here/../lib/scratch.sh"
+scratch_init "$name"
+
+fail() {
+  echo "FAIL: $name: $*" >&2
+  exit 1
+}
+
+# refused TAG WANT...: the last run exited 2, wrote nothing on stdout and
+# one line on stderr holding every WANT.
+refused() {
+  local tag=$1
+  shift
+  [ "$rc" = 2 ] || fail "$tag: exit $rc, not 2: $(head -3 "$tmp/$tag.err")"
+  [ ! -s "$tmp/$tag.out" ] || fail "$tag: wrote on stdout: $(head -3 "$tmp/$tag.out")"
+  [ "$(wc -l <"$tmp/$tag.err")" = 1 ] || fail "$tag: not one line: $(cat "$tmp/$tag.err")"
+  local w
+  for w in "$@"; do
+    grep -qF -- "$w" "$tmp/$tag.err" || fail "$tag: no '$w' in: $(cat "$tmp/$tag.err")"
+  done
+}
+
+# ---- a gzip bomb -------------------------------------------------------------
+head -c $((64 << 20)) /dev/zero | gzip -9 >"$tmp/bomb.json.gz" ||
+  fail "making the bomb failed"
+[ "$(stat -c %s "$tmp/bomb.json.gz")" -lt $((1 << 20)) ] || fail "the bomb is not small"
+# The peak resident memory of the command (KiB), from its parent.
+cat >"$tmp/peak.py" <<'EOF'
+import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+with open(sys.argv[1], "w") as f:
+    f.write("%d\n" % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+sys.exit(rc)
+EOF
+scratch_run 60 bomb python3 "$tmp/peak.py" "$tmp/peak" "$ddprun" diagnose \
+  --max-trace-mib 4 "$tmp/bomb.json.gz"
+refused bomb "$tmp/bomb.json.gz: gzip: inflates to 4 MiB or more, the limit" \
+  "--max-trace-mib"
+peak=$(cat "$tmp/peak")
+echo "$name: the bomb's peak RSS $((peak / 1024)) MiB (limit 4 MiB, bomb 64 MiB)"
+if [ "$peak" -gt $((40 << 10)) ]; then
+  fail "peak RSS $((peak / 1024)) MiB for a limit of 4 MiB"
+fi
+for v in 0 2049 x 1.5 ""; do
+  scratch_run 10 opt "$ddprun" diagnose --max-trace-mib "$v" "$tmp/bomb.json.gz"
+  refused opt "--max-trace-mib '$v': expected MiB, 1 to 2048"
+done
+echo "PASS: $name"
