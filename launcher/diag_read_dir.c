@@ -12,6 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "errors.h"
+
 /* More files than this in one directory is not a job's traces. */
 #define MAX_FILES 65536
 
@@ -30,10 +32,29 @@ void dr_dg_paths_free(char **paths, size_t n) {
   free(paths);
 }
 
-int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
-                   size_t errlen) {
+/* Appends name to the list of skipped names, ", "-separated; "..." once
+ * when the next does not fit. */
+static void list_skipped(char *out, size_t len, const char *name) {
+  if (out == NULL || len == 0)
+    return;
+  size_t used = strlen(out);
+  if (used >= 3 && strcmp(out + used - 3, "...") == 0)
+    return;
+  const char *sep = used > 0 ? ", " : "";
+  if (used + strlen(sep) + strlen(name) + 6 <= len)
+    snprintf(out + used, len - used, "%s%s", sep, name);
+  else if (used + 6 <= len)
+    snprintf(out + used, len - used, "%s...", sep);
+}
+
+int dr_dg_list_dir(const char *dir, char ***paths, size_t *n,
+                   size_t *n_skipped, char *skipped, size_t skipped_len,
+                   char *err, size_t errlen) {
   *paths = NULL;
   *n = 0;
+  *n_skipped = 0;
+  if (skipped != NULL && skipped_len > 0)
+    skipped[0] = '\0';
   DIR *d = opendir(dir);
   if (d == NULL) {
     int e = errno;
@@ -56,9 +77,13 @@ int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
       break;
     }
     snprintf(p, len, "%s/%s", dir, name);
+    /* stat() never blocks on a FIFO; only a regular file is opened (and
+     * that again without blocking: one swapped in meanwhile is refused). */
     struct stat st;
     if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
       free(p);
+      (*n_skipped)++;
+      list_skipped(skipped, skipped_len, name);
       continue;
     }
     if (k == MAX_FILES) {
@@ -84,7 +109,13 @@ int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
   if (rc == -ENOMEM)
     snprintf(err, errlen, "%s: out of memory", dir);
   if (rc == 0 && k == 0) {
-    snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it", dir);
+    if (*n_skipped > 0 && skipped != NULL)
+      snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it "
+               "(%zu left out, not regular files: %s)", dir, *n_skipped,
+               skipped);
+    else
+      snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it",
+               dir);
     rc = -ENOENT;
   }
   if (rc != 0) {
@@ -310,8 +341,8 @@ typedef struct {
   size_t n_known;   /* ranks in index */
 } acc_t;
 
-/* One file read and added. in_dir: a file that is not a trace is noted
- * and left out. */
+/* One file read and added. in_dir: a file that is not a trace, or not a
+ * regular file any more, is noted and left out. */
 static int add_file(acc_t *a, const char *path, int in_dir, char *err,
                     size_t errlen) {
   dr_dg_set_t *s = a->s;
@@ -320,6 +351,11 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
   char *buf;
   size_t n;
   int rc = dr__dg_load(path, a->max_bytes, &buf, &n, err, errlen);
+  if (rc == DR_ENOTREG && in_dir) {
+    /* Replaced since the directory was listed. */
+    set_note(s, "%s left out (not a regular file)", base_name);
+    return 0;
+  }
   if (rc != 0)
     return rc;
   dr_dg_rank_t r;
@@ -416,8 +452,13 @@ int dr_dg_read_set(const char *const *paths, size_t n, size_t max_bytes,
     struct stat st;
     if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
       char **v;
-      size_t k;
-      rc = dr_dg_list_dir(paths[i], &v, &k, err, errlen);
+      size_t k, n_skipped;
+      char skipped[200];
+      rc = dr_dg_list_dir(paths[i], &v, &k, &n_skipped, skipped,
+                          sizeof(skipped), err, errlen);
+      if (rc == 0 && n_skipped > 0)
+        set_note(out, "%s: %zu left out, not regular files: %s", paths[i],
+                 n_skipped, skipped);
       for (size_t j = 0; rc == 0 && j < k; j++)
         rc = add_file(&a, v[j], 1, err, errlen);
       dr_dg_paths_free(v, k);

@@ -154,8 +154,10 @@ int dr__merge_events(FILE *f, const char *buf, size_t n, int pid,
  * DR_DG_LIMIT_DEFAULT, and none is above DR_DG_LIMIT_MAX. */
 size_t dr__dg_limit(size_t max_bytes);
 /* The file's bytes (NUL-terminated), inflated when they start with the
- * gzip magic; the file and its text each smaller than the limit. Caller
- * frees *out. 0, or a negative code with "PATH: ..." in err. */
+ * gzip magic; the file and its text each smaller than the limit. Opened
+ * with dr_open_regular: a FIFO, device or socket is refused at once
+ * (DR_ENOTREG), never read. Caller frees *out. 0, or a negative code with
+ * "PATH: ..." in err. */
 int dr__dg_load(const char *path, size_t max_bytes, char **out, size_t *n,
                 char *err, size_t errlen);
 /* gzip members in buf inflated in one pass into *out (NUL-terminated;

@@ -1,10 +1,10 @@
-/* A trace's bytes (diag_read_internal.h): the file read whole, and
+/* A trace's bytes (diag_read_internal.h): the file opened without blocking
+ * (a FIFO or a device is refused, never waited on), read whole, and
  * inflated in one pass when it is gzip'd, every size held under the limit
  * before anything that large is allocated. */
 #include "diag_read_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <zlib.h>
+
+#include "errors.h"
+#include "fs.h"
 
 #define MIB(n) ((size_t)(n) >> 20)
 
@@ -180,17 +183,21 @@ static int read_all(int fd, char *p, size_t n) {
 int dr__dg_load(const char *path, size_t max_bytes, char **out, size_t *n,
                 char *err, size_t errlen) {
   size_t limit = dr__dg_limit(max_bytes);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = dr_open_regular(path);
   if (fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
-    return -e;
+    if (fd == -EISDIR)
+      snprintf(err, errlen, "%s: is a directory", path);
+    else if (fd == DR_ENOTREG)
+      snprintf(err, errlen, "%s: %s; refused (give a trace file)", path,
+               dr_strerror(fd));
+    else
+      snprintf(err, errlen, "%s: cannot open (%s)", path, dr_strerror(fd));
+    return fd;
   }
   struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    snprintf(err, errlen, "%s: %s", path,
-             e == EISDIR ? "is a directory" : "not a regular file");
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    snprintf(err, errlen, "%s: cannot stat (%s)", path, strerror(e));
     close(fd);
     return -e;
   }

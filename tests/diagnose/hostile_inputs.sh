@@ -3,7 +3,10 @@
 # one line on stderr that names the file, exit 2, nothing on stdout:
 #   - a gzip bomb (64 MiB of zeros in 64 KB) over --max-trace-mib 4: its
 #     peak memory stays near the limit, not the bomb's size (13 MiB here,
-#     20 under ASan; the bound is 40).
+#     20 under ASan; the bound is 40);
+#   - a FIFO without a writer, named as a trace: refused, never waited on
+#     (the deadline only catches a hang); inside a directory it is left out
+#     and the report's note names it.
 # Usage: hostile_inputs.sh DDPRUN
 set -u
 ddprun=${1:?usage: hostile_inputs.sh DDPRUN}
@@ -57,4 +60,21 @@ for v in 0 2049 x 1.5 ""; do
   scratch_run 10 opt "$ddprun" diagnose --max-trace-mib "$v" "$tmp/bomb.json.gz"
   refused opt "--max-trace-mib '$v': expected MiB, 1 to 2048"
 done
+
+# ---- a FIFO ------------------------------------------------------------------
+mkdir "$tmp/ranks"
+python3 "$here/fixtures/gen_ranks.py" "$tmp/ranks" 2 1 || fail "gen_ranks failed"
+mkfifo "$tmp/ranks/pipe.json" || fail "mkfifo failed"
+scratch_run 20 fifo "$ddprun" diagnose "$tmp/ranks/pipe.json"
+[ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "a FIFO hangs ddprun diagnose"
+refused fifo "$tmp/ranks/pipe.json: not a regular file"
+scratch_run 20 fifodir "$ddprun" diagnose "$tmp/ranks"
+[ "$rc" != 124 ] && [ "$rc" != 137 ] || fail "a FIFO in a directory hangs ddprun diagnose"
+[ "$rc" = 0 ] || fail "a FIFO in a directory: exit $rc: $(cat "$tmp/fifodir.err")"
+grep -q "^ddprun diagnose: 2 ranks (train, cpu)" "$tmp/fifodir.out" ||
+  fail "a FIFO in a directory: not 2 ranks: $(head -1 "$tmp/fifodir.out")"
+[ "$(grep -c 'pipe.json' "$tmp/fifodir.out")" = 1 ] ||
+  fail "the FIFO is not named once: $(grep -i note "$tmp/fifodir.out")"
+grep -q "1 left out, not regular files: pipe.json" "$tmp/fifodir.out" ||
+  fail "the FIFO left out is not said: $(grep -i note "$tmp/fifodir.out")"
 echo "PASS: $name"
