@@ -24,6 +24,21 @@
 
 #define DR__JS_MAX_DEPTH 512
 
+/* The readers' one bound on a time, in microseconds (the unit of every
+ * Chrome trace): 2^53 us, about 285 years, the largest a double holds to
+ * the microsecond; it takes in any system clock's timestamp (now about
+ * 1.8e15 us since 1970) and nothing of the 1e308 kind. An event whose ts
+ * is beyond +-DR__DG_MAX_US, or whose dur is negative or beyond it, or
+ * either a number too large for a double, refuses its file (the lexer, on
+ * every X event); a time inside args (train's ready_us) out of [0, it] is
+ * taken as unknown, as a clock offset beyond it is. */
+#define DR__DG_MAX_US 9007199254740992.0
+
+/* Whether us is a time (or a duration, when also >= 0) within the bound. */
+static inline int dr__dg_time_ok(double us) {
+  return us >= -DR__DG_MAX_US && us <= DR__DG_MAX_US;
+}
+
 /* ---- the lexer (diag_json.c) ------------------------------------------ */
 
 typedef struct {
@@ -82,7 +97,7 @@ typedef enum {
 } dr__cat_t;
 
 typedef struct {
-  double ts, dur;   /* NAN: absent, not a number, or dur < 0 */
+  double ts, dur;   /* within DR__DG_MAX_US; NAN: absent, or not a number */
   const char *name; /* interned, NUL-terminated; "" when absent */
   int64_t tid;      /* a string tid is hashed */
   uint32_t args_off, args_len; /* the args value's bytes; len 0: none */
@@ -110,7 +125,9 @@ typedef struct {
   int saw_profiler_step, saw_torch_marker, saw_train_names;
 } dr__trace_t;
 
-/* Lexes buf (not gzip) into t. 0, or -EINVAL/-ENOMEM with err set. */
+/* Lexes buf (not gzip) into t. 0, or -EINVAL/-ERANGE/-ENOMEM with err
+ * set; -ERANGE: an X event's ts or dur out of range (DR__DG_MAX_US), err
+ * naming it ("traceEvents[N] \"NAME\": dur 1e+308 ..."). */
 int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
                   size_t errlen);
 void dr__trace_free(dr__trace_t *t);

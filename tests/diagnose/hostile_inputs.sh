@@ -6,7 +6,8 @@
 #     20 under ASan; the bound is 40);
 #   - a FIFO without a writer, named as a trace: refused, never waited on
 #     (the deadline only catches a hang); inside a directory it is left out
-#     and the report's note names it.
+#     and the report's note names it;
+#   - an event whose dur is 1e308: refused, the event named.
 # Usage: hostile_inputs.sh DDPRUN
 set -u
 ddprun=${1:?usage: hostile_inputs.sh DDPRUN}
@@ -77,4 +78,12 @@ grep -q "^ddprun diagnose: 2 ranks (train, cpu)" "$tmp/fifodir.out" ||
   fail "the FIFO is not named once: $(grep -i note "$tmp/fifodir.out")"
 grep -q "1 left out, not regular files: pipe.json" "$tmp/fifodir.out" ||
   fail "the FIFO left out is not said: $(grep -i note "$tmp/fifodir.out")"
+rm "$tmp/ranks/pipe.json"
+
+# ---- a duration of 1e308 -----------------------------------------------------
+sed -i 's/"name":"step 0","ph":"X","pid":1,"tid":0,"ts":\([0-9]*\),"dur":[0-9]*/"name":"step 0","ph":"X","pid":1,"tid":0,"ts":\1,"dur":1e308/' \
+  "$tmp/ranks/tr.rank1.json"
+grep -q '"dur":1e308' "$tmp/ranks/tr.rank1.json" || fail "no dur of 1e308 in the trace"
+scratch_run 20 dur "$ddprun" diagnose "$tmp/ranks"
+refused dur "$tmp/ranks/tr.rank1.json: traceEvents[0] \"step 0\": dur 1e+308 us is out of range"
 echo "PASS: $name"

@@ -395,7 +395,7 @@ static void bad_fields_are_left_out(void **state) {
            "{\"name\":\"ProfilerStep#6\",\"ph\":\"X\",\"ts\":\"1000\","
            "\"dur\":1000},"
            "{\"name\":\"Optimizer.step#A.step\",\"ph\":\"X\",\"ts\":900,"
-           "\"dur\":-5},"
+           "\"dur\":\"-5\"},"
            "{\"name\":\"Optimizer.step#A.step\",\"ts\":900,\"dur\":5},"
            "{\"name\":\"Optimizer.step#A.step\",\"ph\":\"X\",\"ts\":950,"
            "\"dur\":10,\"args\":[1,2]},"
@@ -408,7 +408,8 @@ static void bad_fields_are_left_out(void **state) {
   assert_int_equal(r->rank, -1);
   assert_int_equal(r->world, 0);
   assert_non_null(strstr(r->note, "rank unknown"));
-  /* ts "1000", dur -5, dur null, and four non-objects. */
+  /* ts "1000", dur "-5", dur null, and four non-objects (a number that is
+   * no time refuses the trace: absurd_times). */
   assert_non_null(strstr(r->note, "7 events left out (not an object, or no "
                                   "usable ts or dur)"));
   assert_int_equal(r->n_steps, 1);
@@ -456,9 +457,9 @@ static void huge_numbers(void **state) {
            "\"world\":1e300,\"clock_offset_us\":-1e308}},\"traceEvents\":["
            "{\"name\":\"step 99999999999999999999999\",\"ph\":\"X\",\"ts\":0,"
            "\"dur\":100},"
-           "{\"name\":\"step 1\",\"ph\":\"X\",\"ts\":%s,\"dur\":1},"
+           "{\"name\":\"step 1\",\"ph\":\"i\",\"ts\":%s,\"dur\":1},"
            "{\"name\":\"step 2\",\"ph\":\"X\",\"ts\":200,\"dur\":100},"
-           "{\"name\":\"optimizer\",\"ph\":\"X\",\"ts\":250,\"dur\":1e400},"
+           "{\"name\":\"optimizer\",\"ph\":\"i\",\"ts\":250,\"dur\":1e400},"
            "{\"name\":\"allreduce bucket 3 (1.00 MiB)\",\"ph\":\"X\",\"ts\":210,"
            "\"dur\":5,\"args\":{\"bucket\":1e30,\"bytes\":1.5e300,"
            "\"ready_us\":-1e308}},"
@@ -470,9 +471,11 @@ static void huge_numbers(void **state) {
   assert_int_equal(r->rank, -1);
   assert_int_equal(r->world, 0);
   assert_int_equal(r->have_clock_offset, 0);
-  /* Step 1's ts overflows a double; the long one is not a step number. */
+  /* Step 1's ts and the optimizer's dur overflow a double, in events that
+   * are no spans (an X event's refuses the trace: absurd_times); the long
+   * one is not a step number. */
   assert_int_equal(r->n_steps, 1);
-  assert_non_null(strstr(r->note, "2 events left out"));
+  assert_null(strstr(r->note, "events left out"));
   const dr_dg_step_t *s = &r->steps[0];
   assert_int_equal(s->step, 2);
   near(s->opt_t0_us, -1);
@@ -482,6 +485,52 @@ static void huge_numbers(void **state) {
   near(s->colls[0].ready_us, -1);
   assert_int_equal(s->colls[1].bucket, -1);
   assert_int_equal(s->colls[1].n_bytes, 0);
+}
+
+/* An X event whose ts or dur is a number but no time (beyond 2^53 us,
+ * negative for a duration, too large for a double) refuses the trace in
+ * one line that names the event; a time in args out of range is unknown. */
+static void absurd_times(void **state) {
+  fx_t *f = *state;
+  static const struct {
+    const char *ts, *dur, *want;
+  } bad[] = {
+      {"0", "1e308", "dur 1e+308 us is out of range"},
+      {"0", "-5", "dur -5 us is out of range"},
+      {"0", "9007199254740993e1", "dur 9.0072e+16 us is out of range"},
+      {"0", "1e400", "dur beyond a double is out of range"},
+      {"1e308", "1", "ts 1e+308 us is out of range"},
+      {"-1e16", "1", "ts -1e+16 us is out of range"},
+      {"1e999", "1", "ts beyond a double is out of range"},
+  };
+  char json[600], want[200];
+  for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    snprintf(json, sizeof(json),
+             "{\"otherData\":{\"ddprun\":{\"source\":\"train\",\"rank\":0}},"
+             "\"traceEvents\":[{\"name\":\"thread_name\",\"ph\":\"M\"},"
+             "{\"name\":\"step 0\",\"ph\":\"X\",\"ts\":0,\"dur\":100},"
+             "{\"name\":\"fc0.\\nbwd\",\"ph\":\"X\",\"ts\":%s,\"dur\":%s},"
+             "{\"name\":\"optimizer\",\"ph\":\"X\",\"ts\":50,\"dur\":5}]}",
+             bad[i].ts, bad[i].dur);
+    /* The name's newline is shown as '?': one line. */
+    snprintf(want, sizeof(want), "t.json: traceEvents[2] \"fc0.?bwd\": %s",
+             bad[i].want);
+    fails_s(f, json, want);
+    assert_int_equal(dr_dg_read_buf(json, strlen(json), "t.json", &f->r,
+                                    f->err, sizeof(f->err)),
+                     -ERANGE);
+  }
+  /* The bound itself, and today's clock, are times. */
+  reads(f, "{\"otherData\":{\"ddprun\":{\"source\":\"train\",\"rank\":0}},"
+           "\"traceEvents\":[{\"name\":\"step 0\",\"ph\":\"X\","
+           "\"ts\":1796118800000000,\"dur\":100},{\"name\":\"optimizer\","
+           "\"ph\":\"X\",\"ts\":-9007199254740992,\"dur\":9007199254740992},"
+           "{\"name\":\"allreduce bucket 0 (1.00 MiB)\",\"ph\":\"X\","
+           "\"ts\":1796118800000010,\"dur\":5,\"args\":{\"bucket\":0,"
+           "\"bytes\":1048576,\"ready_us\":1e300}}]}");
+  assert_int_equal(f->r.n_steps, 1);
+  assert_int_equal(f->r.steps[0].n_colls, 1);
+  near(f->r.steps[0].colls[0].ready_us, -1);
 }
 
 static void deep_nesting(void **state) {
@@ -1021,6 +1070,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(no_collectives_no_steps, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(huge_numbers, setup, teardown),
+      cmocka_unit_test_setup_teardown(absurd_times, setup, teardown),
       cmocka_unit_test_setup_teardown(deep_nesting, setup, teardown),
       cmocka_unit_test_setup_teardown(gzip_cases, setup, teardown),
       cmocka_unit_test_setup_teardown(loader_limits, setup, teardown),
