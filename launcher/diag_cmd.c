@@ -24,7 +24,7 @@
 
 static const char usage_text[] =
     "usage: ddprun diagnose [--json] [--merge OUT.json] [--steps A:B]\n"
-    "                       TRACE... | DIR\n"
+    "                       [--max-trace-mib N] TRACE... | DIR\n"
     "\n"
     "Reads every rank's trace of a data-parallel job (train --trace files or\n"
     "PyTorch profiler traces, JSON or gzip'd JSON; a directory stands for its\n"
@@ -42,6 +42,10 @@ static const char usage_text[] =
     "                  its trace knows the offset\n"
     "  --steps A:B     only the steps numbered A to B (both included; either\n"
     "                  may be left out: 10: or :50)\n"
+    "  --max-trace-mib N\n"
+    "                  refuse a trace file of N MiB or more, on disk or once\n"
+    "                  inflated (default 256, at most 2048): a gzip bomb\n"
+    "                  costs no more memory than this\n"
     "  -h, --help      this text\n"
     "\n"
     "Only the steps every rank has are analysed; a trace that cannot be read\n"
@@ -56,6 +60,7 @@ static const char usage_text[] =
 typedef struct {
   int json;
   const char *merge;
+  size_t max_bytes; /* 0: the readers' default */
   dr_dg_options_t opt;
   char **paths;   /* the operands, borrowed from argv */
   size_t n_paths;
@@ -91,6 +96,16 @@ static int parse_steps(const char *v, dr_dg_options_t *o) {
   return 0;
 }
 
+static int parse_max_mib(const char *v, size_t *max_bytes) {
+  uint64_t mib;
+  if (step_number(v, strlen(v), &mib) != 0 || mib == 0 ||
+      mib > (DR_DG_LIMIT_MAX >> 20))
+    return bad("--max-trace-mib '%s': expected MiB, 1 to %zu", v,
+               DR_DG_LIMIT_MAX >> 20);
+  *max_bytes = (size_t)mib << 20;
+  return 0;
+}
+
 /* 0, 1 for --help, 2 for a usage error (printed). */
 static int parse(int argc, char **argv, args_t *a) {
   static const dr_dg_options_t all = DR_DG_OPTIONS_ALL;
@@ -111,15 +126,19 @@ static int parse(int argc, char **argv, args_t *a) {
       return 1;
     } else if (strcmp(f, "--json") == 0) {
       a->json = 1;
-    } else if (strcmp(f, "--merge") == 0 || strcmp(f, "--steps") == 0) {
+    } else if (strcmp(f, "--merge") == 0 || strcmp(f, "--steps") == 0 ||
+               strcmp(f, "--max-trace-mib") == 0) {
       if (i + 1 >= argc)
         return bad("%s needs a value", f);
       const char *v = argv[++i];
-      if (f[2] == 'm') {
+      if (strcmp(f, "--merge") == 0) {
         if (v[0] == '\0')
           return bad("--merge needs a file name");
         a->merge = v;
-      } else if (parse_steps(v, &a->opt) != 0) {
+      } else if (strcmp(f, "--steps") == 0) {
+        if (parse_steps(v, &a->opt) != 0)
+          return 2;
+      } else if (parse_max_mib(v, &a->max_bytes) != 0) {
         return 2;
       }
     } else {
@@ -137,7 +156,8 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static int merge(const char *out, const dr_dg_rank_t *ranks, size_t n) {
+static int merge(const char *out, const dr_dg_rank_t *ranks, size_t n,
+                 size_t max_bytes) {
   double *off = calloc(n, sizeof(double));
   const char **paths = calloc(n, sizeof(*paths));
   if (off == NULL || paths == NULL) {
@@ -152,7 +172,7 @@ static int merge(const char *out, const dr_dg_rank_t *ranks, size_t n) {
     paths[i] = ranks[i].path;
   }
   char err[512] = "";
-  int rc = dr_dg_merge(out, paths, n, off, err, sizeof(err));
+  int rc = dr_dg_merge(out, paths, n, off, max_bytes, err, sizeof(err));
   free(off);
   free(paths);
   if (rc != 0) {
@@ -173,8 +193,8 @@ int dr_diagnose_main(int argc, char **argv) {
   memset(&set, 0, sizeof(set));
   char err[1024] = "";
   double t0 = now_s();
-  rc = dr_dg_read_set((const char *const *)a.paths, a.n_paths, &set, err,
-                      sizeof(err));
+  rc = dr_dg_read_set((const char *const *)a.paths, a.n_paths, a.max_bytes,
+                      &set, err, sizeof(err));
   if (rc != 0) {
     fprintf(stderr, "ddprun diagnose: %s\n", err[0] ? err : "cannot read");
     return 2;
@@ -196,7 +216,7 @@ int dr_diagnose_main(int argc, char **argv) {
     }
     dr_dg_analysis_free(&an);
     if (rc == 0 && a.merge != NULL)
-      rc = merge(a.merge, set.ranks, set.n_ranks);
+      rc = merge(a.merge, set.ranks, set.n_ranks, a.max_bytes);
   }
   if (rc < 0) {
     fprintf(stderr, "ddprun diagnose: out of memory\n");

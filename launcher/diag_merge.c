@@ -155,12 +155,12 @@ static void put_json_string(FILE *f, const char *s) {
 }
 
 /* The inputs' ranks and clocks: every file read once. */
-static int survey(const char *const *paths, size_t n, input_t *in,
-                  char *err, size_t errlen) {
+static int survey(const char *const *paths, size_t n, size_t max_bytes,
+                  input_t *in, char *err, size_t errlen) {
   for (size_t i = 0; i < n; i++) {
     char *buf;
     size_t len;
-    int rc = dr__dg_load(paths[i], &buf, &len, err, errlen);
+    int rc = dr__dg_load(paths[i], max_bytes, &buf, &len, err, errlen);
     if (rc != 0)
       return rc;
     dr_dg_rank_t r;
@@ -203,7 +203,8 @@ static void offsets(input_t *in, size_t n, const double *given) {
 }
 
 int dr_dg_merge(const char *out_path, const char *const *paths, size_t n,
-                const double *offset_us, char *err, size_t errlen) {
+                const double *offset_us, size_t max_bytes, char *err,
+                size_t errlen) {
   if (n == 0) {
     snprintf(err, errlen, "no traces to merge");
     return -EINVAL;
@@ -213,7 +214,7 @@ int dr_dg_merge(const char *out_path, const char *const *paths, size_t n,
     snprintf(err, errlen, "out of memory");
     return -ENOMEM;
   }
-  int rc = survey(paths, n, in, err, errlen);
+  int rc = survey(paths, n, max_bytes, in, err, errlen);
   if (rc != 0) {
     free(in);
     return rc;
@@ -260,7 +261,7 @@ int dr_dg_merge(const char *out_path, const char *const *paths, size_t n,
             o.pid, o.pid);
     char *buf;
     size_t len;
-    rc = dr__dg_load(paths[i], &buf, &len, err, errlen);
+    rc = dr__dg_load(paths[i], max_bytes, &buf, &len, err, errlen);
     if (rc != 0)
       break;
     char why[400] = "";

@@ -22,8 +22,9 @@
  * baseTimeNanoseconds (diag_read.h); otherwise 0.
  *
  * Streams: one input is in memory at a time (read twice: once for its
- * rank, once for its events). Writes OUT.tmp and renames it over out_path
- * when complete. 0, or a negative code with one line in err.
+ * rank, once for its events), under the limit max_bytes (0: the default,
+ * diag_read.h). Writes OUT.tmp and renames it over out_path when
+ * complete. 0, or a negative code with one line in err.
  */
 #ifndef DR_DIAG_MERGE_H
 #define DR_DIAG_MERGE_H
@@ -31,6 +32,7 @@
 #include <stddef.h>
 
 int dr_dg_merge(const char *out_path, const char *const *paths, size_t n,
-                const double *offset_us, char *err, size_t errlen);
+                const double *offset_us, size_t max_bytes, char *err,
+                size_t errlen);
 
 #endif /* DR_DIAG_MERGE_H */

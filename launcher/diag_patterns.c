@@ -1,6 +1,7 @@
 /* The patterns `ddprun diagnose` names, each with its numbers and what to
  * try. Thresholds: diag_analyze.h. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +179,31 @@ static double field_of(const dr__dg_ctx_t *c, size_t r, size_t k, int f) {
          : m->fwd >= 0 && m->bwd >= 0 ? m->fwd + m->bwd : -1;
 }
 
+/* The median of sorted s[0..m) less one element equal to x (x one of
+ * them), or of all of s when x < 0 (not one of them): what sorting the
+ * others alone would give, without sorting them again. -1 when none is
+ * left. */
+static double median_without(const double *s, size_t m, double x) {
+  size_t skip = m; /* none */
+  if (x >= 0) {
+    size_t lo = 0, hi = m; /* the first element >= x */
+    while (lo < hi) {
+      size_t mid = lo + (hi - lo) / 2;
+      if (s[mid] < x)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    skip = lo;
+    m--;
+  }
+  if (m == 0)
+    return -1;
+#define AT(i) s[(i) < skip ? (i) : (i) + 1]
+  return m % 2 ? AT(m / 2) : (AT(m / 2 - 1) + AT(m / 2)) / 2;
+#undef AT
+}
+
 /* The median of field f at step k over every rank but skip: a rank is
  * compared with the others, so that with few ranks (2: the median of all
  * would be half its own delay) its excess is not halved. -1 when none. */
@@ -203,17 +229,32 @@ static int slow_rank(const dr__dg_ctx_t *c, dr_dg_analysis_t *a, double *buf) {
   double *tmp = malloc(nr * sizeof(double));
   if (tmp == NULL)
     return -ENOMEM;
+  /* Each rank's arrival against the others' median, at every step: one
+   * sort per step (the others' median is then that of the sorted step
+   * less the rank's own value), into buf rank-major, NAN where unknown. */
+  for (size_t k = 0; k < nk; k++) {
+    size_t m = 0;
+    for (size_t r = 0; r < nr; r++) {
+      double x = field_of(c, r, k, 0);
+      if (x >= 0)
+        tmp[m++] = x;
+    }
+    qsort(tmp, m, sizeof(*tmp), cmp_double);
+    for (size_t r = 0; r < nr; r++) {
+      double mine = field_of(c, r, k, 0);
+      double others = median_without(tmp, m, mine);
+      buf[r * nk + k] = mine >= 0 && others >= 0 ? mine - others : NAN;
+    }
+  }
   size_t worst = 0;
   double worst_ex = 0;
   for (size_t r = 0; r < nr; r++) {
+    double *row = buf + r * nk;
     size_t n = 0;
-    for (size_t k = 0; k < nk; k++) {
-      double mine = field_of(c, r, k, 0);
-      double others = others_median(c, k, 0, r, tmp);
-      if (mine >= 0 && others >= 0)
-        buf[n++] = mine - others;
-    }
-    double ex = median_signed(buf, n);
+    for (size_t k = 0; k < nk; k++)
+      if (!isnan(row[k]))
+        row[n++] = row[k];
+    double ex = median_signed(row, n);
     if (n > 0 && ex > worst_ex) {
       worst = r;
       worst_ex = ex;

@@ -1,22 +1,14 @@
-/* dr_dg_read and dr_dg_read_buf (diag_trace.h): the file's bytes (gzip'd
- * or not, capped before anything that size is allocated), the lexer, which
- * source wrote it, and its reader. */
+/* dr_dg_read and dr_dg_read_buf (diag_trace.h): the file's bytes
+ * (diag_read_load.c), the lexer, which source wrote it, and its reader. */
 #include "diag_read_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <zlib.h>
-
-#define MIB(n) ((size_t)(n) >> 20)
 
 /* ---- small shared helpers --------------------------------------------- */
 
@@ -128,203 +120,6 @@ unsigned dr__dtype_size(const char *dtype) {
   return 0;
 }
 
-/* ---- bytes in --------------------------------------------------------- */
-
-static int is_gzip(const void *buf, size_t n) {
-  const unsigned char *b = buf;
-  return n >= 2 && b[0] == 0x1f && b[1] == 0x8b;
-}
-
-/* One pass over the gzip members in buf: inflates into out (NULL: only
- * counts), at most cap bytes. 0 with *total, or -EINVAL/-EFBIG/-ENOMEM
- * with the reason in why. */
-static int inflate_pass(const unsigned char *buf, size_t n, char *out,
-                        size_t cap, size_t *total, char *why, size_t wlen) {
-  unsigned char scratch[65536];
-  z_stream z;
-  memset(&z, 0, sizeof(z));
-  if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
-    snprintf(why, wlen, "gzip: cannot start zlib");
-    return -ENOMEM;
-  }
-  size_t in_off = 0, got = 0;
-  int rc = 0;
-  for (;;) {
-    size_t in_left = n - in_off;
-    z.next_in = (unsigned char *)(uintptr_t)(buf + in_off);
-    z.avail_in = in_left > (1u << 30) ? (1u << 30) : (unsigned)in_left;
-    size_t room = out != NULL ? cap - got : sizeof(scratch);
-    if (out != NULL && room == 0) {
-      /* Full: only the end of the stream may follow. */
-      z.next_out = scratch;
-      z.avail_out = 1;
-    } else {
-      z.next_out = out != NULL ? (unsigned char *)out + got : scratch;
-      z.avail_out = room > (1u << 30) ? (1u << 30) : (unsigned)room;
-    }
-    unsigned avail_before = z.avail_out;
-    int zr = inflate(&z, Z_NO_FLUSH);
-    size_t produced = avail_before - z.avail_out;
-    in_off = (size_t)(z.next_in - buf);
-    if (out != NULL && room == 0 && produced > 0) {
-      snprintf(why, wlen, "gzip: inflates to more than %zu MiB; refused",
-               MIB(cap));
-      rc = -EFBIG;
-      break;
-    }
-    got += produced;
-    if (got > cap) {
-      snprintf(why, wlen, "gzip: inflates to more than %zu MiB; refused",
-               MIB(cap));
-      rc = -EFBIG;
-      break;
-    }
-    if (zr == Z_STREAM_END) {
-      if (in_off == n)
-        break;
-      if (!is_gzip(buf + in_off, n - in_off)) {
-        snprintf(why, wlen, "gzip: data after the end of the stream");
-        rc = -EINVAL;
-        break;
-      }
-      inflateReset(&z); /* another member */
-      continue;
-    }
-    if (zr == Z_BUF_ERROR && in_off == n) {
-      snprintf(why, wlen, "gzip: truncated");
-      rc = -EINVAL;
-      break;
-    }
-    if (zr != Z_OK && zr != Z_BUF_ERROR) {
-      if (zr == Z_MEM_ERROR) {
-        snprintf(why, wlen, "out of memory");
-        rc = -ENOMEM;
-      } else {
-        snprintf(why, wlen, "gzip: corrupt data (%s)",
-                 z.msg != NULL ? z.msg : "zlib error");
-        rc = -EINVAL;
-      }
-      break;
-    }
-    if (produced == 0 && z.avail_in == 0 && in_off == n) {
-      snprintf(why, wlen, "gzip: truncated");
-      rc = -EINVAL;
-      break;
-    }
-  }
-  inflateEnd(&z);
-  *total = got;
-  return rc;
-}
-
-int dr__dg_inflate_buf(const void *buf, size_t n, const char *name,
-                       size_t cap, char **out, size_t *out_n, char *err,
-                       size_t errlen) {
-  char why[160];
-  size_t total = 0;
-  /* Counted first, so a bomb is refused without its memory. */
-  int rc = inflate_pass(buf, n, NULL, cap, &total, why, sizeof(why));
-  if (rc == 0 && total == 0) {
-    snprintf(why, sizeof(why), "gzip: empty");
-    rc = -EINVAL;
-  }
-  char *p = NULL;
-  if (rc == 0 && (p = malloc(total + 1)) == NULL) {
-    snprintf(why, sizeof(why), "out of memory (%zu MiB inflated)",
-             MIB(total));
-    rc = -ENOMEM;
-  }
-  size_t again = 0;
-  if (rc == 0)
-    rc = inflate_pass(buf, n, p, total, &again, why, sizeof(why));
-  if (rc == 0 && again != total) {
-    snprintf(why, sizeof(why), "gzip: inflated differently twice");
-    rc = -EIO;
-  }
-  if (rc != 0) {
-    free(p);
-    snprintf(err, errlen, "%s: %s", name, why);
-    return rc;
-  }
-  p[total] = '\0';
-  *out = p;
-  *out_n = total;
-  return 0;
-}
-
-static int read_all(int fd, char *p, size_t n) {
-  size_t got = 0;
-  while (got < n) {
-    ssize_t k = read(fd, p + got, n - got > (1u << 30) ? (1u << 30) : n - got);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    if (k == 0)
-      return -EIO; /* shrank while read */
-    got += (size_t)k;
-  }
-  return 0;
-}
-
-int dr__dg_load(const char *path, char **out, size_t *n, char *err,
-                size_t errlen) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    int e = errno;
-    snprintf(err, errlen, "%s: cannot open (%s)", path, strerror(e));
-    return -e;
-  }
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    int e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-    snprintf(err, errlen, "%s: %s", path,
-             e == EISDIR ? "is a directory" : "not a regular file");
-    close(fd);
-    return -e;
-  }
-  size_t size = (size_t)st.st_size;
-  if ((uint64_t)st.st_size > DR__DG_MAX_BYTES) {
-    snprintf(err, errlen, "%s: larger than %zu MiB; refused", path,
-             MIB(DR__DG_MAX_BYTES));
-    close(fd);
-    return -EFBIG;
-  }
-  if (size == 0) {
-    snprintf(err, errlen, "%s: empty file", path);
-    close(fd);
-    return -EINVAL;
-  }
-  char *p = malloc(size + 1);
-  if (p == NULL) {
-    snprintf(err, errlen, "%s: out of memory (%zu MiB)", path, MIB(size));
-    close(fd);
-    return -ENOMEM;
-  }
-  int rc = read_all(fd, p, size);
-  close(fd);
-  if (rc != 0) {
-    snprintf(err, errlen, "%s: read failed (%s)", path, strerror(-rc));
-    free(p);
-    return rc;
-  }
-  p[size] = '\0';
-  if (is_gzip(p, size)) {
-    char *z;
-    size_t zn;
-    rc = dr__dg_inflate_buf(p, size, path, DR__DG_MAX_BYTES, &z, &zn, err,
-                            errlen);
-    free(p);
-    if (rc != 0)
-      return rc;
-    p = z;
-    size = zn;
-  }
-  *out = p;
-  *n = size;
-  return 0;
-}
-
 /* ---- which source, and its reader ------------------------------------- */
 
 const char *dr__detect(const dr__trace_t *t) {
@@ -396,11 +191,11 @@ int dr_dg_read_buf(const void *buf, size_t n_bytes, const char *name,
     snprintf(err, errlen, "%s: empty file", name);
     return -EINVAL;
   }
-  if (is_gzip(buf, n_bytes)) {
+  if (dr__dg_is_gzip(buf, n_bytes)) {
     char *z;
     size_t zn;
-    int rc = dr__dg_inflate_buf(buf, n_bytes, name, DR__DG_MAX_BYTES, &z,
-                                &zn, err, errlen);
+    int rc = dr__dg_inflate_buf(buf, n_bytes, name, 0, &z, &zn, err,
+                                errlen);
     if (rc != 0)
       return rc;
     rc = dr__dg_read_json(z, zn, name, out, NULL, err, errlen);
@@ -416,7 +211,7 @@ int dr_dg_read(const char *path, dr_dg_rank_t *out, char *err,
   out->rank = -1;
   char *buf;
   size_t n;
-  int rc = dr__dg_load(path, &buf, &n, err, errlen);
+  int rc = dr__dg_load(path, 0, &buf, &n, err, errlen);
   if (rc != 0)
     return rc;
   rc = dr__dg_read_json(buf, n, path, out, NULL, err, errlen);

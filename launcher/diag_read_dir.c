@@ -6,10 +6,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "errors.h"
 
 /* More files than this in one directory is not a job's traces. */
 #define MAX_FILES 65536
@@ -29,10 +32,29 @@ void dr_dg_paths_free(char **paths, size_t n) {
   free(paths);
 }
 
-int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
-                   size_t errlen) {
+/* Appends name to the list of skipped names, ", "-separated; "..." once
+ * when the next does not fit. */
+static void list_skipped(char *out, size_t len, const char *name) {
+  if (out == NULL || len == 0)
+    return;
+  size_t used = strlen(out);
+  if (used >= 3 && strcmp(out + used - 3, "...") == 0)
+    return;
+  const char *sep = used > 0 ? ", " : "";
+  if (used + strlen(sep) + strlen(name) + 6 <= len)
+    snprintf(out + used, len - used, "%s%s", sep, name);
+  else if (used + 6 <= len)
+    snprintf(out + used, len - used, "%s...", sep);
+}
+
+int dr_dg_list_dir(const char *dir, char ***paths, size_t *n,
+                   size_t *n_skipped, char *skipped, size_t skipped_len,
+                   char *err, size_t errlen) {
   *paths = NULL;
   *n = 0;
+  *n_skipped = 0;
+  if (skipped != NULL && skipped_len > 0)
+    skipped[0] = '\0';
   DIR *d = opendir(dir);
   if (d == NULL) {
     int e = errno;
@@ -55,9 +77,13 @@ int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
       break;
     }
     snprintf(p, len, "%s/%s", dir, name);
+    /* stat() never blocks on a FIFO; only a regular file is opened (and
+     * that again without blocking: one swapped in meanwhile is refused). */
     struct stat st;
     if (stat(p, &st) != 0 || !S_ISREG(st.st_mode)) {
       free(p);
+      (*n_skipped)++;
+      list_skipped(skipped, skipped_len, name);
       continue;
     }
     if (k == MAX_FILES) {
@@ -83,7 +109,13 @@ int dr_dg_list_dir(const char *dir, char ***paths, size_t *n, char *err,
   if (rc == -ENOMEM)
     snprintf(err, errlen, "%s: out of memory", dir);
   if (rc == 0 && k == 0) {
-    snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it", dir);
+    if (*n_skipped > 0 && skipped != NULL)
+      snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it "
+               "(%zu left out, not regular files: %s)", dir, *n_skipped,
+               skipped);
+    else
+      snprintf(err, errlen, "%s: no trace files (*.json, *.json.gz) in it",
+               dir);
     rc = -ENOENT;
   }
   if (rc != 0) {
@@ -196,12 +228,106 @@ static int combine(dr_dg_rank_t *a, int64_t pa, dr_dg_rank_t *b, int64_t pb,
   return 0;
 }
 
+/* The set's order: known ranks ascending, unknown ones after in the
+ * order read (at: the place read). */
+typedef struct {
+  int rank;
+  size_t at;
+} order_t;
+
 static int by_rank(const void *a, const void *b) {
-  const dr_dg_rank_t *x = a, *y = b;
-  /* Unknown ranks after the known ones. */
-  if (x->rank < 0 || y->rank < 0)
-    return (x->rank < 0) - (y->rank < 0);
-  return (x->rank > y->rank) - (x->rank < y->rank);
+  const order_t *x = a, *y = b;
+  int ux = x->rank < 0, uy = y->rank < 0;
+  if (ux != uy)
+    return ux - uy;
+  if (!ux && x->rank != y->rank)
+    return (x->rank > y->rank) - (x->rank < y->rank);
+  return (x->at > y->at) - (x->at < y->at);
+}
+
+/* Puts s's ranks in by_rank's order: one qsort of (rank, place) pairs,
+ * then the ranks moved along the permutation's cycles (a rank is large:
+ * no second array of them). 0 or -ENOMEM. */
+static int sort_ranks(dr_dg_set_t *s) {
+  size_t n = s->n_ranks;
+  if (n < 2)
+    return 0;
+  order_t *o = malloc(n * sizeof(*o));
+  if (o == NULL)
+    return -ENOMEM;
+  for (size_t i = 0; i < n; i++)
+    o[i] = (order_t){s->ranks[i].rank, i};
+  qsort(o, n, sizeof(*o), by_rank);
+  /* Place i takes the rank read at o[i].at; at set to n once done. */
+  for (size_t i = 0; i < n; i++) {
+    if (o[i].at == n || o[i].at == i)
+      continue;
+    dr_dg_rank_t held = s->ranks[i];
+    size_t j = i;
+    while (o[j].at != i) {
+      size_t from = o[j].at;
+      s->ranks[j] = s->ranks[from];
+      o[j].at = n;
+      j = from;
+    }
+    s->ranks[j] = held;
+    o[j].at = n;
+  }
+  free(o);
+  return 0;
+}
+
+/* Which of the set's ranks holds a known rank: open addressing, a slot
+ * the rank's place + 1 (0: empty), at most half full. */
+typedef struct {
+  size_t *slot;
+  size_t cap; /* a power of 2, or 0 */
+} rank_index_t;
+
+static size_t rank_hash(int rank, size_t cap) {
+  return (size_t)(((uint64_t)(unsigned)rank * 0x9E3779B97F4A7C15ull) >> 32) &
+         (cap - 1);
+}
+
+/* The place of rank among ranks[], or SIZE_MAX. */
+static size_t index_find(const rank_index_t *ix, const dr_dg_rank_t *ranks,
+                         int rank) {
+  if (ix->cap == 0)
+    return SIZE_MAX;
+  for (size_t j = rank_hash(rank, ix->cap);; j = (j + 1) & (ix->cap - 1)) {
+    if (ix->slot[j] == 0)
+      return SIZE_MAX;
+    if (ranks[ix->slot[j] - 1].rank == rank)
+      return ix->slot[j] - 1;
+  }
+}
+
+/* Adds ranks[at] (a known rank, not in yet); n_known: how many are. 0 or
+ * -ENOMEM. */
+static int index_add(rank_index_t *ix, const dr_dg_rank_t *ranks,
+                     size_t n_known, size_t at) {
+  if ((n_known + 1) * 2 > ix->cap) {
+    size_t cap = ix->cap > 0 ? ix->cap * 2 : 64;
+    size_t *slot = calloc(cap, sizeof(*slot));
+    if (slot == NULL)
+      return -ENOMEM;
+    for (size_t i = 0; i < ix->cap; i++) {
+      if (ix->slot[i] == 0)
+        continue;
+      size_t j = rank_hash(ranks[ix->slot[i] - 1].rank, cap);
+      while (slot[j] != 0)
+        j = (j + 1) & (cap - 1);
+      slot[j] = ix->slot[i];
+    }
+    free(ix->slot);
+    ix->slot = slot;
+    ix->cap = cap;
+  }
+  size_t j = rank_hash(ranks[at].rank, ix->cap);
+  while (ix->slot[j] != 0)
+    j = (j + 1) & (ix->cap - 1);
+  ix->slot[j] = at + 1;
+  return 0;
 }
 
 typedef struct {
@@ -210,16 +336,26 @@ typedef struct {
   size_t cap;
   int64_t base_ns; /* the first PyTorch trace's */
   int have_base;
+  size_t max_bytes; /* as dr_dg_read_set's */
+  rank_index_t index;
+  size_t n_known;   /* ranks in index */
 } acc_t;
 
-/* One file read and added. in_dir: a file that is not a trace is noted
- * and left out. */
+/* One file read and added. in_dir: a file that is not a trace, or not a
+ * regular file any more, is noted and left out. */
 static int add_file(acc_t *a, const char *path, int in_dir, char *err,
                     size_t errlen) {
   dr_dg_set_t *s = a->s;
+  const char *slash = strrchr(path, '/');
+  const char *base_name = slash ? slash + 1 : path;
   char *buf;
   size_t n;
-  int rc = dr__dg_load(path, &buf, &n, err, errlen);
+  int rc = dr__dg_load(path, a->max_bytes, &buf, &n, err, errlen);
+  if (rc == DR_ENOTREG && in_dir) {
+    /* Replaced since the directory was listed. */
+    set_note(s, "%s left out (not a regular file)", base_name);
+    return 0;
+  }
   if (rc != 0)
     return rc;
   dr_dg_rank_t r;
@@ -233,8 +369,7 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
      * broken one is not. */
     if (in_dir && (strstr(why, ": not a trace ddprun diagnose reads") != NULL ||
                    strstr(why, ": not a Chrome trace: ") != NULL)) {
-      const char *slash = strrchr(path, '/');
-      set_note(s, "%s left out (not a trace)", slash ? slash + 1 : path);
+      set_note(s, "%s left out (not a trace)", base_name);
       return 0;
     }
     snprintf(err, errlen, "%s", why);
@@ -252,10 +387,9 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
                r.path, d / 1e6);
     }
   }
-  for (size_t i = 0; r.rank >= 0 && i < s->n_ranks; i++) {
+  size_t i = r.rank >= 0 ? index_find(&a->index, s->ranks, r.rank) : SIZE_MAX;
+  if (i != SIZE_MAX) {
     dr_dg_rank_t *o = &s->ranks[i];
-    if (o->rank != r.rank)
-      continue;
     if (strcmp(o->source, r.source) != 0) {
       snprintf(err, errlen, "%s and %s both claim rank %d (a %s trace and a "
                             "%s trace)",
@@ -289,14 +423,26 @@ static int add_file(acc_t *a, const char *path, int in_dir, char *err,
     a->cap = cap;
   }
   a->pid[s->n_ranks] = meta.pid;
-  s->ranks[s->n_ranks++] = r;
+  s->ranks[s->n_ranks] = r;
+  if (r.rank >= 0) {
+    if (index_add(&a->index, s->ranks, a->n_known, s->n_ranks) != 0) {
+      dr_dg_rank_free(&r);
+      snprintf(err, errlen, "out of memory");
+      return -ENOMEM;
+    }
+    a->n_known++;
+  }
+  s->n_ranks++;
   return 0;
 }
 
-int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
-                   char *err, size_t errlen) {
+int dr_dg_read_set(const char *const *paths, size_t n, size_t max_bytes,
+                   dr_dg_set_t *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  acc_t a = {out, NULL, 0, 0, 0};
+  acc_t a;
+  memset(&a, 0, sizeof(a));
+  a.s = out;
+  a.max_bytes = max_bytes;
   int rc = 0;
   if (n == 0) {
     snprintf(err, errlen, "no traces given");
@@ -306,8 +452,13 @@ int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
     struct stat st;
     if (stat(paths[i], &st) == 0 && S_ISDIR(st.st_mode)) {
       char **v;
-      size_t k;
-      rc = dr_dg_list_dir(paths[i], &v, &k, err, errlen);
+      size_t k, n_skipped;
+      char skipped[200];
+      rc = dr_dg_list_dir(paths[i], &v, &k, &n_skipped, skipped,
+                          sizeof(skipped), err, errlen);
+      if (rc == 0 && n_skipped > 0)
+        set_note(out, "%s: %zu left out, not regular files: %s", paths[i],
+                 n_skipped, skipped);
       for (size_t j = 0; rc == 0 && j < k; j++)
         rc = add_file(&a, v[j], 1, err, errlen);
       dr_dg_paths_free(v, k);
@@ -316,25 +467,19 @@ int dr_dg_read_set(const char *const *paths, size_t n, dr_dg_set_t *out,
     }
   }
   free(a.pid);
+  free(a.index.slot);
   if (rc == 0 && out->n_ranks == 0) {
     snprintf(err, errlen, "%s%s: no trace ddprun diagnose reads (%s)",
              paths[0], n > 1 ? " ..." : "", out->note);
     rc = -ENOENT;
   }
+  if (rc == 0 && sort_ranks(out) != 0) {
+    snprintf(err, errlen, "out of memory");
+    rc = -ENOMEM;
+  }
   if (rc != 0) {
     dr_dg_set_free(out);
     return rc;
-  }
-  /* Known ranks ascending; unknown ones after, in the order read (a stable
-   * insertion sort: sets are small). */
-  for (size_t i = 1; i < out->n_ranks; i++) {
-    dr_dg_rank_t x = out->ranks[i];
-    size_t j = i;
-    while (j > 0 && by_rank(&out->ranks[j - 1], &x) > 0) {
-      out->ranks[j] = out->ranks[j - 1];
-      j--;
-    }
-    out->ranks[j] = x;
   }
   return 0;
 }
@@ -348,7 +493,7 @@ int dr_dg_read_dir(const char *dir, dr_dg_set_t *out, char *err,
     return -ENOTDIR;
   }
   const char *p[1] = {dir};
-  return dr_dg_read_set(p, 1, out, err, errlen);
+  return dr_dg_read_set(p, 1, 0, out, err, errlen);
 }
 
 void dr_dg_set_free(dr_dg_set_t *s) {

@@ -19,12 +19,25 @@
 
 #include <jansson.h>
 
+#include "diag_read.h"
 #include "diag_trace.h"
 
-/* Inputs larger than this (on disk, or once inflated) are refused before
- * anything of that size is allocated. */
-#define DR__DG_MAX_BYTES ((size_t)2 << 30)
 #define DR__JS_MAX_DEPTH 512
+
+/* The readers' one bound on a time, in microseconds (the unit of every
+ * Chrome trace): 2^53 us, about 285 years, the largest a double holds to
+ * the microsecond; it takes in any system clock's timestamp (now about
+ * 1.8e15 us since 1970) and nothing of the 1e308 kind. An event whose ts
+ * is beyond +-DR__DG_MAX_US, or whose dur is negative or beyond it, or
+ * either a number too large for a double, refuses its file (the lexer, on
+ * every X event); a time inside args (train's ready_us) out of [0, it] is
+ * taken as unknown, as a clock offset beyond it is. */
+#define DR__DG_MAX_US 9007199254740992.0
+
+/* Whether us is a time (or a duration, when also >= 0) within the bound. */
+static inline int dr__dg_time_ok(double us) {
+  return us >= -DR__DG_MAX_US && us <= DR__DG_MAX_US;
+}
 
 /* ---- the lexer (diag_json.c) ------------------------------------------ */
 
@@ -84,7 +97,7 @@ typedef enum {
 } dr__cat_t;
 
 typedef struct {
-  double ts, dur;   /* NAN: absent, not a number, or dur < 0 */
+  double ts, dur;   /* within DR__DG_MAX_US; NAN: absent, or not a number */
   const char *name; /* interned, NUL-terminated; "" when absent */
   int64_t tid;      /* a string tid is hashed */
   uint32_t args_off, args_len; /* the args value's bytes; len 0: none */
@@ -112,7 +125,9 @@ typedef struct {
   int saw_profiler_step, saw_torch_marker, saw_train_names;
 } dr__trace_t;
 
-/* Lexes buf (not gzip) into t. 0, or -EINVAL/-ENOMEM with err set. */
+/* Lexes buf (not gzip) into t. 0, or -EINVAL/-ERANGE/-ENOMEM with err
+ * set; -ERANGE: an X event's ts or dur out of range (DR__DG_MAX_US), err
+ * naming it ("traceEvents[N] \"NAME\": dur 1e+308 ..."). */
 int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
                   size_t errlen);
 void dr__trace_free(dr__trace_t *t);
@@ -150,15 +165,26 @@ int dr__merge_events(FILE *f, const char *buf, size_t n, int pid,
                      size_t index, double offset_us, int *first, char *why,
                      size_t whylen);
 
-/* ---- loading (diag_read.c) -------------------------------------------- */
+/* ---- loading (diag_read_load.c) --------------------------------------- */
 
-/* The file's bytes, inflated when it starts with the gzip magic. Caller
- * frees *out. 0, or a negative code with "NAME: ..." in err. */
-int dr__dg_load(const char *path, char **out, size_t *n, char *err,
-                size_t errlen);
+/* The limit in force for max_bytes (diag_read.h): 0 is
+ * DR_DG_LIMIT_DEFAULT, and none is above DR_DG_LIMIT_MAX. */
+size_t dr__dg_limit(size_t max_bytes);
+/* The file's bytes (NUL-terminated), inflated when they start with the
+ * gzip magic; the file and its text each smaller than the limit. Opened
+ * with dr_open_regular: a FIFO, device or socket is refused at once
+ * (DR_ENOTREG), never read. Caller frees *out. 0, or a negative code with
+ * "PATH: ..." in err. */
+int dr__dg_load(const char *path, size_t max_bytes, char **out, size_t *n,
+                char *err, size_t errlen);
+/* gzip members in buf inflated in one pass into *out (NUL-terminated;
+ * caller frees), the text smaller than the limit: -EFBIG as soon as it
+ * reaches it, with nothing kept. */
 int dr__dg_inflate_buf(const void *buf, size_t n, const char *name,
-                       size_t cap, char **out, size_t *out_n, char *err,
-                       size_t errlen);
+                       size_t max_bytes, char **out, size_t *out_n,
+                       char *err, size_t errlen);
+/* Whether buf starts with the gzip magic. */
+int dr__dg_is_gzip(const void *buf, size_t n);
 /* What a reader saw beyond the model, for diag_read_dir.c and the merge
  * writer. */
 typedef struct {

@@ -65,9 +65,8 @@ static void meta(const dr__trace_t *t, dr_dg_rank_t *r) {
     const char *b = json_string_value(json_object_get(dd, "backend"));
     if (b != NULL)
       snprintf(r->backend, sizeof(r->backend), "%s", b);
-    /* Beyond 30 years it measures nothing. */
     if (dr__json_num(json_object_get(dd, "clock_offset_us"), &v) == 0 &&
-        fabs(v) < 1e15) {
+        dr__dg_time_ok(v)) {
       r->clock_offset_us = v;
       r->have_clock_offset = 1;
     }
@@ -108,7 +107,8 @@ static int bucket(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
     if (dr__json_num(json_object_get(a, "bytes"), &v) == 0 &&
         (k = dr__as_count(v, INT64_MAX)) >= 0)
       c.n_bytes = (uint64_t)k;
-    if (dr__json_num(json_object_get(a, "ready_us"), &v) == 0 && v >= 0)
+    if (dr__json_num(json_object_get(a, "ready_us"), &v) == 0 && v >= 0 &&
+        dr__dg_time_ok(v))
       c.ready_us = v;
   } else {
     const char *s = e->name + strlen("allreduce bucket ");

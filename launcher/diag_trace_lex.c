@@ -385,7 +385,41 @@ typedef struct {
   dr__trace_t *t;
   char *err;
   size_t errlen;
+  size_t index; /* of the element in traceEvents */
 } lex_t;
+
+/* A number member as a double (NAN when it overflows one): 1, 0 when it
+ * is not a number, or -ENOMEM. */
+static int time_member(const dr__member_t *m, double *v) {
+  if (m->type != 'n')
+    return 0;
+  return dr__js_number_text(m->val, m->val_len, v) == 0 ? 1 : -ENOMEM;
+}
+
+/* Refuses the trace for an X event's time out of range: one line that
+ * names the event and the value. */
+static int out_of_range(lex_t *lx, size_t index, const char *name,
+                        size_t name_len, const char *key, double v) {
+  char shown[64];
+  size_t k = 0;
+  for (size_t i = 0; i < name_len && k + 4 < sizeof(shown); i++) {
+    unsigned char c = (unsigned char)name[i];
+    shown[k++] = c >= 0x20 && c != 0x7f ? (char)c : '?';
+  }
+  if (k < name_len)
+    k += (size_t)snprintf(shown + k, sizeof(shown) - k, "...");
+  shown[k] = '\0';
+  char val[40];
+  if (isnan(v))
+    snprintf(val, sizeof(val), "beyond a double");
+  else
+    snprintf(val, sizeof(val), "%.6g us", v);
+  snprintf(lx->err, lx->errlen,
+           "traceEvents[%zu] \"%s\": %s %s is out of range (ts within "
+           "+-2^53 us, 285 years; dur from 0 to that): a corrupt trace; "
+           "refused", index, shown, key, val);
+  return -ERANGE;
+}
 
 static int push(dr__trace_t *t, const dr__ev_t *e) {
   if (t->n_ev == t->cap_ev) {
@@ -406,11 +440,13 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
   dr__trace_t *t = lx->t;
   (void)evp;
   (void)ev_len;
+  size_t index = lx->index++;
   if (m == NULL) {
     t->n_bad++;
     return 0;
   }
   dr__ev_t e = {NAN, NAN, "", INT64_MIN, 0, 0, 0, 0};
+  int have_ts = 0, have_dur = 0, rc;
   char name[NAME_MAX_BYTES], s[64];
   size_t name_len = 0, k;
   int have_name = 0;
@@ -427,10 +463,16 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
       if (str_member(x, s, sizeof(s), &k) == 0 && k == 1)
         e.ph = s[0];
     } else if (kl == 2 && memcmp(key, "ts", 2) == 0) {
-      if (num_member(x, &e.ts) != 0)
+      if ((rc = time_member(x, &e.ts)) < 0)
+        return rc;
+      have_ts = rc;
+      if (!have_ts)
         e.ts = NAN;
     } else if (kl == 3 && memcmp(key, "dur", 3) == 0) {
-      if (num_member(x, &e.dur) != 0 || e.dur < 0)
+      if ((rc = time_member(x, &e.dur)) < 0)
+        return rc;
+      have_dur = rc;
+      if (!have_dur)
         e.dur = NAN;
     } else if (kl == 3 && memcmp(key, "tid", 3) == 0) {
       e.tid = tid_of(x);
@@ -460,6 +502,13 @@ static int on_event(void *arg, const char *evp, size_t ev_len,
   if (e.ph == 'X')
     t->saw_train_names |= train_name(name, name_len);
   if (e.ph == 'X') {
+    /* A number, but not a time: the trace is corrupt, and a time kept
+     * from it would make every figure absurd. (No number at all: the
+     * event is left out and counted, as a malformed one is.) */
+    if (have_ts && !dr__dg_time_ok(e.ts))
+      return out_of_range(lx, index, name, name_len, "ts", e.ts);
+    if (have_dur && !(e.dur >= 0 && dr__dg_time_ok(e.dur)))
+      return out_of_range(lx, index, name, name_len, "dur", e.dur);
     if (isnan(e.ts) || isnan(e.dur)) {
       t->n_bad++;
       return 0;
@@ -528,9 +577,9 @@ static int on_top(void *arg, const char *key, size_t len, int esc,
 int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
                   size_t errlen) {
   memset(t, 0, sizeof(*t));
-  if (n > DR__DG_MAX_BYTES) {
-    snprintf(err, errlen, "larger than %zu MiB; refused",
-             DR__DG_MAX_BYTES >> 20);
+  /* args_off and args_len are 32-bit. */
+  if (n >= DR_DG_LIMIT_MAX) {
+    snprintf(err, errlen, "%zu MiB or more; refused", DR_DG_LIMIT_MAX >> 20);
     return -EFBIG;
   }
   t->buf = buf;
@@ -539,7 +588,7 @@ int dr__trace_lex(const char *buf, size_t n, dr__trace_t *t, char *err,
   t->names = calloc(1, sizeof(*t->names));
   if (t->names == NULL)
     return -ENOMEM;
-  lex_t lx = {t, err, errlen};
+  lex_t lx = {t, err, errlen, 0};
   int rc = walk(buf, n, on_top, on_event, &lx, &t->top_is_array, err,
                 errlen);
   if (rc == -ENOMEM)

@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <ini.h>
 
 #include "ddprun_version.h"
 #include "errors.h"
+#include "fs.h"
 #include "options_internal.h"
 
 #define ENV_PREFIX "PET_"
@@ -270,10 +272,18 @@ static int apply_file(dr_options_t *o, const char *path, char *err,
                       size_t err_len) {
   char shown[DR__QUOTE_LEN];
   ini_ctx_t c = {o, dr__opt_quote(path, shown), NULL, 0, 0, 0, err, err_len};
-  c.f = fopen(path, "r");
-  if (c.f == NULL)
+  /* fopen() of a FIFO without a writer would wait forever. */
+  int fd = dr_open_regular(path);
+  if (fd < 0)
     return dr__opt_fail(err, err_len, "cannot open config file '%s': %s",
-                        c.path, strerror(errno));
+                        c.path, dr_strerror(fd));
+  c.f = fdopen(fd, "r");
+  if (c.f == NULL) {
+    int e = errno;
+    close(fd);
+    return dr__opt_fail(err, err_len, "cannot open config file '%s': %s",
+                        c.path, strerror(e));
+  }
   int line = ini_parse_stream(ini_read, &c, ini_on_pair, &c);
   fclose(c.f);
   if (c.rc != 0)

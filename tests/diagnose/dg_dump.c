@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
   char err[1024];
   if (argc >= 4 && strcmp(argv[1], "--merge") == 0) {
     int rc = dr_dg_merge(argv[2], (const char *const *)argv + 3,
-                         (size_t)argc - 3, NULL, err, sizeof(err));
+                         (size_t)argc - 3, NULL, 0, err, sizeof(err));
     if (rc != 0) {
       fprintf(stderr, "%s\n", err);
       return 1;
@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
   dr_dg_set_t set;
   double t0 = now();
   int rc = dr_dg_read_set((const char *const *)argv + first,
-                          (size_t)(argc - first), &set, err, sizeof(err));
+                          (size_t)(argc - first), 0, &set, err, sizeof(err));
   double t1 = now();
   if (rc != 0) {
     fprintf(stderr, "%s\n", err);

@@ -33,6 +33,10 @@ bad -x trace.json "unknown option '-x'"
 bad trace.json --steps "--steps needs a value"
 bad --merge "--merge needs a value"
 bad --merge "" trace.json "--merge needs a file name"
+bad --max-trace-mib "--max-trace-mib needs a value"
+for v in 0 2049 x 1.5 -3; do
+  bad --max-trace-mib "$v" trace.json "--max-trace-mib '$v': expected MiB, 1 to 2048"
+done
 for s in x 5:3 : -1:2 1:2:3 1-2 12345678901234567890:; do
   bad --steps "$s" trace.json "--steps '$s'"
 done

@@ -343,6 +343,61 @@ static void test_slow_rank_without_collectives(void **state) {
   syn_free(r, 4);
 }
 
+/* ---- many ranks ---------------------------------------------------------- */
+
+/* Every element handed to qsort, counted: this test links with
+ * -Wl,--wrap=qsort, so the analysis's calls come here. */
+static size_t sorted_elems;
+void __real_qsort(void *base, size_t n, size_t size,
+                  int (*cmp)(const void *, const void *));
+void __wrap_qsort(void *base, size_t n, size_t size,
+                  int (*cmp)(const void *, const void *));
+void __wrap_qsort(void *base, size_t n, size_t size,
+                  int (*cmp)(const void *, const void *)) {
+  sorted_elems += n;
+  __real_qsort(base, n, size, cmp);
+}
+
+/* As slow_shape, for any number of ranks: rank *arg loads its data 20 ms
+ * slower (arrives at 55 ms, the others at 35). */
+static void many_shape(size_t r, size_t k, syn_step_t *s, void *arg) {
+  static syn_coll_t c[1];
+  (void)k;
+  s->data = r == *(const size_t *)arg ? 25 : 5;
+  s->fwd = 10;
+  s->bwd = 20;
+  double arrive = s->data + s->fwd + s->bwd;
+  c[0] = (syn_coll_t){8, s->bwd, s->bwd, s->bwd + 55 + 2 - arrive};
+  s->opt = 5;
+  s->coll = c;
+  s->n_coll = 1;
+}
+
+/* 1000 ranks: the slow one is named as with four, and the analysis sorts
+ * a few times ranks x steps elements in all, not ranks x ranks x steps
+ * (comparing each rank with the others' median at each step must not
+ * sort the others again for every rank). */
+static void test_slow_rank_among_many(void **state) {
+  (void)state;
+  size_t n = 1000, slow = 617;
+  dr_dg_rank_t *r = syn_ranks(n, (int)n, 3, 1, many_shape, &slow);
+  dr_dg_analysis_t a;
+  sorted_elems = 0;
+  assert_int_equal(dr_dg_analyze(r, n, NULL, &a), 0);
+  size_t sorted = sorted_elems;
+  syn_free(r, n);
+  const dr_dg_pattern_t *p = find(&a, DR_DG_PAT_SLOW_RANK);
+  assert_non_null(p);
+  assert_int_equal(p->rank, (int)slow);
+  assert_string_equal(p->cause, "data");
+  near(p->ms, 20);
+  near(p->data_excess_ms, 20);
+  near(a.ranks[0].wait_ms, 20);
+  dr_dg_analysis_free(&a);
+  if (sorted > 100 * n * 3)
+    fail_msg("%zu elements sorted for %zu ranks x 3 steps", sorted, n);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_hidden_exposed_overlap),
@@ -356,6 +411,7 @@ int main(void) {
       cmocka_unit_test(test_slow_rank_compute),
       cmocka_unit_test(test_no_slow_rank),
       cmocka_unit_test(test_slow_rank_without_collectives),
+      cmocka_unit_test(test_slow_rank_among_many),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

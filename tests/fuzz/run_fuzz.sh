@@ -38,8 +38,8 @@ if [ "$target" = trace ]; then
 	corpus=$build/fuzz-corpus-trace
 	artifacts=$build/fuzz-artifacts-trace
 	mkdir -p "$corpus" "$artifacts"
-	# -rss_limit_mb: a gzip'd input may inflate to the readers' cap; the
-	# count comes first, so even that allocates nothing like it.
+	# -rss_limit_mb: a gzip'd input of -max_len bytes inflates to at most
+	# about 64 MiB (deflate's 1032:1), held once, under the readers' limit.
 	if ! "$build/tests/fuzz/fuzz_trace" -max_total_time="$secs" \
 		-max_len=65536 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		-dict="$root/tests/fuzz/trace.dict" \

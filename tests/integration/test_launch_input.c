@@ -6,12 +6,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "launch_harness.h"
 
 #define ERROR_MS 1000 /* from start to exit, for a refused command line */
+#define HANG_MS 20000 /* only a hang takes this long */
 
 /* Runs ddprun with args followed by a probe carrying the test's marker,
  * and checks how it refuses them: exit code, within limit_ms, exactly one
@@ -133,6 +136,21 @@ DR_L_TEST(config_unknown_key) {
                  "not_a_flag");
 }
 
+DR_L_TEST(config_fifo) {
+  /* A FIFO that no one writes: refused at once, never waited on (the
+   * bound only catches a hang). */
+  const char *path = dr_l_path(fx, "job.ini");
+  char copy[600];
+  snprintf(copy, sizeof(copy), "%s", path);
+  if (mkfifo(copy, 0600) != 0)
+    fail_msg("mkfifo %s: %s", copy, strerror(errno));
+  dr_l_proc_t *p = expect_refusal(fx, DR_H_ARGS("--standalone", "--config",
+                                                copy),
+                                  2, HANG_MS, copy);
+  if (strstr(dr_l_err(p), "not a regular file") == NULL)
+    fail_msg("the error does not say why: %s", dr_l_err(p));
+}
+
 DR_L_TEST(master_port_taken) {
   /* Static node 0 must find MASTER_PORT taken before anything starts. */
   uint16_t port = dr_l_hold_listening_port(fx);
@@ -178,6 +196,7 @@ int main(int argc, char **argv) {
                                       dr_l_teardown),
       cmocka_unit_test_setup_teardown(config_unknown_key, dr_l_setup,
                                       dr_l_teardown),
+      cmocka_unit_test_setup_teardown(config_fifo, dr_l_setup, dr_l_teardown),
       cmocka_unit_test_setup_teardown(master_port_taken, dr_l_setup,
                                       dr_l_teardown),
       cmocka_unit_test_setup_teardown(master_port_taken_c10d, dr_l_setup,
