@@ -114,11 +114,11 @@ static void render_job(dr_server_t *s, dr_buf_t *b) {
   counter(b, "worker_failures_total",
           "Worker failures that agents reported for the running "
           "generation.",
-          s->stats.failures);
+          s->rdzv.failures);
   counter(b, "nodes_lost_total",
           "Nodes dropped from the job: connection closed or heartbeat "
           "silent.",
-          s->stats.nodes_lost);
+          s->rdzv.nodes_lost);
 }
 
 static void render_nodes(dr_server_t *s, dr_buf_t *b) {
@@ -127,7 +127,7 @@ static void render_nodes(dr_server_t *s, dr_buf_t *b) {
   uint32_t world = 0;
   uint64_t age_max = 0, now = dr__now_ms(s);
   for (size_t i = 0; i < r->n_round; i++) {
-    const dr_conn_t *c = r->round[i]->conn;
+    const dr_rdzv_peer_t *c = r->round[i]->peer;
     if (c == NULL)
       continue;
     alive++;
@@ -138,7 +138,7 @@ static void render_nodes(dr_server_t *s, dr_buf_t *b) {
     }
   }
   for (size_t i = 0; i < r->n_waiting; i++)
-    alive += r->waiting[i]->conn != NULL;
+    alive += r->waiting[i]->peer != NULL;
   if (r->state == DR_JOB_DONE)
     alive = 0;
   gauge(b, "nodes_alive",
@@ -174,8 +174,8 @@ static void render_clock_series(dr_server_t *s, dr_buf_t *b, int uncertainty) {
   for (size_t i = 0; r->state == DR_JOB_RUNNING && i < r->n_round; i++) {
     const dr_node_t *x = r->round[i];
     dr_clock_sample_t est;
-    if (x->conn == NULL || x->detached ||
-        dr__clock_estimate(x->conn, &est) != 0)
+    if (x->peer == NULL || x->detached ||
+        dr__clock_estimate(dr__conn_of(x->peer), &est) != 0)
       continue;
     /* The estimate is the server's minus the node's; shown the other way
      * round, as the node's clock reads. */
@@ -207,7 +207,7 @@ static void render_round(dr_server_t *s, dr_buf_t *b) {
   const dr_rdzv_t *r = &s->rdzv;
   uint64_t now = dr__now_ms(s);
   dr_round_fig_t fig;
-  dr__status_round_figures(s, now, &fig);
+  dr_rdzv_round_figures(&s->rdzv, now, &fig);
   gauge(b, "round_nodes_joined",
         "Nodes that joined the forming round; 0 while no round forms.",
         fig.joined);
@@ -236,7 +236,7 @@ static void render_round(dr_server_t *s, dr_buf_t *b) {
     put(b, "ddprun_rdzv_round_node_info{node=\"%s\",host=\"%s\",peer=\"%s\"} "
            "1\n",
         rank, label_escape(x->host, esc, sizeof(esc)),
-        x->conn != NULL ? x->conn->peer : "gone");
+        x->peer != NULL ? x->peer->addr : "gone");
   }
   family(b, "round_rank_missing", "gauge",
          "Always 1: one series per node rank that the forming round needs "
@@ -307,7 +307,7 @@ static void render_conns(dr_server_t *s, dr_buf_t *b,
           "JOIN requests refused: duplicate or out-of-range node rank, "
           "different nproc, nproc or world size over its bound, job full "
           "or ended.",
-          s->stats.joins_refused);
+          s->rdzv.joins_refused);
   family(b, "http_responses_total", "counter",
          "Answers of this HTTP endpoint, by status code.");
   for (int i = 0; i < DR_METRICS_N_CODES; i++)

@@ -57,7 +57,7 @@ static const char *ms(uint64_t us, char *out, size_t n) {
 }
 
 void dr__clock_check(dr_conn_t *c) {
-  const dr_node_t *n = c->node;
+  const dr_node_t *n = c->rp.node;
   dr_clock_sample_t x;
   /* Only a node with its rank (assigned, or resumed) is named. */
   if (n == NULL || n->join_req != 0 || n->detached ||

@@ -340,42 +340,47 @@ int dr__state_load(dr_server_t *s, char *err, size_t errlen) {
             path, st.run_id, s->run_id);
     return 0;
   }
-  s->state_loaded = 1;
   if (st.used > s->cfg.max_restarts) {
     DR_WARN("--state-file %s says %u restarts used, over this server's "
             "budget of %u: the budget is spent", path, st.used,
             s->cfg.max_restarts);
     st.used = s->cfg.max_restarts;
   }
-  s->rdzv.restarts_used = st.used;
-  if (st.running && st.version == 3) {
-    if (dr__resume_expect(s, st.gen, st.nnodes, st.world, st.token) != 0) {
-      free(st.nodes);
-      snprintf(err, errlen, "out of memory");
-      return -ENOMEM;
+  const char **hosts = NULL;
+  uint32_t *nprocs = NULL;
+  int running = st.running && st.version == 3;
+  if (running) {
+    hosts = calloc(st.nnodes, sizeof(*hosts));
+    nprocs = calloc(st.nnodes, sizeof(*nprocs));
+    for (uint32_t i = 0; hosts != NULL && nprocs != NULL && i < st.nnodes;
+         i++) {
+      hosts[i] = st.nodes[i].host;
+      nprocs[i] = st.nodes[i].nproc;
     }
-    /* The places keep who held them: a RESUME must match, and a node that
-     * never comes back is named by its host. */
-    for (uint32_t i = 0; i < st.nnodes; i++) {
-      s->rdzv.round[i]->nproc = st.nodes[i].nproc;
-      snprintf(s->rdzv.round[i]->host, sizeof(s->rdzv.round[i]->host), "%s",
-               st.nodes[i].host);
-    }
-    free(st.nodes);
+  }
+  dr_rdzv_saved_t sv = {st.gen, st.used, running, st.nnodes, st.world, {0},
+                        hosts, nprocs};
+  memcpy(sv.token, st.token, sizeof(sv.token));
+  int rc2 = running && (hosts == NULL || nprocs == NULL)
+                ? -ENOMEM
+                : dr_rdzv_restore(&s->rdzv, &sv, dr__now_ms(s));
+  free(hosts);
+  free(nprocs);
+  free(st.nodes);
+  if (rc2 != 0) {
+    snprintf(err, errlen, "out of memory");
+    return rc2;
+  }
+  if (running)
     DR_WARN("job '%s' continues from %s: generation %" PRIu64 " was running "
             "on %u node%s (world size %u), restarts used %u of %u; waiting "
             "for its nodes to resume", s->run_id, path, st.gen, st.nnodes,
             st.nnodes == 1 ? "" : "s", st.world, st.used,
             s->cfg.max_restarts);
-    return 0;
-  }
-  free(st.nodes);
-  /* A generation that was forming, or one no token can take back: its
-   * nodes join again, into a new one. */
-  s->rdzv.gen = st.gen + 1;
-  DR_WARN("job '%s' continues from %s: generation %" PRIu64 ", restarts "
-          "used %u of %u", s->run_id, path, s->rdzv.gen, st.used,
-          s->cfg.max_restarts);
+  else
+    DR_WARN("job '%s' continues from %s: generation %" PRIu64 ", restarts "
+            "used %u of %u", s->run_id, path, s->rdzv.gen, st.used,
+            s->cfg.max_restarts);
   return 0;
 }
 

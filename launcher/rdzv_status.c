@@ -78,52 +78,6 @@ static uint64_t hb_interval_ms(const dr_server_t *s) {
 
 /* ---- the forming round ------------------------------------------------- */
 
-void dr__status_round_changed(dr_server_t *s) {
-  dr_rdzv_t *r = &s->rdzv;
-  if (r->state == DR_JOB_FORMING && r->n_round > 0) {
-    if (r->forming_ms == 0) {
-      r->forming_ms = dr__now_ms(s);
-      r->round_sent_ms = 0; /* a new round says nothing for an interval */
-    }
-  } else {
-    r->forming_ms = 0;
-  }
-  r->round_seq++;
-}
-
-void dr__status_round_figures(const dr_server_t *s, uint64_t now,
-                              dr_round_fig_t *f) {
-  const dr_rdzv_t *r = &s->rdzv;
-  memset(f, 0, sizeof(*f));
-  f->last_call_ms = DR_NONE;
-  if (r->state != DR_JOB_FORMING)
-    return;
-  size_t n = r->n_round;
-  uint64_t need_to = s->cfg.min_nodes, top = 0;
-  int all_static = n > 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t q = r->round[i]->req_rank;
-    if (q == DR_NONE)
-      all_static = 0;
-    else if (q + 1 > top)
-      top = q + 1;
-  }
-  /* A node rank beyond the round holds it until the ranks below fill. */
-  if (top > need_to)
-    need_to = top;
-  f->joined = (uint32_t)n;
-  f->need_to = (uint32_t)need_to;
-  f->needed = need_to > n ? (uint32_t)(need_to - n) : 0;
-  f->is_static = all_static;
-  for (uint64_t k = 0; all_static && k < need_to; k++)
-    f->n_missing += r->rank_holder[k] == NULL;
-  f->waited_ms = r->forming_ms != 0 && now > r->forming_ms
-                     ? now - r->forming_ms
-                     : 0;
-  if (uv_is_active((const uv_handle_t *)&r->last_call))
-    f->last_call_ms = uv_timer_get_due_in(&r->last_call);
-}
-
 static dr_node_rec_t forming_rec(const dr_node_t *n, uint64_t now) {
   dr_node_rec_t x;
   memset(&x, 0, sizeof(x));
@@ -131,7 +85,7 @@ static dr_node_rec_t forming_rec(const dr_node_t *n, uint64_t now) {
   x.nproc = n->nproc;
   x.first_rank = DR_NO_RANK;
   x.state = DR_NS_FORMING;
-  x.hb_age_ms = n->conn != NULL ? now - n->conn->last_seen_ms : DR_NONE;
+  x.hb_age_ms = n->peer != NULL ? now - n->peer->last_seen_ms : DR_NONE;
   x.report_age_ms = DR_NONE;
   x.host = dr_str(n->host);
   return x;
@@ -140,7 +94,7 @@ static dr_node_rec_t forming_rec(const dr_node_t *n, uint64_t now) {
 static void push_round_status(dr_server_t *s, uint64_t now) {
   dr_rdzv_t *r = &s->rdzv;
   dr_round_fig_t fig;
-  dr__status_round_figures(s, now, &fig);
+  dr_rdzv_round_figures(r, now, &fig);
   dr_node_rec_t nodes[DR_ROUND_NODES_MAX];
   uint32_t missing[DR_ROUND_MISSING_MAX];
   size_t n_nodes = 0, n_missing = 0;
@@ -155,8 +109,8 @@ static void push_round_status(dr_server_t *s, uint64_t now) {
   memset(&st, 0, sizeof(st));
   st.gen = r->gen;
   st.joined = fig.joined;
-  st.min_nodes = s->cfg.min_nodes;
-  st.max_nodes = s->cfg.max_nodes;
+  st.min_nodes = r->cfg.min_nodes;
+  st.max_nodes = r->cfg.max_nodes;
   st.needed = fig.needed;
   st.waited_ms = fig.waited_ms;
   st.last_call_ms = fig.last_call_ms;
@@ -171,20 +125,24 @@ static void push_round_status(dr_server_t *s, uint64_t now) {
   }
   for (size_t i = 0; i < r->n_round; i++) {
     dr_node_t *n = r->round[i];
-    if (n->conn == NULL || n->join_req == 0)
+    if (n->peer == NULL || n->join_req == 0)
       continue;
     if (dr_buf_append(&s->out, frame.data, frame.len) == 0)
-      dr__conn_send(n->conn);
+      dr__conn_send(dr__conn_of(n->peer));
   }
   dr_buf_free(&frame);
-  r->round_sent_seq = r->round_seq;
-  r->round_sent_ms = now;
+  s->round_sent_seq = r->round_seq;
+  s->round_sent_ms = now;
 }
 
 static void round_sweep(dr_server_t *s, uint64_t now) {
   dr_rdzv_t *r = &s->rdzv;
   if (r->state != DR_JOB_FORMING || r->n_round == 0 || r->forming_ms == 0)
     return;
+  if (s->round_forming_ms != r->forming_ms) {
+    s->round_forming_ms = r->forming_ms;
+    s->round_sent_ms = 0; /* a new round says nothing for an interval */
+  }
   uint64_t every = hb_interval_ms(s);
   if (now - r->forming_ms < every)
     return;
@@ -192,9 +150,9 @@ static void round_sweep(dr_server_t *s, uint64_t now) {
    * every node in it: its pushes are spaced out with its size (an
    * interval more per 512 nodes). */
   every *= 1 + r->n_round / 512;
-  int changed = r->round_seq != r->round_sent_seq;
-  if (r->round_sent_ms != 0 &&
-      now - r->round_sent_ms < (changed ? every : 2 * every))
+  int changed = r->round_seq != s->round_sent_seq;
+  if (s->round_sent_ms != 0 &&
+      now - s->round_sent_ms < (changed ? every : 2 * every))
     return;
   push_round_status(s, now);
 }
@@ -204,10 +162,10 @@ static void round_sweep(dr_server_t *s, uint64_t now) {
 static void handle_ranks(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
-  dr_node_t *n = c->node;
+  dr_node_t *n = c->rp.node;
   dr_ranks_t q;
   if (dr_msg_ranks(m, &q) != 0) {
-    DR_DEBUG("ignoring a malformed RANKS from %s", c->peer);
+    DR_DEBUG("ignoring a malformed RANKS from %s", c->rp.addr);
     return;
   }
   if (n == NULL || r->state != DR_JOB_RUNNING || q.gen != r->gen ||
@@ -486,10 +444,10 @@ static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
     sn->first_rank = first;
     first += n->nproc;
     snprintf(sn->host, sizeof(sn->host), "%s", n->host);
-    if (n->conn == NULL || n->detached)
+    if (n->peer == NULL || n->detached)
       continue;
     if (dr_enc_stacks(&s->out, 0, j->id, j->gen) == 0)
-      dr__conn_send(n->conn);
+      dr__conn_send(dr__conn_of(n->peer));
     sn->asked = 1;
     j->n_asked++;
   }
@@ -502,11 +460,11 @@ static void handle_stack_dump(dr_conn_t *c, const dr_msg_t *m) {
   dr_server_t *s = c->srv;
   dr_stack_dump_t d;
   if (dr_msg_stack_dump(m, &d) != 0) {
-    DR_DEBUG("ignoring a malformed STACK_DUMP from %s", c->peer);
+    DR_DEBUG("ignoring a malformed STACK_DUMP from %s", c->rp.addr);
     return;
   }
   dr_stacks_job_t *j = s->stacks;
-  dr_node_t *n = c->node;
+  dr_node_t *n = c->rp.node;
   if (j == NULL || j->id != d.id || n == NULL || j->gen != s->rdzv.gen ||
       n->node_rank >= j->n)
     return; /* too late: answered already */

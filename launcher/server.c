@@ -98,7 +98,6 @@ static void free_server(dr_server_t *s) {
   void (*on_closed)(void *) = s->cfg.on_closed;
   void *arg = s->cfg.cb_arg;
   dr__status_free(s);
-  dr__resume_free(s);
   dr__rdzv_free(s);
   dr__metrics_free(&s->metrics);
   dr__store_free(&s->store);

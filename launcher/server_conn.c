@@ -49,7 +49,7 @@ void dr__conn_close(dr_conn_t *c, const char *why) {
   if (c->state == DR_CONN_AUTH && !s->closing)
     dr__conn_count_refused(c, DR_REFUSE_NO_SECRET);
   c->state = DR_CONN_CLOSING;
-  DR_DEBUG("closing connection from %s: %s", c->peer, why);
+  DR_DEBUG("closing connection from %s: %s", c->rp.addr, why);
   if (c->doomed != NULL) {
     dr_conn_t **pp = &s->doomed;
     while (*pp != NULL && *pp != c)
@@ -67,14 +67,7 @@ void dr__conn_close(dr_conn_t *c, const char *why) {
   s->n_conns--;
   dr__store_drop_conn(c);
   dr__status_drop_conn(c);
-  dr__resume_drop_conn(c);
-  if (c->node != NULL) {
-    dr_node_t *n = c->node;
-    c->node = NULL;
-    n->conn = NULL;
-    if (!s->closing)
-      dr__rdzv_node_lost(s, n, why);
-  }
+  dr__rdzv_conn_closed(c, why);
   uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
   dr__server_maybe_finish(s);
 }
@@ -139,7 +132,7 @@ void dr__conn_send(dr_conn_t *c) {
       dr__conn_warn(c, DR_BAD_KIND_DROP(DR_DROP_SLOW_READER),
                     "dropping %s (%s): it does not read its replies (%zu "
                     "bytes unread)",
-                    c->peer, c->host, c->out_pending);
+                    c->rp.addr, c->rp.host, c->out_pending);
       dr__conn_doom(c, "output over limit");
       return;
     }
@@ -182,19 +175,19 @@ void dr__conn_send_error(dr_conn_t *c, uint32_t req, int code,
 static void format_peer(dr_conn_t *c) {
   struct sockaddr_storage sa;
   int len = sizeof(sa);
-  snprintf(c->peer, sizeof(c->peer), "?");
-  snprintf(c->peer_ip, sizeof(c->peer_ip), "?");
+  snprintf(c->rp.addr, sizeof(c->rp.addr), "?");
+  snprintf(c->rp.ip, sizeof(c->rp.ip), "?");
   if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) != 0)
     return;
   int port;
   if (sa.ss_family == AF_INET) {
-    uv_ip4_name((struct sockaddr_in *)&sa, c->peer_ip, sizeof(c->peer_ip));
+    uv_ip4_name((struct sockaddr_in *)&sa, c->rp.ip, sizeof(c->rp.ip));
     port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    snprintf(c->peer, sizeof(c->peer), "%s:%d", c->peer_ip, port);
+    snprintf(c->rp.addr, sizeof(c->rp.addr), "%s:%d", c->rp.ip, port);
   } else {
-    uv_ip6_name((struct sockaddr_in6 *)&sa, c->peer_ip, sizeof(c->peer_ip));
+    uv_ip6_name((struct sockaddr_in6 *)&sa, c->rp.ip, sizeof(c->rp.ip));
     port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    snprintf(c->peer, sizeof(c->peer), "[%s]:%d", c->peer_ip, port);
+    snprintf(c->rp.addr, sizeof(c->rp.addr), "[%s]:%d", c->rp.ip, port);
   }
 }
 
@@ -205,7 +198,7 @@ void dr__conn_accept(dr_server_t *s, int fd) {
     return;
   }
   c->srv = s;
-  c->prev_rank = -1;
+  c->rp.prev_rank = -1;
   s->stats.accepted++;
   uv_tcp_init(s->loop, &c->tcp);
   c->tcp.data = c;
@@ -220,7 +213,7 @@ void dr__conn_accept(dr_server_t *s, int fd) {
   format_peer(c);
   dr_decoder_init(&c->dec, &s->cfg.limits);
   c->state = DR_CONN_HELLO;
-  c->accepted_ms = c->last_seen_ms = c->active_ms = dr__now_ms(s);
+  c->accepted_ms = c->rp.last_seen_ms = c->active_ms = dr__now_ms(s);
   c->next = s->conns;
   if (s->conns != NULL)
     s->conns->prev = c;
@@ -246,8 +239,8 @@ static void conn_drop(dr_conn_t *c, dr_drop_t why, int code,
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   s->stats.dropped[why]++;
-  dr__conn_warn(c, DR_BAD_KIND_DROP(why), "dropping %s (%s): %s", c->peer,
-                c->host, msg);
+  dr__conn_warn(c, DR_BAD_KIND_DROP(why), "dropping %s (%s): %s", c->rp.addr,
+                c->rp.host, msg);
   if (why != DR_DROP_SLOW_READER)
     dr__conn_send_error(c, 0, code, "closed by the server: %s", msg);
   dr__conn_close(c, close_why);
@@ -298,11 +291,11 @@ void dr__conn_sweep(dr_server_t *s, uint64_t now) {
     if ((c->state == DR_CONN_HELLO || c->state == DR_CONN_AUTH) &&
         now - since(s, c->accepted_ms) > s->cfg.handshake_timeout_ms) {
       dr__conn_warn(c, DR_REFUSE_TIMEOUT,
-                    "dropping %s: no handshake within %u ms", c->peer,
+                    "dropping %s: no handshake within %u ms", c->rp.addr,
                     s->cfg.handshake_timeout_ms);
       dr__conn_count_refused(c, DR_REFUSE_TIMEOUT);
       dr__conn_close(c, "handshake timeout");
-    } else if (c->state == DR_CONN_READY && !c->agent && c->node == NULL) {
+    } else if (c->state == DR_CONN_READY && !c->agent && c->rp.node == NULL) {
       check_client(c, now);
     }
   }

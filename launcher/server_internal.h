@@ -8,12 +8,12 @@
 #include <uv.h>
 
 #include "clock_offset.h"
+#include "rdzv_core.h"
 #include "ratelimit.h"
 #include "server.h"
 #include "wire.h"
 
 typedef struct dr_conn dr_conn_t;
-typedef struct dr_node dr_node_t;
 typedef struct dr_store dr_store_t;
 typedef struct dr_waiter dr_waiter_t;
 typedef struct dr_metrics dr_metrics_t;
@@ -52,9 +52,6 @@ typedef struct {
   uint64_t accepted;               /* TCP connections accepted */
   uint64_t refused[DR__REFUSE_N];  /* handshakes refused, by reason */
   uint64_t dropped[DR__DROP_N];    /* connections dropped, by reason */
-  uint64_t joins_refused;          /* JOINs answered with an error */
-  uint64_t failures;               /* worker failures reported by agents */
-  uint64_t nodes_lost;             /* nodes dropped: closed or silent */
 } dr_server_stats_t;
 
 /* The store's figures, see dr__store_stats(). */
@@ -82,7 +79,6 @@ struct dr_conn {
   size_t need;          /* total bytes the next frame needs, 0 = unknown */
   size_t out_pending;   /* bytes handed to uv_write and not yet written */
   uint64_t accepted_ms; /* for the handshake deadline */
-  uint64_t last_seen_ms; /* last frame received: the heartbeat clock */
   uint64_t rx_us;       /* CLOCK_REALTIME as the frames being handled were
                            read: t4 of their clock stamps */
   /* Deadlines past the handshake (server_conn.c, dr__conn_sweep): */
@@ -91,11 +87,10 @@ struct dr_conn {
   uint64_t write_ms;    /* last write progress while out_pending > 0 */
   int agent;            /* has joined: judged by heartbeats (rdzv.c) only */
   uint8_t nonce[DR_NONCE_LEN];
-  char peer[64];        /* "ip:port" for messages */
-  char peer_ip[48];
-  char host[256];       /* from HELLO */
-  dr_node_t *node;      /* set while this connection is a node of the job */
-  int64_t prev_rank;    /* node rank in the last generation, or -1 */
+  /* What the rendezvous core knows of it: its node, its host (HELLO's),
+   * "ip:port" for messages, the time of its last frame (the heartbeat
+   * clock). */
+  dr_rdzv_peer_t rp;
   /* The peer's clock, measured over its stamps (rdzv_clock.c): kept with
    * the connection, which outlives the node records of its generations. */
   dr_clock_filter_t clock;
@@ -103,118 +98,11 @@ struct dr_conn {
   int64_t clock_warned_us;
   int refused;          /* counted in stats.refused already */
   int status_waiting;   /* STATUS requests of it collecting stacks */
-  int claiming;         /* holds a RESUME claim (rdzv_resume.c) */
   const char *doomed;   /* closing at the next check phase, and why */
   dr_conn_t *doomed_next;
   dr_waiter_t *waiters; /* store requests blocked on this connection */
   dr_conn_t *prev, *next;
 };
-
-/* Bounds of a JOIN, so that the sums of nproc over a job's nodes (world
- * size, first ranks: u32 on the wire, int in every worker's RANK) cannot
- * wrap: nproc per node, and the world over every member of the job (160
- * times the 100,000 ranks the server is built for). */
-#define DR_MAX_NPROC 65536u
-#define DR_MAX_WORLD (1u << 24)
-/* Generations count rounds, one or two per restart or change of members:
- * a bound no job reaches, far enough below 2^64 that gen + 1 never wraps,
- * for what a RESUME or a state file claims. */
-#define DR_MAX_GEN (1ull << 48)
-
-/* A RESUME that a server without the generation's token holds until its
- * resume window ends (rdzv_resume.c): what it claims. */
-typedef struct {
-  dr_conn_t *conn;
-  uint32_t req;
-  uint64_t gen;
-  uint32_t node_rank, nnodes, world, nproc, restart_count;
-  uint8_t token[DR_RESUME_TOKEN_LEN];
-  char host[256];
-} dr_claim_t;
-
-/* A node: one agent's JOIN and, once assigned, its place in the round. */
-struct dr_node {
-  dr_conn_t *conn;
-  uint64_t arrival;       /* join order, for the stable ordering */
-  uint32_t join_req;      /* request id the ASSIGN answers */
-  char host[256];
-  char addr[256];         /* as given, or the peer's IP */
-  uint32_t nproc;
-  uint64_t req_rank;      /* DR_NONE when any */
-  uint32_t port_offer;
-  uint8_t *boot;          /* bootstrap offer */
-  uint32_t boot_len;
-  uint32_t node_rank;     /* valid once assigned */
-  int64_t prev_rank;      /* its node rank in the previous generation, -1 */
-  int succeeded;
-  int detached;           /* a place in a running generation that the
-                             server took back (restarted, see rdzv_resume.c)
-                             and that its node has not yet claimed */
-  int leave_signal;       /* the node said it leaves (LEAVE): its signal */
-  char leave_reason[256];
-  /* Its workers as its agent last reported them (RANKS), for STATUS:
-   * n_ranks records (their node_rank is this node's), received at
-   * ranks_ms (0: none this generation). */
-  dr_rank_rec_t *ranks;
-  uint32_t n_ranks;
-  uint64_t ranks_ms;
-};
-
-typedef enum {
-  DR_JOB_FORMING, /* collecting JOINs for generation gen */
-  DR_JOB_RUNNING, /* generation gen assigned and running */
-  DR_JOB_DONE     /* STOP sent; exit_code is final */
-} dr_job_state_t;
-
-typedef struct {
-  dr_job_state_t state;
-  uint64_t gen;            /* current generation, the first is 1 */
-  dr_node_t **round;       /* FORMING: joiners; RUNNING: assigned nodes */
-  size_t n_round, cap_round;
-  dr_node_t **waiting;     /* joined while RUNNING, taken in next round */
-  size_t n_waiting, cap_waiting;
-  dr_node_t **rank_holder; /* [max_nodes]: requested rank -> node, FORMING */
-  uint32_t job_nproc;      /* nproc of the first node, 0 before any */
-  uint64_t arrivals;
-  uint32_t restarts_used;
-  uint32_t rounds_completed;
-  uv_timer_t last_call;
-  int last_call_expired;
-  int exit_code;
-  char stop_reason[1024];
-  uint8_t boot[128];       /* bootstrap when node 0 offers none */
-  /* A running generation taken back after the server restarted (from its
-   * --state-file, or from the first RESUME): its nodes have until
-   * resume_deadline to claim their places, else they are lost. */
-  int resuming;
-  uint64_t resume_deadline;
-  uint32_t resume_world;
-  /* The running generation's resume token (given in every ASSIGN; a RESUME
-   * must carry it), known unless the server started afresh into a
-   * running job: then it holds every RESUME (claims) until the deadline
-   * and takes back only a generation that one token claims whole. */
-  uint8_t token[DR_RESUME_TOKEN_LEN];
-  int token_known;
-  int claiming;
-  dr_claim_t *claims;
-  size_t n_claims, cap_claims;
-  /* A communication failure (exit 3 or 4) is often the echo of a failure
-   * elsewhere: it is held (up to the heartbeat timeout) so that the real
-   * root cause, if it is on its way, is the one the job acts on and
-   * reports; any other failure ends the hold at once. */
-  uv_timer_t hold;
-  int holding;
-  int held_code, held_exit, held_signal;
-  char held_what[1024];
-  /* What the job's status says (rdzv_status.c): since when the state is
-   * what it is (forming: since the round's first node joined, 0 while it
-   * has none), and the changes of the forming round's membership, to push
-   * ROUND_STATUS to its waiting nodes when it changes, at most once per
-   * heartbeat interval (and every two while nothing changes). */
-  uint64_t state_ms;
-  uint64_t forming_ms;
-  uint64_t round_seq, round_sent_seq, round_sent_ms;
-} dr_rdzv_t;
 
 struct dr_server {
   uv_loop_t *loop;
@@ -222,7 +110,6 @@ struct dr_server {
   char *run_id;
   char *state_file;        /* --state-file, or NULL; see rdzv_state.c */
   int state_warned;        /* a failed save was reported */
-  int state_loaded;        /* the job's state came from --state-file */
   uint8_t *secret;
   uv_poll_t listener;      /* on listen_fd, see server_listen.c */
   int listen_fd;
@@ -244,8 +131,9 @@ struct dr_server {
   dr_ratelimit_t bad_rl;   /* warnings about bad clients */
   dr_ratelimit_t fd_rl;    /* connections refused at the descriptor limit */
   size_t n_handles_open;   /* closed handles counted down to free */
-  uint64_t last_hb_push_ms;
-  dr_rdzv_t rdzv;
+  dr_rdzv_t rdzv;          /* the rendezvous core (rdzv_core.h) */
+  uv_timer_t rdzv_timer;   /* armed at the core's next due time */
+  int rdzv_draining;       /* carrying out the core's orders */
   dr_store_t *store;
   dr_buf_t out;            /* scratch for encoding replies */
   struct dr_events *events;
@@ -254,6 +142,9 @@ struct dr_server {
   struct dr_stacks_job *stacks; /* the collection of stacks in flight */
   struct dr_stacks_job *stacks_done; /* the last one's answer, for reuse */
   uint64_t stacks_next_id;
+  /* ROUND_STATUS pushes (rdzv_status.c): the forming round they follow
+   * (its forming_ms), the round_seq last pushed and when. */
+  uint64_t round_forming_ms, round_sent_seq, round_sent_ms;
   uint64_t start_unix_ms;
   uint8_t rbuf[64 * 1024]; /* shared read buffer, see on_alloc() */
   int closing;
@@ -338,57 +229,21 @@ void dr__state_save(dr_server_t *s);
 /* The job has ended: a new server for this run id starts afresh. */
 void dr__state_remove(dr_server_t *s);
 
-/* ---- rdzv_resume.c ----------------------------------------------------- */
-/* Handles RESUME: a node whose workers still run its generation after it
- * reconnected. Answers OK (its place is kept), RESTART (stop and join the
- * next round) or ERROR. */
-void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m);
-/* A generation that was running when the state file was written: nnodes
- * places for its nodes to claim with token (0, or -ENOMEM). */
-int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
-                      uint32_t world, const uint8_t *token);
-/* Nodes that did not claim their places in time are lost; held claims are
- * decided at the deadline. */
-void dr__resume_sweep(dr_server_t *s, uint64_t now);
-/* Held claims are answered: with code (DR_ESTALE: the generation will not
- * be taken back; DR_ESTOPPED: the job ended) and reason. */
-void dr__resume_end_claims(dr_server_t *s, int code, const char *reason);
-/* c is closing: its held claim, if any, goes. */
-void dr__resume_drop_conn(dr_conn_t *c);
-/* Frees the claims at server close. */
-void dr__resume_free(dr_server_t *s);
-
-/* ---- rdzv.c ------------------------------------------------------------ */
+/* ---- rdzv_shell.c: the core's messages, orders and timer ----------------- */
 int dr__rdzv_init(dr_server_t *s);
 void dr__rdzv_close(dr_server_t *s);
 void dr__rdzv_free(dr_server_t *s);
-/* Handles JOIN, HEARTBEAT, FAILURE, SUCCESS. */
+/* Handles JOIN, RESUME, HEARTBEAT, FAILURE, SUCCESS, LEAVE. */
 void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m);
-/* The connection of node went away (closed, or silent too long). */
-void dr__rdzv_node_lost(dr_server_t *s, dr_node_t *n, const char *why);
+/* c is closing: its node is lost, its claim dropped. */
+void dr__rdzv_conn_closed(dr_conn_t *c, const char *why);
 void dr__rdzv_sweep(dr_server_t *s, uint64_t now);
-/* For rdzv_resume.c: append a node to the round; stop the job; end the
- * running generation (every node restarts); a new node record. */
-int dr__rdzv_round_push(dr_server_t *s, dr_node_t *n);
-void dr__rdzv_stop(dr_server_t *s, int code, const char *reason);
-void dr__rdzv_restart_all(dr_server_t *s, const char *reason);
-/* After held claims are decided: nodes that joined meanwhile are taken in
- * by a restart, as a JOIN into a running generation is, those beyond the
- * job's maximum refused. */
-void dr__rdzv_take_waiting(dr_server_t *s);
-void dr__rdzv_node_free(dr_node_t *n);
-/* 1, with the error sent, when the job has ended: a JOIN or RESUME is
- * answered that it has. */
-int dr__rdzv_refuse_if_done(dr_conn_t *c, uint32_t req);
-/* 1 when run_id is the job's. */
-int dr__rdzv_is_run(const dr_server_t *s, dr_bytes_t run_id);
-/* Nodes of the round whose agents are connected, plus those waiting. */
-size_t dr__rdzv_alive(const dr_server_t *s);
+/* Carries out the core's orders (after any event fed to it). */
+void dr__rdzv_drain(dr_server_t *s);
+/* The connection of peer p. */
+dr_conn_t *dr__conn_of(dr_rdzv_peer_t *p);
 
 /* ---- rdzv_status.c: the job's status ----------------------------------- */
-/* The forming round began, changed its members, or ended: call after any
- * change of r->round while forming, and after every change of state. */
-void dr__status_round_changed(dr_server_t *s);
 /* Pushes ROUND_STATUS to the waiting nodes when due; answers the STATUS
  * requests whose stacks are in, late, or of an ended generation. */
 void dr__status_sweep(dr_server_t *s, uint64_t now);
@@ -397,21 +252,6 @@ void dr__status_handle(dr_conn_t *c, const dr_msg_t *m);
 /* c is closing: its STATUS requests are dropped. */
 void dr__status_drop_conn(dr_conn_t *c);
 void dr__status_free(dr_server_t *s);
-
-/* The forming round, as ROUND_STATUS and the metrics tell it (all zero,
- * last_call_ms DR_NONE, when no round forms). */
-typedef struct {
-  uint32_t joined;      /* nodes in it */
-  uint32_t needed;      /* more it needs before it can complete */
-  int is_static;        /* every node in it asked for its node rank */
-  uint32_t n_missing;   /* is_static: ranks below what it needs, free */
-  uint64_t waited_ms;   /* since its first node joined */
-  uint64_t last_call_ms; /* until it completes as it is; DR_NONE: not armed */
-  uint32_t need_to;     /* nodes it needs in all (MIN, or to every rank
-                           asked for) */
-} dr_round_fig_t;
-void dr__status_round_figures(const dr_server_t *s, uint64_t now,
-                              dr_round_fig_t *out);
 
 /* ---- rdzv_clock.c: the nodes' clock offsets ----------------------------- */
 /* A clock stamp from c's peer (JOIN, RESUME, HEARTBEAT), received at

@@ -68,7 +68,7 @@ static void enforce_frame_memory(dr_server_t *s) {
                   "dropping %s (%s): its unfinished frame holds %zu bytes, "
                   "and unfinished frames hold %" PRIu64 " bytes, over the "
                   "limit of %" PRIu64 "; first bytes: \"%s\"",
-                  big->peer, big->host, big->in_cap, s->frame_bytes, cap,
+                  big->rp.addr, big->rp.host, big->in_cap, s->frame_bytes, cap,
                   sample);
     dr__conn_in_free(big);
     dr__conn_send_error(big, 0, -ENOBUFS,
@@ -156,7 +156,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
     len = c->in_len;
   }
   uint64_t now = dr__now_ms(s);
-  c->last_seen_ms = c->active_ms = now;
+  c->rp.last_seen_ms = c->active_ms = now;
   c->rx_us = dr_clock_now_us(); /* before any frame of this read is handled */
 
   size_t off = 0;
@@ -175,7 +175,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf) {
         dr__conn_warn(c, DR_REFUSE_VERSION,
                       "refused %s: protocol version %u (this server speaks "
                       "%u)",
-                      c->peer, m.version, DR_PROTO_VERSION);
+                      c->rp.addr, m.version, DR_PROTO_VERSION);
         dr__conn_count_refused(c, DR_REFUSE_VERSION);
         dr__conn_send_error(c, m.req_id, DR_EVERSION,
                             "protocol version %u is not supported; this "

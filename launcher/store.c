@@ -319,8 +319,8 @@ static dr_waiter_t *waiter_new(dr_conn_t *c, const dr_msg_t *m, int scope,
   uv_timer_start(&w->timer, on_waiter_timeout, wait_ms, 0);
   c->srv->store->n_waiters++;
   /* Also what a test waits for before it sets what the waiter waits on. */
-  DR_DEBUG("%s (%s) waits up to %" PRIu64 " ms in %s for '%.*s'%s", c->peer,
-           c->host, wait_ms, dr_msg_name(m->type),
+  DR_DEBUG("%s (%s) waits up to %" PRIu64 " ms in %s for '%.*s'%s", c->rp.addr,
+           c->rp.host, wait_ms, dr_msg_name(m->type),
            n > 0 ? (int)keys[0].len : 0, n > 0 ? (const char *)keys[0].p : "",
            n > 1 ? " and more" : "");
   return w;

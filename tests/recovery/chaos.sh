@@ -5,8 +5,11 @@
 #
 #   kill    a random worker SIGKILLed
 #   stop    a random worker SIGSTOPped; --hang-timeout 1 finds it
-#   server  ddprun-rdzv SIGKILLed and started again on its port: the
-#           workers keep running and the agents resume their generation
+#   server  ddprun-rdzv SIGKILLed and started again on its port and its
+#           --state-file: the workers keep running and the agents resume
+#           their generation at once (a server without the file holds the
+#           RESUMEs for its resume window, 5 s here, in which this short job
+#           would run to its end; recovery.server_restart covers that)
 #
 # The job must survive them all, end with the weights of a run that never
 # failed, and leave no process behind.
@@ -54,7 +57,8 @@ new_server() {
   mkdir -p "$tmp/log.$1/$id" || fail "mkdir failed"
   start_server "$1" "$job_secs" --port "${srv_port:-0}" --nnodes 2 \
     --rdzv-id "$id" --max-restarts 100 --heartbeat-timeout 2 \
-    --last-call-timeout 1 --log-dir "$tmp/log.$1"
+    --last-call-timeout 1 --log-dir "$tmp/log.$1" \
+    --state-file "$tmp/rdzv.$id.state"
   srv_port=$port
 }
 # node TAG LOG ARGS...: a ddprun of the job, both streams appended to LOG;

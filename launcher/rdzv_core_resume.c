@@ -28,7 +28,7 @@
  * range, another shape, another token or host) is answered DR_ESTALE: that
  * node stops its workers and joins the next round, as every node does
  * after a failure. Fields out of any job's bounds are refused outright. */
-#include "server_internal.h"
+#include "rdzv_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,19 +42,15 @@
 #include "events.h"
 #include "log.h"
 
-/* The nodes' agents retry a connection at least once a second: every
- * node still alive is back well within two heartbeat timeouts and that
- * second. */
-static uint64_t resume_window_ms(const dr_server_t *s) {
-  return 2ull * s->cfg.heartbeat_timeout_ms + 1000;
+static uint64_t resume_window_ms(const dr_rdzv_t *r) {
+  return dr_rdzv_resume_window_ms(r);
 }
 
-int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
+int dr__resume_expect(dr_rdzv_t *r, uint64_t gen, uint32_t nnodes,
                       uint32_t world, const uint8_t *token) {
-  dr_rdzv_t *r = &s->rdzv;
   for (uint32_t i = 0; i < nnodes; i++) {
     dr_node_t *n = calloc(1, sizeof(*n));
-    if (n == NULL || dr__rdzv_round_push(s, n) != 0) {
+    if (n == NULL || dr__rdzv_round_push(r, n) != 0) {
       free(n);
       return -ENOMEM;
     }
@@ -66,10 +62,10 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
   }
   r->gen = gen;
   r->state = DR_JOB_RUNNING;
-  r->state_ms = dr__now_ms(s);
+  r->state_ms = r->now;
   r->resuming = 1;
   r->resume_world = world;
-  r->resume_deadline = dr__now_ms(s) + resume_window_ms(s);
+  r->resume_deadline = r->now + resume_window_ms(r);
   memcpy(r->token, token, sizeof(r->token));
   r->token_known = 1;
   return 0;
@@ -77,16 +73,18 @@ int dr__resume_expect(dr_server_t *s, uint64_t gen, uint32_t nnodes,
 
 /* The answer that sends the node to the next round: DR_ESTALE, its
  * generation is not one this server can go on with. */
-static void send_restart(dr_conn_t *c, uint32_t req, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void send_restart(dr_conn_t *c, uint32_t req, const char *fmt, ...) {
+static void send_restart(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
+                         const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void send_restart(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
+                         const char *fmt, ...) {
   char reason[512];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(reason, sizeof(reason), fmt, ap);
   va_end(ap);
-  DR_INFO("%s (%s): %s", c->host, c->peer, reason);
-  dr__conn_send_error(c, req, DR_ESTALE, "%s", reason);
+  DR_INFO("%s (%s): %s", p->host, p->addr, reason);
+  dr__rdzv_error(r, p, req, DR_ESTALE, "%s", reason);
 }
 
 /* 1 when every place of the resuming generation is claimed. */
@@ -98,26 +96,21 @@ static int all_claimed(const dr_rdzv_t *r) {
 }
 
 /* n's place goes to cl's connection, answered OK. */
-static void claim(dr_node_t *n, const dr_claim_t *cl) {
-  dr_conn_t *c = cl->conn;
-  dr_server_t *s = c->srv;
-  dr_rdzv_t *r = &s->rdzv;
-  n->conn = c;
+static void claim(dr_rdzv_t *r, dr_node_t *n, const dr_claim_t *cl) {
+  dr_rdzv_peer_t *p = cl->peer;
+  n->peer = p;
   n->detached = 0;
   n->nproc = cl->nproc;
   n->arrival = ++r->arrivals;
   memcpy(n->host, cl->host, sizeof(n->host));
-  snprintf(n->addr, sizeof(n->addr), "%s", c->peer_ip);
-  c->node = n;
-  c->agent = 1; /* judged by its heartbeats alone from now on */
-  c->last_seen_ms = dr__now_ms(s);
+  snprintf(n->addr, sizeof(n->addr), "%s", p->ip);
+  p->node = n;
+  p->last_seen_ms = r->now;
   if (r->job_nproc == 0)
     r->job_nproc = cl->nproc;
-  if (dr_enc_ok(&s->out, cl->req) == 0)
-    dr__conn_send(c);
-  dr__clock_check(c); /* its rank is known now */
+  dr__rdzv_order(r, DR_RDZV_RESUMED, p)->req = cl->req;
   char ehost[300];
-  dr_events_emit(s->events, "resume",
+  dr__rdzv_event(r, "resume",
                  ",\"gen\":%" PRIu64 ",\"node_rank\":%u,\"node_host\":\"%s\"",
                  r->gen, n->node_rank,
                  dr_json_escape(n->host, ehost, sizeof(ehost)));
@@ -131,26 +124,24 @@ static void claim(dr_node_t *n, const dr_claim_t *cl) {
     char reason[200];
     snprintf(reason, sizeof(reason), "the resumed nodes add up to %u "
              "workers, not the generation's %u", world, r->resume_world);
-    dr__rdzv_restart_all(s, reason);
+    dr__rdzv_restart_all(r, reason);
     return;
   }
-  dr__state_save(s);
-  dr_events_emit(s->events, "resumed",
+  dr__rdzv_order(r, DR_RDZV_SAVE, NULL);
+  dr__rdzv_event(r, "resumed",
                  ",\"gen\":%" PRIu64 ",\"nnodes\":%zu,\"world_size\":%u",
                  r->gen, r->n_round, world);
   DR_INFO("generation %" PRIu64 " taken back: all %zu nodes still run it "
           "(world size %u); no restart", r->gen, r->n_round, world);
 }
 
-/* A's RESUME within every job's bounds and this server's: 0, or
+/* A RESUME within every job's bounds and this server's: 0, or
  * DR_EBADARG with the reason sent. */
-static int check_bounds(dr_conn_t *c, uint32_t req, int bad,
+static int check_bounds(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
                         const dr_resume_t *q) {
-  const dr_server_config_t *cfg = &c->srv->cfg;
+  const dr_rdzv_config_t *cfg = &r->cfg;
   char why[200] = "";
-  if (bad != 0)
-    snprintf(why, sizeof(why), "a malformed RESUME (%s)", dr_strerror(bad));
-  else if (q->gen == 0 || q->gen > DR_MAX_GEN)
+  if (q->gen == 0 || q->gen > DR_MAX_GEN)
     snprintf(why, sizeof(why), "generation %" PRIu64 " is not in 1..%llu",
              q->gen, (unsigned long long)DR_MAX_GEN);
   else if (q->nnodes == 0 || q->nnodes > cfg->max_nodes)
@@ -172,7 +163,7 @@ static int check_bounds(dr_conn_t *c, uint32_t req, int bad,
              "of %u", q->restart_count, cfg->max_restarts);
   if (why[0] == '\0')
     return 0;
-  dr__conn_send_error(c, req, DR_EBADARG, "RESUME refused: %s", why);
+  dr__rdzv_error(r, p, req, DR_EBADARG, "RESUME refused: %s", why);
   return DR_EBADARG;
 }
 
@@ -195,17 +186,17 @@ static int host_fits(const dr_node_t *n, const char *host) {
 
 /* A server that knows the generation's token: the place is claimed now,
  * or refused. */
-static void resume_known(dr_conn_t *c, const dr_claim_t *cl) {
-  dr_rdzv_t *r = &c->srv->rdzv;
+static void resume_known(dr_rdzv_t *r, const dr_claim_t *cl) {
+  dr_rdzv_peer_t *c = cl->peer;
   if (r->state != DR_JOB_RUNNING || !r->resuming || cl->gen != r->gen) {
-    send_restart(c, cl->req, "generation %" PRIu64 " is not running on "
+    send_restart(r, c, cl->req, "generation %" PRIu64 " is not running on "
                  "this server (it is at generation %" PRIu64 "%s); stop the "
                  "workers and join", cl->gen, r->gen,
                  r->state == DR_JOB_FORMING ? ", forming" : "");
     return;
   }
   if (cl->nnodes != r->n_round || cl->world != r->resume_world) {
-    send_restart(c, cl->req, "node %u reports %u nodes and world size %u; "
+    send_restart(r, c, cl->req, "node %u reports %u nodes and world size %u; "
                  "generation %" PRIu64 " has %zu and %u", cl->node_rank,
                  cl->nnodes, cl->world, r->gen, r->n_round, r->resume_world);
     return;
@@ -213,31 +204,31 @@ static void resume_known(dr_conn_t *c, const dr_claim_t *cl) {
   if (!dr_auth_equal(cl->token, r->token, sizeof(r->token))) {
     DR_WARN("node '%s' (%s) claimed node rank %u of generation %" PRIu64
             " without its resume token: refused (the place stays free for "
-            "its node)", c->host, c->peer, cl->node_rank, r->gen);
-    dr__conn_send_error(c, cl->req, DR_ESTALE, "this RESUME does not carry "
+            "its node)", c->host, c->addr, cl->node_rank, r->gen);
+    dr__rdzv_error(r, c, cl->req, DR_ESTALE, "this RESUME does not carry "
                         "generation %" PRIu64 "'s resume token; stop the "
                         "workers and join", r->gen);
     return;
   }
   dr_node_t *n = r->round[cl->node_rank];
   if (!n->detached) {
-    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " is "
+    send_restart(r, c, cl->req, "node rank %u of generation %" PRIu64 " is "
                  "already held by '%s'", cl->node_rank, r->gen, n->host);
     return;
   }
   if (!host_fits(n, cl->host)) {
-    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " was "
+    send_restart(r, c, cl->req, "node rank %u of generation %" PRIu64 " was "
                  "held by '%s', not '%s'", cl->node_rank, r->gen, n->host,
                  cl->host);
     return;
   }
   if (n->nproc != 0 && n->nproc != cl->nproc) {
-    send_restart(c, cl->req, "node rank %u of generation %" PRIu64 " had "
+    send_restart(r, c, cl->req, "node rank %u of generation %" PRIu64 " had "
                  "%u workers, not %u", cl->node_rank, r->gen, n->nproc,
                  cl->nproc);
     return;
   }
-  claim(n, cl);
+  claim(r, n, cl);
 }
 
 /* ---- claims held by a server that knows no token ------------------------ */
@@ -252,7 +243,7 @@ static int claim_push(dr_rdzv_t *r, const dr_claim_t *cl) {
     r->cap_claims = cap;
   }
   r->claims[r->n_claims++] = *cl;
-  cl->conn->claiming = 1;
+  cl->peer->claiming = 1;
   return 0;
 }
 
@@ -288,47 +279,46 @@ static size_t group_end(const dr_claim_t *cl, size_t n, size_t i, int *whole) {
 
 /* Takes back the generation that claims [b, e) hold whole; the rest of
  * the claims are refused. */
-static void adopt(dr_server_t *s, dr_claim_t *cl, size_t n, size_t b,
+static void adopt(dr_rdzv_t *r, dr_claim_t *cl, size_t n, size_t b,
                   size_t e) {
-  dr_rdzv_t *r = &s->rdzv;
   uint32_t used = r->restarts_used;
   for (size_t i = b; i < e; i++)
     if (cl[i].restart_count > used)
       used = cl[i].restart_count;
   r->restarts_used = used;
-  if (dr__resume_expect(s, cl[b].gen, cl[b].nnodes, cl[b].world,
+  if (dr__resume_expect(r, cl[b].gen, cl[b].nnodes, cl[b].world,
                         cl[b].token) != 0) {
-    dr__rdzv_stop(s, 1, "out of memory taking back the running generation");
+    dr__rdzv_stop(r, 1, "out of memory taking back the running generation");
     return;
   }
   DR_WARN("job '%s': generation %" PRIu64 " taken back from the claims of "
-          "its %u nodes (world size %u, restarts used %u of %u)", s->run_id,
-          cl[b].gen, cl[b].nnodes, cl[b].world, used, s->cfg.max_restarts);
+          "its %u nodes (world size %u, restarts used %u of %u)",
+          r->cfg.run_id, cl[b].gen, cl[b].nnodes, cl[b].world, used,
+          r->cfg.max_restarts);
   for (size_t i = 0; i < n; i++) {
     int mine = i >= b && i < e && (i == b || cl[i].node_rank !=
                                                  cl[i - 1].node_rank);
     if (r->state != DR_JOB_RUNNING || !r->resuming || !mine) {
-      send_restart(cl[i].conn, cl[i].req, "generation %" PRIu64 " was taken "
+      send_restart(r, cl[i].peer, cl[i].req, "generation %" PRIu64 " was taken "
                    "back by the nodes that hold it whole, not with this "
                    "claim; stop the workers and join", cl[b].gen);
       continue;
     }
-    claim(r->round[cl[i].node_rank], &cl[i]);
+    claim(r, r->round[cl[i].node_rank], &cl[i]);
   }
 }
 
 /* At the end of the resume window: the one token that claims a generation
  * whole takes it back; with none, or more than one, every claimant
  * restarts into a new round (no budget spent). */
-static void decide(dr_server_t *s) {
-  dr_rdzv_t *r = &s->rdzv;
+static void decide(dr_rdzv_t *r) {
   dr_claim_t *cl = r->claims;
   size_t n = r->n_claims;
   r->claims = NULL;
   r->n_claims = r->cap_claims = 0;
   r->claiming = 0;
   for (size_t i = 0; i < n; i++)
-    cl[i].conn->claiming = 0;
+    cl[i].peer->claiming = 0;
   qsort(cl, n, sizeof(*cl), cmp_claim);
   size_t n_whole = 0, wb = 0, we = 0;
   uint64_t gen = r->gen;
@@ -348,7 +338,7 @@ static void decide(dr_server_t *s) {
     i = e;
   }
   if (n_whole == 1) {
-    adopt(s, cl, n, wb, we);
+    adopt(r, cl, n, wb, we);
   } else {
     /* Back to the claims' newest generation, whose successor forms; the
      * budget is never reset by a restart of the server. */
@@ -357,7 +347,7 @@ static void decide(dr_server_t *s) {
     r->claims = cl;
     r->n_claims = r->cap_claims = n;
     for (size_t i = 0; i < n; i++)
-      cl[i].conn->claiming = 1;
+      cl[i].peer->claiming = 1;
     cl = NULL;
     char reason[300];
     snprintf(reason, sizeof(reason), "no generation to take back after the "
@@ -365,21 +355,20 @@ static void decide(dr_server_t *s) {
              n_whole == 0 ? "no resume token claimed every node rank"
                           : "more than one resume token claimed every node "
                             "rank",
-             resume_window_ms(s));
-    dr__rdzv_restart_all(s, reason);
+             resume_window_ms(r));
+    dr__rdzv_restart_all(r, reason);
   }
   free(cl);
   if (r->state == DR_JOB_RUNNING)
-    dr__rdzv_take_waiting(s);
+    dr__rdzv_take_waiting(r);
 }
 
-void dr__resume_end_claims(dr_server_t *s, int code, const char *reason) {
-  dr_rdzv_t *r = &s->rdzv;
+void dr__resume_end_claims(dr_rdzv_t *r, int code, const char *reason) {
   for (size_t i = 0; i < r->n_claims; i++) {
     dr_claim_t *cl = &r->claims[i];
-    cl->conn->claiming = 0;
-    dr__conn_send_error(cl->conn, cl->req, code, "%s; stop the workers and "
-                        "join", reason);
+    cl->peer->claiming = 0;
+    dr__rdzv_error(r, cl->peer, cl->req, code, "%s; stop the workers and "
+                   "join", reason);
   }
   free(r->claims);
   r->claims = NULL;
@@ -387,29 +376,27 @@ void dr__resume_end_claims(dr_server_t *s, int code, const char *reason) {
   r->claiming = 0;
 }
 
-void dr__resume_drop_conn(dr_conn_t *c) {
-  if (!c->claiming)
+void dr__resume_drop_peer(dr_rdzv_t *r, dr_rdzv_peer_t *p) {
+  if (!p->claiming)
     return;
-  dr_rdzv_t *r = &c->srv->rdzv;
   for (size_t i = 0; i < r->n_claims; i++)
-    if (r->claims[i].conn == c) {
+    if (r->claims[i].peer == p) {
       r->claims[i] = r->claims[--r->n_claims];
       break;
     }
-  c->claiming = 0;
+  p->claiming = 0;
 }
 
-void dr__resume_free(dr_server_t *s) {
-  free(s->rdzv.claims);
-  s->rdzv.claims = NULL;
-  s->rdzv.n_claims = s->rdzv.cap_claims = 0;
+void dr__resume_free(dr_rdzv_t *r) {
+  free(r->claims);
+  r->claims = NULL;
+  r->n_claims = r->cap_claims = 0;
 }
 
 /* The first RESUME into a server with no record of the job: it runs a
  * generation that the claims will name, or none. */
-static void begin_claims(dr_server_t *s, const dr_claim_t *cl) {
-  dr_rdzv_t *r = &s->rdzv;
-  uint64_t now = dr__now_ms(s);
+static void begin_claims(dr_rdzv_t *r, const dr_claim_t *cl) {
+  uint64_t now = r->now;
   r->gen = cl->gen;
   r->state = DR_JOB_RUNNING;
   r->state_ms = now;
@@ -417,63 +404,55 @@ static void begin_claims(dr_server_t *s, const dr_claim_t *cl) {
   r->claiming = 1;
   r->token_known = 0;
   r->resume_world = cl->world;
-  r->resume_deadline = now + resume_window_ms(s);
+  r->resume_deadline = now + resume_window_ms(r);
   DR_WARN("job '%s': node %u ('%s') resumes generation %" PRIu64 " into a "
           "server with no record of the job; every RESUME is held for %" PRIu64
           " ms, then the generation that one resume token claims whole is "
-          "taken back", s->run_id, cl->node_rank, cl->host, cl->gen,
-          resume_window_ms(s));
+          "taken back", r->cfg.run_id, cl->node_rank, cl->host, cl->gen,
+          resume_window_ms(r));
 }
 
-void dr__resume_handle(dr_conn_t *c, const dr_msg_t *m) {
-  dr_server_t *s = c->srv;
-  dr_rdzv_t *r = &s->rdzv;
-  dr_resume_t q;
-  memset(&q, 0, sizeof(q));
-  int bad = dr_msg_resume(m, &q);
-  if (bad == 0)
-    dr__clock_on_stamp(c, &q.clock);
-  if (check_bounds(c, m->req_id, bad, &q) != 0)
+void dr_rdzv_resume(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
+                    const dr_resume_t *q, uint64_t now) {
+  r->now = now;
+  if (check_bounds(r, p, req, q) != 0)
     return;
-  if (dr__rdzv_refuse_if_done(c, m->req_id))
+  if (dr__rdzv_refuse_if_done(r, p, req))
     return;
-  if (!dr__rdzv_is_run(s, q.run_id)) {
-    dr__conn_send_error(c, m->req_id, DR_ERUNID,
-                        "node '%s' resumed with another run id than this "
-                        "job's", c->host);
+  if (!dr__rdzv_is_run(r, q->run_id)) {
+    dr__rdzv_error(r, p, req, DR_ERUNID, "node '%s' resumed with another "
+                   "run id than this job's", p->host);
     return;
   }
-  if (c->node != NULL || c->claiming) {
-    dr__conn_send_error(c, m->req_id, DR_ESEQUENCE,
-                        "this connection is already a node of generation %"
-                        PRIu64, r->gen);
+  if (p->node != NULL || p->claiming) {
+    dr__rdzv_error(r, p, req, DR_ESEQUENCE, "this connection is already a "
+                   "node of generation %" PRIu64, r->gen);
     return;
   }
-  dr_claim_t cl = {c, m->req_id, q.gen, q.node_rank, q.nnodes,
-                   q.world_size, q.nproc, q.restart_count, {0}, {0}};
-  memcpy(cl.token, q.resume_token, sizeof(cl.token));
-  host_word((const char *)q.host.p, q.host.len, cl.host, sizeof(cl.host));
+  dr_claim_t cl = {p, req, q->gen, q->node_rank, q->nnodes, q->world_size,
+                   q->nproc, q->restart_count, {0}, {0}};
+  memcpy(cl.token, q->resume_token, sizeof(cl.token));
+  host_word((const char *)q->host.p, q->host.len, cl.host, sizeof(cl.host));
   if (r->state == DR_JOB_FORMING && r->n_round == 0 && r->n_waiting == 0 &&
-      r->rounds_completed == 0 && !s->state_loaded &&
-      q.nnodes >= s->cfg.min_nodes)
-    begin_claims(s, &cl);
+      r->rounds_completed == 0 && !r->state_loaded &&
+      q->nnodes >= r->cfg.min_nodes)
+    begin_claims(r, &cl);
   if (!r->claiming) {
-    resume_known(c, &cl);
+    resume_known(r, &cl);
     return;
   }
   if (claim_push(r, &cl) != 0)
-    dr__conn_send_error(c, m->req_id, -ENOMEM, "out of memory");
-  /* Answered when the window ends (dr__resume_sweep). */
+    dr__rdzv_error(r, p, req, -ENOMEM, "out of memory");
+  /* Answered when the window ends (dr__resume_tick). */
 }
 
-void dr__resume_sweep(dr_server_t *s, uint64_t now) {
-  dr_rdzv_t *r = &s->rdzv;
+void dr__resume_tick(dr_rdzv_t *r, uint64_t now) {
   /* The deadline counts from the loop's wake-up after a stall too. */
   uint64_t deadline = r->resume_deadline;
-  if (s->woke_ms + resume_window_ms(s) > deadline)
-    deadline = s->woke_ms + resume_window_ms(s);
+  if (r->woke_ms + resume_window_ms(r) > deadline)
+    deadline = r->woke_ms + resume_window_ms(r);
   if (r->claiming && now > deadline)
-    decide(s);
+    decide(r);
   while (r->state == DR_JOB_RUNNING && r->resuming && now > deadline) {
     dr_node_t *gone = NULL;
     for (size_t i = 0; i < r->n_round && gone == NULL; i++)
@@ -485,9 +464,31 @@ void dr__resume_sweep(dr_server_t *s, uint64_t now) {
     }
     char why[160];
     snprintf(why, sizeof(why), "did not resume within %" PRIu64 " ms of "
-             "the server's restart", resume_window_ms(s));
+             "the server's restart", resume_window_ms(r));
     DR_WARN("node %u of generation %" PRIu64 " %s", gone->node_rank, r->gen,
             why);
-    dr__rdzv_node_lost(s, gone, why);
+    dr__rdzv_node_lost(r, gone, why);
   }
+}
+
+int dr_rdzv_restore(dr_rdzv_t *r, const dr_rdzv_saved_t *st, uint64_t now) {
+  r->now = now;
+  r->state_loaded = 1;
+  r->restarts_used = st->restarts_used;
+  if (!st->running) {
+    /* A generation that was forming, or one no token can take back: its
+     * nodes join again, into a new one. */
+    r->gen = st->gen + 1;
+    return 0;
+  }
+  if (dr__resume_expect(r, st->gen, st->nnodes, st->world, st->token) != 0)
+    return -ENOMEM;
+  /* The places keep who held them: a RESUME must match, and a node that
+   * never comes back is named by its host. */
+  for (uint32_t i = 0; i < st->nnodes; i++) {
+    r->round[i]->nproc = st->nprocs[i];
+    snprintf(r->round[i]->host, sizeof(r->round[i]->host), "%s",
+             st->hosts[i]);
+  }
+  return 0;
 }

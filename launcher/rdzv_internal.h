@@ -1,0 +1,64 @@
+/* Internals of the rendezvous core (rdzv_core.c, rdzv_core_resume.c,
+ * rdzv_orders.c). See rdzv_core.h. */
+#ifndef DR_RDZV_INTERNAL_H
+#define DR_RDZV_INTERNAL_H
+
+#include <stdarg.h>
+
+#include "rdzv_core.h"
+
+/* ---- rdzv_orders.c ------------------------------------------------------ */
+/* A new order in the outbox (its text ""); never NULL (out of memory: a
+ * scratch order that is never handed out). */
+dr_rdzv_order_t *dr__rdzv_order(dr_rdzv_t *r, dr_rdzv_order_kind_t kind,
+                                dr_rdzv_peer_t *peer);
+/* An order whose text is formatted. */
+void dr__rdzv_order_text(dr_rdzv_t *r, dr_rdzv_order_kind_t kind,
+                         dr_rdzv_peer_t *peer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An ERROR to request req of p. */
+void dr__rdzv_error(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req, int code,
+                    const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* An EVENT (when the job logs events). */
+void dr__rdzv_event(dr_rdzv_t *r, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* A text that lives until the orders are cleared ("" out of memory). */
+const char *dr__rdzv_textf(dr_rdzv_t *r, const char *fmt, va_list ap);
+const char *dr__rdzv_text(dr_rdzv_t *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void dr__rdzv_orders_free(dr_rdzv_t *r);
+
+/* ---- rdzv_core.c -------------------------------------------------------- */
+int dr__rdzv_round_push(dr_rdzv_t *r, dr_node_t *n);
+void dr__rdzv_stop(dr_rdzv_t *r, int code, const char *reason);
+/* Ends the running generation: every node restarts into the next. */
+void dr__rdzv_restart_all(dr_rdzv_t *r, const char *reason);
+/* After held claims are decided: nodes that joined meanwhile are taken in
+ * by a restart, those beyond the job's maximum refused. */
+void dr__rdzv_take_waiting(dr_rdzv_t *r);
+void dr__rdzv_node_lost(dr_rdzv_t *r, dr_node_t *n, const char *why);
+void dr__rdzv_node_free(dr_node_t *n);
+/* The armed last call has expired: the round completes if it may. */
+void dr__rdzv_last_call_due(dr_rdzv_t *r);
+/* 1, with the refusal sent, when the job has ended. */
+int dr__rdzv_refuse_if_done(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req);
+/* 1 when run_id is the job's. */
+int dr__rdzv_is_run(const dr_rdzv_t *r, dr_bytes_t run_id);
+
+/* ---- rdzv_core_resume.c ------------------------------------------------- */
+/* nnodes places of a running generation for its nodes to claim with
+ * token: 0, or -ENOMEM. */
+int dr__resume_expect(dr_rdzv_t *r, uint64_t gen, uint32_t nnodes,
+                      uint32_t world, const uint8_t *token);
+/* Held claims are answered with code (DR_ESTALE, DR_ESTOPPED) and
+ * reason. */
+void dr__resume_end_claims(dr_rdzv_t *r, int code, const char *reason);
+/* p's held claim, if any, goes. */
+void dr__resume_drop_peer(dr_rdzv_t *r, dr_rdzv_peer_t *p);
+/* Nodes that did not claim their places in time are lost; held claims
+ * are decided at the deadline. */
+void dr__resume_tick(dr_rdzv_t *r, uint64_t now);
+void dr__resume_free(dr_rdzv_t *r);
+
+#endif /* DR_RDZV_INTERNAL_H */
