@@ -3,7 +3,7 @@
  * groups of its workers (the parent-death signal reaches only direct
  * children, not what a worker started), to remove the agent's private
  * directory and the /dev/shm entries of its workers' prefix
- * (proto/shm_name.h). The agent tells it what to clean through a
+ * (proto/os/shm_name.h). The agent tells it what to clean through a
  * close-on-exec pipe; end of file without a "done" record means the agent
  * died. */
 #ifndef DR_WATCHDOG_H

@@ -30,7 +30,7 @@ if(NOT DDPRUN_CUDA STREQUAL "OFF")
       IMPORTED_LOCATION ${NCCL_LIBRARY}
       INTERFACE_INCLUDE_DIRECTORIES ${NCCL_INCLUDE_DIR})
 
-    # The GPU module (worker/gpu): where it is installed, where train looks
+    # The GPU module (worker/train/gpu): where it is installed, where train looks
     # for it relative to its own directory, and where the module looks for
     # cuBLAS and NCCL before the system's library path. In a wheel it sits
     # in site-packages/ddprun_gpu and train in site-packages/ddprun.scripts

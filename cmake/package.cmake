@@ -26,7 +26,7 @@ set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # dpkg-shlibdeps skips a library that no Debian package owns (the CUDA
 # toolkit's). The GPU module needs cuBLAS and NCCL, which Debian's archive
 # does not have: NVIDIA's CUDA repository's packages are recommended, not
-# required, as train runs on the CPU without them (worker/gpu/gpu_loader.c).
+# required, as train runs on the CPU without them (worker/train/gpu/gpu_loader.c).
 if(DDPRUN_HAVE_CUDA)
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _cuda_mm "${CUDAToolkit_VERSION}")
   string(REPLACE "." "-" _cuda_mm "${_cuda_mm}")

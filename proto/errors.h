@@ -63,7 +63,7 @@
   X(DR_PG_EBROKEN, "the process group is broken by an earlier failure")      \
   X(DR_PG_EMISMATCH, "collectives out of step (ranks in different ones)")
 
-/* Checkpoint files (worker/ckpt.h). */
+/* Checkpoint files (worker/ckpt/ckpt.h). */
 #define DR_CKPT_ERRNO_MAP(X)                                                 \
   X(DR_CKPT_EMAGIC, "not a checkpoint (bad magic)")                          \
   X(DR_CKPT_EVERSION, "unknown checkpoint format version")                   \
@@ -74,7 +74,7 @@
   X(DR_CKPT_ESHAPE, "checkpoint sizes do not match the buffers")            \
   X(DR_CKPT_ESTEP, "checkpoint of another step than its name says")
 
-/* The GPU path of train (worker/gpu/gpu_check.h): CUDA, cuBLAS, NCCL. */
+/* The GPU path of train (worker/train/gpu/gpu_check.h): CUDA, cuBLAS, NCCL. */
 #define DR_GPU_ERRNO_MAP(X)                                                  \
   X(DR_GPU_ECUDA, "a CUDA runtime call failed")                              \
   X(DR_GPU_ECUBLAS, "a cuBLAS call failed")                                  \

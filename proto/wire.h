@@ -46,7 +46,7 @@
 #define DR_MAC_LEN 32u
 /* The resume token of a generation: random bytes the server gives the
  * generation's nodes in their ASSIGN, and which a RESUME must carry (see
- * launcher/rdzv_resume.c). Never printed. */
+ * launcher/server/rdzv_core_resume.c). Never printed. */
 #define DR_RESUME_TOKEN_LEN 16u
 
 /* Schema letters: u = u64; s = short string (max_str); k = store key

@@ -42,7 +42,7 @@ echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB;" \
 # The sdist holds what the build needs and no build output.
 tar tzf "$work/dist/ddprun-$version.tar.gz" >"$tmp/sdist.txt"
 for f in pyproject.toml CMakeLists.txt cmake/version.cmake \
-         python/ddprun_progress/__init__.py worker/train_main.c PKG-INFO; do
+         python/ddprun_progress/__init__.py worker/train/train_main.c PKG-INFO; do
   grep -qx "ddprun-$version/$f" "$tmp/sdist.txt" || fail "the sdist lacks $f"
 done
 ! grep -qE "^ddprun-$version/build[^/]*/" "$tmp/sdist.txt" ||

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Host-shared weights (--host-weights, worker/host_weights.h), on CPUs the
+# Host-shared weights (--host-weights, worker/reducer/host_weights.h), on CPUs the
 # ranks fill (taskset to one CPU):
 #  - auto shares, and says so; the weights are bit for bit those of
 #    --host-weights private: 2 ranks with SGD, 2 with momentum and weight

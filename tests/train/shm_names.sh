@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The names of the workers' shared-memory segments (proto/shm_name.h), in
+# The names of the workers' shared-memory segments (proto/os/shm_name.h), in
 # a private PID and mount namespace with a /dev/shm of its own (skipped
 # without the privileges for one), 2 ranks under ddprun:
 #  - another local user who first creates the names that the rings and

@@ -27,7 +27,7 @@ for code in "2 +configuration error" "5 +non-finite loss" \
   grep -Eq "^  $code" "$tmp/help.out" ||
     { show help; fail "--help does not explain exit code ${code%% *}"; }
 done
-# The fault-injection variables the tests use (worker/fault_inject.h).
+# The fault-injection variables the tests use (worker/train/fault_inject.h).
 grep -q "^Environment (fault injection, for tests):" "$tmp/help.out" ||
   { show help; fail "--help has no fault-injection section"; }
 for var in DDPRUN_CKPT_TEST_DELAY_MS DDPRUN_CKPT_TEST_KILL_AT \

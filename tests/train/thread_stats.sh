@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The compute and communication threads' per-step figures
-# (worker/train_threads.h):
+# (worker/train/train_threads.h):
 #  - 2 ranks with --trace: rank 0's final line ends with the nine keys,
 #    numbers; both threads used some CPU (the communication thread's
 #    all-reduces), the communication thread woke up about once a step or

@@ -1,4 +1,4 @@
-/* proto/fs.c: mkdir -p, and opening only regular files without ever
+/* proto/os/fs.c: mkdir -p, and opening only regular files without ever
  * blocking on a FIFO. */
 #include <errno.h>
 #include <fcntl.h>

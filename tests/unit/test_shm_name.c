@@ -1,4 +1,4 @@
-/* proto/shm_name.c: names nobody can predict under the agent's prefix, a
+/* proto/os/shm_name.c: names nobody can predict under the agent's prefix, a
  * name found taken tried again with new digits (a fixed number of times),
  * and the removal of a prefix's /dev/shm entries, nobody else's. Real
  * segments under a prefix of this test's own (with its pid), removed in

@@ -6,7 +6,7 @@
  * it by name (dr_shm_ring_open) and unlinks the name at once (the producer
  * too, when the consumer said it has mapped it), so a crash later leaves
  * nothing in /dev/shm; the process group names its rings with
- * proto/shm_name.h, whose prefix the agent cleans up after a crash
+ * proto/os/shm_name.h, whose prefix the agent cleans up after a crash
  * before that. Space is reserved with posix_fallocate: a /dev/shm too small
  * for the ring fails here with -ENOSPC instead of a SIGBUS on first touch.
  *

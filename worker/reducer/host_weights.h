@@ -28,7 +28,7 @@
  * in; the others open it by the name rank 0 gives them and check that
  * their own weights are the same bits; the name is removed once every rank
  * mapped it (by every rank that did), so a crash later leaves nothing in
- * /dev/shm. train names it with proto/shm_name.h: unguessable, and with
+ * /dev/shm. train names it with proto/os/shm_name.h: unguessable, and with
  * the prefix its agent cleans up when a crash comes before that.
  */
 #ifndef DR_HOST_WEIGHTS_H

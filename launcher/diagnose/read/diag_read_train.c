@@ -1,4 +1,4 @@
-/* train's --trace files (worker/trace.c): what the reader takes from them.
+/* train's --trace files (worker/train/trace.c): what the reader takes from them.
  *
  *   top level  "otherData": {"ddprun": {"source": "train", "rank": R,
  *              "world": W, "backend": "cpu"|"nccl", "clock_offset_us": X}}

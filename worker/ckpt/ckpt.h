@@ -2,7 +2,7 @@
  * verification, reading, and the directory's housekeeping. Pure file code
  * (no process group, no model): any program can read a checkpoint by
  * linking ckpt.c, the error table (proto/errors.c) and dr_open_regular
- * (proto/fs.c) alone.
+ * (proto/os/fs.c) alone.
  *
  * A checkpoint directory holds one file per checkpoint, named
  * ckpt-<step, 10 digits>.bin. A file is written under a temporary name

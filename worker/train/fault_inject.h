@@ -27,7 +27,7 @@
  *   DDPRUN_SHM_TEST_KILL=TAG[:RANK]      SIGKILL right after creating a
  *                                        shared-memory segment
  *
- * The last two act where the segments are made, in proto/shm_name.c
+ * The last two act where the segments are made, in proto/os/shm_name.c
  * (the process group's rings are not train's own); they are listed here
  * for train --help.
  *

@@ -1,4 +1,4 @@
-/* `ddprun plan`: the bucket planner as a command (see proto/plan.h). */
+/* `ddprun plan`: the bucket planner as a command (see proto/plan/plan.h). */
 #ifndef DR_PLAN_CMD_H
 #define DR_PLAN_CMD_H
 

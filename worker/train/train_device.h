@@ -1,7 +1,7 @@
 /* The device under train's step and evaluation. train_loop.c runs one
  * step loop and one evaluation over this table; the CPU implements it in
  * train_cpu.c (OpenBLAS, host memory: each call is done when it returns),
- * the GPU in worker/gpu/gpu_step.c (cuBLAS and NCCL: calls only enqueue
+ * the GPU in gpu/gpu_step.c (cuBLAS and NCCL: calls only enqueue
  * work on the device's streams). r->dev is the CPU's until
  * dr_gpu_train_open makes it the GPU's.
  *

@@ -17,7 +17,7 @@
 #include "trace.h"
 #include "train_config.h"
 
-/* The GPU path's state (worker/gpu/gpu_train.h). */
+/* The GPU path's state (gpu/gpu_train.h). */
 typedef struct dr_gpu dr_gpu_t;
 /* The device that runs the step and the evaluation (train_device.h). */
 typedef struct dr_train_device dr_train_device_t;

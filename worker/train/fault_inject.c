@@ -60,7 +60,7 @@ static const dr_fault_var_t vars[] = {
      "the first N names that each creation of a shared-memory segment (a "
      "ring of the CPU backend, the shared weights) tries are taken: created "
      "empty just before, as another local user's would be, so that it "
-     "tries new names (proto/shm_name.h; said in one line)"},
+     "tries new names (proto/os/shm_name.h; said in one line)"},
     {"DDPRUN_SHM_TEST_KILL", "TAG[:RANK]",
      "the worker (every rank, or RANK) SIGKILLs itself right after it "
      "created a shared-memory segment whose tag begins with TAG (ring, "
