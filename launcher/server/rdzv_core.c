@@ -370,6 +370,13 @@ static dr_node_t *holder_of(dr_rdzv_t *r, uint64_t rank) {
   return NULL;
 }
 
+/* b as a C string in out[cap], cut to fit (no format: one per JOIN). */
+static void copy_str(char *out, size_t cap, dr_bytes_t b) {
+  size_t n = b.len < cap - 1 ? b.len : cap - 1;
+  memcpy(out, b.p, n);
+  out[n] = '\0';
+}
+
 static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
                            const dr_join_t *j, uint32_t req) {
   dr_node_t *n = calloc(1, sizeof(*n));
@@ -388,13 +395,11 @@ static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
   n->prev_rank = p->prev_rank;
   n->join_req = req;
   n->arrival = ++r->arrivals;
-  snprintf(n->host, sizeof(n->host), "%.*s", (int)j->host.len,
-           (const char *)j->host.p);
+  copy_str(n->host, sizeof(n->host), j->host);
   if (j->addr.len > 0)
-    snprintf(n->addr, sizeof(n->addr), "%.*s", (int)j->addr.len,
-             (const char *)j->addr.p);
+    copy_str(n->addr, sizeof(n->addr), j->addr);
   else
-    snprintf(n->addr, sizeof(n->addr), "%s", p->ip);
+    copy_str(n->addr, sizeof(n->addr), dr_str(p->ip));
   n->nproc = j->nproc;
   n->req_rank = j->node_rank;
   n->port_offer = j->master_port_offer;
@@ -470,11 +475,18 @@ static int join_refused(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
                    r->cfg.max_nodes, host);
     return 1;
   }
-  uint64_t world = j->nproc;
-  for (size_t i = 0; i < r->n_round; i++)
-    world += r->round[i]->nproc;
-  for (size_t i = 0; i < r->n_waiting; i++)
-    world += r->waiting[i]->nproc;
+  /* The world over every member and this node, summed only when it may
+   * be over the bound: never a pass over the members per JOIN, which
+   * would make a round of N nodes cost N^2. */
+  uint64_t most = j->nproc > r->nproc_max ? j->nproc : r->nproc_max;
+  uint64_t world = (uint64_t)(members + 1) * most;
+  if (world > DR_MAX_WORLD) {
+    world = j->nproc;
+    for (size_t i = 0; i < r->n_round; i++)
+      world += r->round[i]->nproc;
+    for (size_t i = 0; i < r->n_waiting; i++)
+      world += r->waiting[i]->nproc;
+  }
   if (world > DR_MAX_WORLD) {
     dr__rdzv_error(r, p, req, DR_EFULL, "node '%s' with nproc %u would make "
                    "the job's world size %" PRIu64 ", over the bound of %u "
@@ -488,8 +500,7 @@ void dr_rdzv_join(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
                   const dr_join_t *j, uint64_t now) {
   r->now = now;
   char host[256];
-  snprintf(host, sizeof(host), "%.*s", (int)j->host.len,
-           (const char *)j->host.p);
+  copy_str(host, sizeof(host), j->host);
   if (join_refused(r, p, req, j, host)) {
     r->joins_refused++;
     return;
@@ -509,6 +520,8 @@ void dr_rdzv_join(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
   p->node = n;
   if (r->job_nproc == 0)
     r->job_nproc = j->nproc;
+  if (j->nproc > r->nproc_max)
+    r->nproc_max = j->nproc;
   if (r->cfg.events) {
     char ehost[300];
     dr__rdzv_event(r, r->state == DR_JOB_FORMING ? "join" : "node_joined",

@@ -155,6 +155,7 @@ typedef struct {
   size_t n_waiting, cap_waiting;
   dr_node_t **rank_holder; /* [max_nodes]: requested rank -> node, FORMING */
   uint32_t job_nproc;      /* nproc of the first node, 0 before any */
+  uint32_t nproc_max;      /* the most any node ever had (a bound) */
   uint64_t arrivals;
   uint32_t restarts_used;
   uint32_t rounds_completed;

@@ -108,6 +108,8 @@ static void claim(dr_rdzv_t *r, dr_node_t *n, const dr_claim_t *cl) {
   p->last_seen_ms = r->now;
   if (r->job_nproc == 0)
     r->job_nproc = cl->nproc;
+  if (cl->nproc > r->nproc_max)
+    r->nproc_max = cl->nproc;
   dr__rdzv_order(r, DR_RDZV_RESUMED, p)->req = cl->req;
   char ehost[300];
   dr__rdzv_event(r, "resume",
@@ -487,6 +489,8 @@ int dr_rdzv_restore(dr_rdzv_t *r, const dr_rdzv_saved_t *st, uint64_t now) {
    * never comes back is named by its host. */
   for (uint32_t i = 0; i < st->nnodes; i++) {
     r->round[i]->nproc = st->nprocs[i];
+    if (st->nprocs[i] > r->nproc_max)
+      r->nproc_max = st->nprocs[i];
     snprintf(r->round[i]->host, sizeof(r->round[i]->host), "%s",
              st->hosts[i]);
   }
