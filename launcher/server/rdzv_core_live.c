@@ -113,9 +113,11 @@ void dr_rdzv_failure(dr_rdzv_t *r, dr_rdzv_peer_t *p, const dr_failure_t *f,
     r->held_exit = f->exit_code;
     r->held_signal = f->signal;
     snprintf(r->held_what, sizeof(r->held_what), "%s", what);
-    /* Held for at most the heartbeat timeout: by then the node of the
-     * failure it echoes has reported it, or is declared lost. */
-    r->hold_at = now + r->cfg.heartbeat_timeout_ms;
+    /* Held for the heartbeat timeout: by then the node of the failure it
+     * echoes has reported it, or is declared lost, which takes silence
+     * over the timeout (so one more millisecond), and the tick looks for
+     * silent nodes before it ends the hold. */
+    r->hold_at = now + r->cfg.heartbeat_timeout_ms + 1;
     return;
   }
   decide_failure(r, code, f->exit_code, f->signal, what);
@@ -188,10 +190,12 @@ void dr_rdzv_tick(dr_rdzv_t *r, uint64_t now) {
   if (r->last_call_at != 0 && now >= r->last_call_at &&
       r->state == DR_JOB_FORMING)
     dr__rdzv_last_call_due(r);
-  if (r->holding && now >= r->hold_at)
-    hold_due(r, now);
+  /* Silent nodes first: a node lost by now is the root cause of the echo
+   * held, which its loss ends. */
   while (r->state == DR_JOB_RUNNING && one_silent(r, now)) {
   }
+  if (r->holding && now >= r->hold_at)
+    hold_due(r, now);
   uint64_t every = r->cfg.heartbeat_timeout_ms / 3;
   if (r->state != DR_JOB_RUNNING || now - r->last_hb_ms < every)
     return;
