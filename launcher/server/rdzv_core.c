@@ -567,6 +567,8 @@ void dr__rdzv_node_lost(dr_rdzv_t *r, dr_node_t *n, const char *why) {
     DR_INFO("node '%s' left round %" PRIu64 " before it completed: %s",
             n->host, r->gen, why);
     dr__rdzv_node_free(n);
+    if (r->n_round == 0 && r->n_waiting == 0)
+      r->job_nproc = 0; /* no node is left to say what the job has */
     round_changed(r);
     update_last_call(r);
     try_complete(r);

@@ -289,6 +289,19 @@ static void test_refuse_mixed_nproc(void **state) {
   fx_assert_has(e->text, "other nodes have 2");
 }
 
+/* The workers per node the job expects are those of the nodes in it: a
+ * node that leaves a forming round alone takes its count with it. */
+static void test_nproc_of_a_node_gone(void **state) {
+  fx_t *f = *state;
+  fx_join(f, 0, 2, DR_NONE);
+  fx_close(f, 0, "went away");
+  fx_join(f, 1, 4, DR_NONE);
+  assert_int_equal(fx_count(f, DR_RDZV_ERROR, 1), 0);
+  assert_non_null(f->peer[1].node);
+  fx_join(f, 2, 2, DR_NONE);
+  fx_assert_has(refused(f, 2, DR_ENPROC)->text, "other nodes have 4");
+}
+
 static void test_refuse_bad_nproc(void **state) {
   fx_t *f = *state;
   fx_join(f, 0, 0, DR_NONE);
@@ -395,6 +408,7 @@ int main(void) {
       T(test_refuse_rank_out_of_range),
       T(test_refuse_beyond_max),
       T(test_refuse_mixed_nproc),
+      T(test_nproc_of_a_node_gone),
       T(test_refuse_bad_nproc),
       T(test_refuse_second_join),
       T(test_refuse_after_end),
