@@ -30,13 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#define CPU_RELAX() __builtin_ia32_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
-
-
 typedef struct {
   size_t send_off, send_len;
   size_t recv_off, recv_len;
@@ -274,8 +267,7 @@ static int run_steps(dr_pg_t *pg, const dr_coll_hdr_t *hdr, uint8_t *buf,
       if (spin_until == 0)
         spin_until = now + pg->spin_ns;
       if (now < spin_until) {
-        for (int i = 0; i < 32; i++)
-          CPU_RELAX();
+        dr_shm_relax();
         continue;
       }
     }

@@ -538,9 +538,7 @@ int dr_pg_init(const dr_pg_config_t *cfg, dr_pg_t **out, char *err,
   pg->local_world = cfg->local_world;
   pg->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : DEFAULT_TIMEOUT_MS;
   pg->chunk = cfg->chunk_bytes;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  pg->spin_ns =
-      cpus > 0 && cfg->local_world <= (uint32_t)cpus ? DR_PG_SPIN_NS : 0;
+  pg->spin_ns = dr_shm_spin_ns(cfg->local_world);
   /* DR_PG_TCP_LOWAT=BYTES: another wake-up size (1: one per segment), to
    * measure what it is worth. */
   pg->tcp_lowat = DR_PG_TCP_LOWAT;

@@ -22,11 +22,6 @@
 /* On shared memory every step's bytes start on a cache line, so float
  * data never straddles the ring's wrap point. */
 #define DR_PG_SHM_ALIGN 64u
-/* How long a rank spins on shared memory before it sleeps: about what
- * the peer needs to copy or reduce a piece. Only when the host has a CPU
- * for each of its ranks; otherwise the spin would hold the CPU that the
- * awaited rank needs. */
-#define DR_PG_SPIN_NS 30000u
 /* The most a TCP receive waits for before it wakes (SO_RCVLOWAT). */
 #define DR_PG_TCP_LOWAT (1u << 20)
 /* Longest a wait sleeps before it checks the neighbours' liveness. */
@@ -103,7 +98,7 @@ struct dr_pg {
   uint32_t *order; /* rank at each ring position */
   uint32_t timeout_ms;
   size_t chunk;    /* cfg->chunk_bytes: 0 for the links' defaults */
-  uint64_t spin_ns;
+  uint64_t spin_ns; /* dr_shm_spin_ns(local_world): 0 never spins */
   size_t tcp_lowat; /* DR_PG_TCP_LOWAT, or the environment's (tests) */
   dr_link_t send;  /* to order[pos + 1] */
   dr_link_t recv;  /* from order[pos - 1] */

@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #include "errors.h"
-#include "shm_name.h"
 
 #define HELLO_BYTES 48
 #define OFFER_BYTES 256
@@ -275,18 +274,6 @@ void dr__boot_unlink_shm(dr_boot_t *b) {
   }
 }
 
-/* dr_shm_create's callback: the ring of the send link under name. */
-typedef struct {
-  dr_link_t *l;
-  const char *what;
-} ring_try_t;
-
-static int create_ring(const char *name, void *arg) {
-  ring_try_t *t = arg;
-  return dr_shm_ring_create(name, DR_PG_SHM_RING_BYTES, &t->l->ring,
-                            &t->what);
-}
-
 /* The send side: offers shared memory (a ring created here) or TCP. */
 static int offer_send_link(dr_boot_t *b) {
   dr_pg_t *pg = b->pg;
@@ -298,10 +285,11 @@ static int offer_send_link(dr_boot_t *b) {
      * before the unlink leaves, the agent removes). */
     char tag[48];
     snprintf(tag, sizeof(tag), "ring%uto%u", pg->rank, l->peer);
-    ring_try_t t = {l, "shm_open"};
+    const char *what = "shm_open";
     int taken = 0;
-    int rc = dr_shm_create(b->shm_name, sizeof(b->shm_name), tag, create_ring,
-                           &t, &taken);
+    int rc = dr_shm_ring_create_named(b->shm_name, sizeof(b->shm_name), tag,
+                                      DR_PG_SHM_RING_BYTES, &l->ring, &taken,
+                                      &what);
     if (rc == 0) {
       via = VIA_SHM;
       b->shm_named = 1;
@@ -314,7 +302,7 @@ static int offer_send_link(dr_boot_t *b) {
     } else {
       warn_line("ddprun pg: rank %u: shared memory to rank %u unavailable "
                 "(%s %s: %s%s); using TCP",
-                pg->rank, l->peer, t.what, b->shm_name, strerror(-rc),
+                pg->rank, l->peer, what, b->shm_name, strerror(-rc),
                 rc == -EEXIST ? ", every name tried was taken" : "");
     }
   }

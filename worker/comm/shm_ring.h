@@ -2,28 +2,27 @@
  * segment: the data path of a process-group link between two ranks on one
  * host.
  *
- * The producer creates the segment (dr_shm_ring_create), the consumer maps
- * it by name (dr_shm_ring_open) and unlinks the name at once (the producer
- * too, when the consumer said it has mapped it), so a crash later leaves
- * nothing in /dev/shm; the process group names its rings with
- * proto/os/shm_name.h, whose prefix the agent cleans up after a crash
- * before that. Space is reserved with posix_fallocate: a /dev/shm too small
- * for the ring fails here with -ENOSPC instead of a SIGBUS on first touch.
+ * The producer creates the segment (dr_shm_ring_create_named), the
+ * consumer maps it by name (dr_shm_ring_open) and unlinks the name at once
+ * (the producer too, when the consumer said it has mapped it), so a crash
+ * later leaves nothing in /dev/shm. The segment's set-up, its names and
+ * their clean-up after a crash before that are shm_seg.h's.
  *
  * Layout: a header page, then `capacity` bytes of data (a power of two).
  * head (bytes ever committed) belongs to the producer, tail (bytes ever
  * released) to the consumer; each lives on its own cache line with the
  * futex word its owner bumps. Either side sleeps on the other's word
- * after setting its "waiting" flag, so a commit or release costs a system
- * call only when the peer actually sleeps. Producer and consumer hand out
- * contiguous spans (never across the wrap point), so data is written and
- * reduced in place, without a bounce buffer.
+ * (dr_shm_wait, shm_wait.h) after setting its "waiting" flag, so a commit
+ * or release costs a system call only when the peer actually sleeps.
+ * Producer and consumer hand out contiguous spans (never across the wrap
+ * point), so data is written and reduced in place, without a bounce
+ * buffer.
  *
  * Both sides record their pid in the header; dr_shm_ring_peer_alive()
  * tells a dead (or zombie) peer from a slow one. Either side may set the
  * abort flag, which wakes the other.
  *
- * The functions never block except dr_shm_wait(), never log, and return 0
+ * The functions never block (dr_shm_wait does), never log, and return 0
  * or -errno. One ring is used by one thread on each side.
  */
 #ifndef DR_SHM_RING_H
@@ -32,6 +31,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "shm_wait.h"
 
 typedef struct dr_shm_ring dr_shm_ring_t;
 
@@ -47,6 +48,12 @@ typedef struct dr_shm_ring dr_shm_ring_t;
  * behind. */
 int dr_shm_ring_create(const char *name, size_t capacity, dr_shm_ring_t **out,
                        const char **what);
+
+/* The same under a new name for tag (dr_shm_seg_create_named: name is a
+ * buffer of n bytes; *taken, may be NULL, how many names were taken). */
+int dr_shm_ring_create_named(char *name, size_t n, const char *tag,
+                             size_t capacity, dr_shm_ring_t **out, int *taken,
+                             const char **what);
 
 /* Maps an existing segment as the consumer and records this process's
  * pid in it. -EPROTO when it does not hold a ring of this version. */
@@ -86,29 +93,16 @@ void dr_shm_ring_release(dr_shm_ring_t *r, size_t n);
 
 /* ---- waiting, liveness, abort ------------------------------------------ */
 
-/* What dr_shm_wait() sleeps on. Filled by a prepare call. */
-typedef struct {
-  _Atomic uint32_t *word; /* the futex word */
-  uint32_t val;           /* its value when prepared */
-  _Atomic uint32_t *flag; /* this side's "waiting" flag */
-} dr_shm_waiter_t;
-
 /* Prepares to wait until at least `bytes` are free (producer) or readable
  * (consumer). Returns 1 when that already holds or the ring is aborted
- * (nothing to wait for; *w untouched), else 0 with *w armed: the peer will
- * wake it on its next commit or release. Every armed waiter must be
- * disarmed with dr_shm_wait_done() after the wait. */
+ * (nothing to wait for; *w untouched), else 0 with *w armed for
+ * dr_shm_wait(): the peer will wake it on its next commit or release.
+ * Every armed waiter must be disarmed with dr_shm_wait_done() after the
+ * wait. */
 int dr_shm_ring_prepare_write(dr_shm_ring_t *r, size_t bytes,
                               dr_shm_waiter_t *w);
 int dr_shm_ring_prepare_read(dr_shm_ring_t *r, size_t bytes,
                              dr_shm_waiter_t *w);
-void dr_shm_wait_done(dr_shm_waiter_t *w);
-
-/* Sleeps until one of the n armed waiters (n <= 8) is woken or the absolute
- * CLOCK_MONOTONIC time deadline_ns passes. Uses futex_waitv; on a kernel
- * without it, sleeps on the first word at most 1 ms at a time. Returns 0
- * (woken or spurious: re-check), -ETIMEDOUT, or -errno. */
-int dr_shm_wait(dr_shm_waiter_t *w, int n, uint64_t deadline_ns);
 
 /* The peer's pid (0 before the consumer attached, for the producer). */
 int dr_shm_ring_peer_pid(const dr_shm_ring_t *r);
@@ -116,10 +110,6 @@ int dr_shm_ring_peer_pid(const dr_shm_ring_t *r);
 /* 0 when the peer process is gone or a zombie, 1 when it runs (or cannot
  * be checked). */
 int dr_shm_ring_peer_alive(const dr_shm_ring_t *r);
-
-/* 0 when process pid is gone or a zombie, 1 when it runs (or cannot be
- * checked). */
-int dr_pid_alive(int pid);
 
 /* Marks the ring aborted and wakes the peer. */
 void dr_shm_ring_abort(dr_shm_ring_t *r);

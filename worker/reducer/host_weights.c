@@ -4,42 +4,28 @@
 
 #include "errors.h"
 #include "pg.h"
-#include "shm_ring.h"
+#include "shm_seg.h"
+#include "shm_wait.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
-
-#if defined(__x86_64__) || defined(__i386__)
-#define CPU_RELAX() __builtin_ia32_pause()
-#else
-#define CPU_RELAX() ((void)0)
-#endif
 
 #define HW_MAGIC 0x77686464u /* "ddhw" */
 #define HW_VERSION 1u
 #define HW_ALIGN 4096u
 /* Elements summed and updated at a time: the sums stay in L1. */
 #define HW_CHUNK 2048u
-/* How long a waiter spins before it sleeps. */
-#define HW_SPIN_NS 50000u
 
 typedef struct {
   uint32_t magic, version, world, pad;
   uint64_t n_elems, state_elems, max_buckets, arena_elems;
   uint64_t off_ranks, off_table, off_weights, off_state, off_arena;
-  _Alignas(64) _Atomic uint32_t bell;   /* bumped by every publication */
-  _Atomic uint32_t sleepers;            /* waiters in futex_wait */
+  _Alignas(64) dr_shm_bell_t bell;      /* rung by every publication */
 } hdr_t;
 
 typedef struct {
@@ -56,8 +42,7 @@ typedef struct {
 } entry_t;
 
 struct dr_hostw {
-  void *map;
-  size_t map_len;
+  dr_shm_seg_t seg;
   hdr_t *h;
   rank_t *ranks;
   entry_t *table;          /* [world][max_buckets] */
@@ -66,6 +51,7 @@ struct dr_hostw {
   size_t slot_elems;       /* half of a rank's arena */
   int slot_used[2];
   uint64_t round;          /* this step's, from 1 */
+  uint64_t spin_ns;        /* a wait's spin before it sleeps */
   dr_pg_t *pg;             /* dr_hostw_watch's */
   size_t *reg_off;         /* each parameter's first element (attach) */
   uint64_t (*bucket_us)[2]; /* [max_buckets]: the last step's start, end */
@@ -118,8 +104,8 @@ static int fail(char *err, size_t n, int rc, const char *what,
 }
 
 static void wire(dr_hostw_t *h) {
-  uint8_t *b = h->map;
-  h->h = h->map;
+  uint8_t *b = h->seg.base;
+  h->h = h->seg.base;
   h->ranks = (rank_t *)(void *)(b + h->h->off_ranks);
   h->table = (entry_t *)(void *)(b + h->h->off_table);
   h->weights = (float *)(void *)(b + h->h->off_weights);
@@ -129,69 +115,41 @@ static void wire(dr_hostw_t *h) {
   h->round = 1;
 }
 
-int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
-                  const float *weights, const float *state, dr_hostw_t **out,
-                  char *err, size_t err_len) {
-  *out = NULL;
-  if (strlen(name) > DR_HOSTW_NAME_MAX || s->rank >= s->world ||
-      s->world > DR_HOSTW_MAX_WORLD) {
-    snprintf(err, err_len, "bad shared-weights segment %s", name);
-    return DR_EBADARG;
-  }
+static void hostw_free(dr_hostw_t *h) {
+  dr_shm_seg_close(&h->seg);
+  free(h->reg_off);
+  free(h->bucket_us);
+  free(h);
+}
+
+/* A handle for s, not mapped yet; NULL when out of memory. */
+static dr_hostw_t *hostw_new(const dr_hostw_shape_t *s) {
   dr_hostw_t *h = calloc(1, sizeof(*h));
   if (h != NULL)
     h->bucket_us = calloc(s->max_buckets > 0 ? s->max_buckets : 1,
                           sizeof(*h->bucket_us));
   if (h == NULL || h->bucket_us == NULL) {
     free(h);
-    return -ENOMEM;
+    return NULL;
   }
-  snprintf(h->name, sizeof(h->name), "%s", name);
   h->s = *s;
+  h->spin_ns = dr_shm_spin_ns(s->world); /* every rank is on this host */
+  return h;
+}
+
+/* Takes h's segment, mapped under name: the creator copies the weights
+ * and state in, the others check theirs against them. On failure h is
+ * freed. */
+static int hostw_take(dr_hostw_t *h, const char *name, int creator,
+                      const float *weights, const float *state,
+                      dr_hostw_t **out, char *err, size_t err_len) {
+  const dr_hostw_shape_t *s = &h->s;
   hdr_t want;
-  layout(s, &want, &h->map_len);
-  int creator = s->rank == 0;
-  int fd = shm_open(name, creator ? O_RDWR | O_CREAT | O_EXCL : O_RDWR,
-                    0600);
-  int rc = 0;
-  if (fd < 0) {
-    rc = fail(err, err_len, -errno, "shm_open", name);
-    free(h->bucket_us);
-    free(h);
-    return rc;
-  }
+  size_t total;
+  layout(s, &want, &total);
+  snprintf(h->name, sizeof(h->name), "%s", name);
   if (creator) {
-    int e = posix_fallocate(fd, 0, (off_t)h->map_len);
-    if (e != 0)
-      rc = fail(err, err_len, -e, "posix_fallocate", name);
-  } else {
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-      rc = fail(err, err_len, -errno, "fstat", name);
-    else if ((size_t)st.st_size != h->map_len) {
-      snprintf(err, err_len, "shared-weights segment %s holds %lld bytes, "
-               "this rank's model wants %zu", name, (long long)st.st_size,
-               h->map_len);
-      rc = DR_EBADARG;
-    }
-  }
-  if (rc == 0) {
-    h->map = mmap(NULL, h->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (h->map == MAP_FAILED) {
-      h->map = NULL;
-      rc = fail(err, err_len, -errno, "mmap", name);
-    }
-  }
-  close(fd);
-  if (rc != 0) {
-    if (creator)
-      shm_unlink(name);
-    free(h->bucket_us);
-    free(h);
-    return rc;
-  }
-  if (creator) {
-    memcpy(h->map, &want, offsetof(hdr_t, bell));
+    memcpy(h->seg.base, &want, offsetof(hdr_t, bell));
     wire(h);
     memcpy(h->weights, weights, s->n_elems * sizeof(float));
     if (s->state_elems > 0)
@@ -199,7 +157,8 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
     h->h->version = HW_VERSION;
     h->h->magic = HW_MAGIC;
   } else {
-    hdr_t *got = h->map;
+    hdr_t *got = h->seg.base;
+    int rc = 0;
     if (got->magic != HW_MAGIC || got->version != HW_VERSION ||
         memcmp(&got->world, &want.world,
                offsetof(hdr_t, bell) - offsetof(hdr_t, world)) != 0) {
@@ -217,9 +176,7 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
       }
     }
     if (rc != 0) {
-      munmap(h->map, h->map_len);
-      free(h->bucket_us);
-      free(h);
+      hostw_free(h);
       return rc;
     }
   }
@@ -228,7 +185,66 @@ int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
   return 0;
 }
 
-void dr_hostw_unlink(dr_hostw_t *h) { shm_unlink(h->name); }
+static int bad_shape(const dr_hostw_shape_t *s) {
+  return s->rank >= s->world || s->world > DR_HOSTW_MAX_WORLD;
+}
+
+int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
+                  const float *weights, const float *state, dr_hostw_t **out,
+                  char *err, size_t err_len) {
+  *out = NULL;
+  if (strlen(name) > DR_HOSTW_NAME_MAX || bad_shape(s)) {
+    snprintf(err, err_len, "bad shared-weights segment %s", name);
+    return DR_EBADARG;
+  }
+  dr_hostw_t *h = hostw_new(s);
+  if (h == NULL)
+    return -ENOMEM;
+  size_t total = dr_hostw_bytes(s);
+  int creator = s->rank == 0;
+  const char *what = "shm_open";
+  int rc = creator ? dr_shm_seg_create(name, total, &h->seg, &what)
+                   : dr_shm_seg_open(name, total, total, &h->seg, &what);
+  if (rc == -EPROTO && !creator) {
+    snprintf(err, err_len, "shared-weights segment %s holds %zu bytes, "
+             "this rank's model wants %zu", name, h->seg.n_bytes, total);
+    rc = DR_EBADARG;
+  } else if (rc != 0) {
+    fail(err, err_len, rc, what, name);
+  }
+  if (rc != 0) {
+    hostw_free(h);
+    return rc;
+  }
+  return hostw_take(h, name, creator, weights, state, out, err, err_len);
+}
+
+int dr_hostw_create(char *name, size_t n, const char *tag,
+                    const dr_hostw_shape_t *s, const float *weights,
+                    const float *state, dr_hostw_t **out, int *taken,
+                    char *err, size_t err_len) {
+  *out = NULL;
+  if (taken != NULL)
+    *taken = 0;
+  if (bad_shape(s)) {
+    snprintf(err, err_len, "bad shared-weights segment %s", tag);
+    return DR_EBADARG;
+  }
+  dr_hostw_t *h = hostw_new(s);
+  if (h == NULL)
+    return -ENOMEM;
+  const char *what = "shm_open";
+  int rc = dr_shm_seg_create_named(name, n, tag, dr_hostw_bytes(s), &h->seg,
+                                   taken, &what);
+  if (rc != 0) {
+    fail(err, err_len, rc, what, name);
+    hostw_free(h);
+    return rc;
+  }
+  return hostw_take(h, name, 1, weights, state, out, err, err_len);
+}
+
+void dr_hostw_unlink(dr_hostw_t *h) { dr_shm_seg_unlink(h->name); }
 
 void dr_hostw_close(dr_hostw_t **hp) {
   dr_hostw_t *h = *hp;
@@ -236,11 +252,7 @@ void dr_hostw_close(dr_hostw_t **hp) {
     return;
   if (h->pg != NULL)
     dr_pg_publish_activity(h->pg, NULL);
-  if (h->map != NULL)
-    munmap(h->map, h->map_len);
-  free(h->reg_off);
-  free(h->bucket_us);
-  free(h);
+  hostw_free(h);
   *hp = NULL;
 }
 
@@ -308,17 +320,6 @@ void dr_hostw_free(void *arg, void *p) {
       h->slot_used[i] = 0;
 }
 
-static long futex(_Atomic uint32_t *word, int op, uint32_t val,
-                  const struct timespec *ts) {
-  return syscall(SYS_futex, (uint32_t *)word, op, val, ts, NULL, 0);
-}
-
-static void publish(dr_hostw_t *h) {
-  atomic_fetch_add(&h->h->bell, 1);
-  if (atomic_load(&h->h->sleepers) > 0)
-    futex(&h->h->bell, FUTEX_WAKE, INT_MAX, NULL);
-}
-
 int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
                     dr_work_t **w) {
   dr_hostw_t *h = arg;
@@ -333,47 +334,45 @@ int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
   return 0;
 }
 
+typedef struct {
+  dr_hostw_t *h;
+  uint32_t q;
+  const char *what;
+  char *err;
+  size_t err_len;
+} awaited_t;
+
+/* dr_shm_await's check at each wake-up. */
+static int check_in_step(void *arg) {
+  awaited_t *t = arg;
+  return out_of_step(t->h, t->q, t->what, t->err, t->err_len)
+             ? DR_PG_EMISMATCH
+             : 0;
+}
+
 /* Waits until *word reaches this round; rank q is the one it waits for.
  * what: "the end of its backward pass" or "the end of the step". */
 static int wait_round(dr_hostw_t *h, _Atomic uint64_t *word, uint32_t q,
                       const char *what, uint64_t deadline_ns, char *err,
                       size_t err_len) {
-  if (atomic_load_explicit(word, memory_order_acquire) >= h->round)
-    return 0;
-  uint64_t spin_end = now_ns() + HW_SPIN_NS;
-  while (now_ns() < spin_end) {
-    for (int i = 0; i < 32; i++)
-      CPU_RELAX();
-    if (atomic_load_explicit(word, memory_order_acquire) >= h->round)
-      return 0;
+  awaited_t t = {h, q, what, err, err_len};
+  dr_shm_await_t a = {.bell = &h->h->bell, .count = word, .target = h->round,
+                      .spin_ns = h->spin_ns, .pid = &h->ranks[q].pid,
+                      .check = check_in_step, .arg = &t};
+  int rc = dr_shm_await(&a, deadline_ns);
+  if (rc == -ESRCH) {
+    snprintf(err, err_len, "rank %u (pid %d) exited while rank %u waited "
+             "for %s (shared weights, step round %llu)", q,
+             (int)atomic_load(&h->ranks[q].pid), h->s.rank, what,
+             (unsigned long long)h->round);
+    return DR_PG_EPEER;
   }
-  for (;;) {
-    uint32_t v = atomic_load(&h->h->bell);
-    atomic_fetch_add(&h->h->sleepers, 1);
-    if (atomic_load(word) >= h->round) {
-      atomic_fetch_sub(&h->h->sleepers, 1);
-      return 0;
-    }
-    struct timespec ts = {0, 1000000};
-    futex(&h->h->bell, FUTEX_WAIT, v, &ts);
-    atomic_fetch_sub(&h->h->sleepers, 1);
-    if (atomic_load(word) >= h->round)
-      return 0;
-    if (out_of_step(h, q, what, err, err_len))
-      return DR_PG_EMISMATCH;
-    int32_t pid = atomic_load(&h->ranks[q].pid);
-    if (pid > 0 && !dr_pid_alive(pid)) {
-      snprintf(err, err_len, "rank %u (pid %d) exited while rank %u waited "
-               "for %s (shared weights, step round %llu)", q, (int)pid,
-               h->s.rank, what, (unsigned long long)h->round);
-      return DR_PG_EPEER;
-    }
-    if (now_ns() >= deadline_ns) {
-      snprintf(err, err_len, "rank %u did not reach %s within the timeout "
-               "(shared weights; rank %u waited)", q, what, h->s.rank);
-      return DR_PG_ETIMEOUT;
-    }
+  if (rc == -ETIMEDOUT) {
+    snprintf(err, err_len, "rank %u did not reach %s within the timeout "
+             "(shared weights; rank %u waited)", q, what, h->s.rank);
+    return DR_PG_ETIMEOUT;
   }
+  return rc;
 }
 
 /* tmp[0..n) = the ring's AVG of elements at of every rank's bucket xs:
@@ -431,7 +430,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
    * this barrier every rank has published every bucket of the round. */
   uint64_t t0 = now_ns();
   atomic_store(&h->ranks[h->s.rank].bwd, h->round);
-  publish(h);
+  dr_shm_bell_post(&h->h->bell);
   for (uint32_t q = 0; q < W; q++) {
     int rc = wait_round(h, &h->ranks[q].bwd, q, "the end of its backward "
                         "pass", deadline_ns, err, err_len);
@@ -469,7 +468,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
   }
   uint64_t t3 = now_ns();
   atomic_store(&h->ranks[h->s.rank].done, h->round);
-  publish(h);
+  dr_shm_bell_post(&h->h->bell);
   for (uint32_t q = 0; q < W; q++) {
     int rc = wait_round(h, &h->ranks[q].done, q, "the end of the step",
                         deadline_ns, err, err_len);

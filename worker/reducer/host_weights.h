@@ -18,18 +18,23 @@
  *
  * Protocol in the segment: per rank and bucket an entry (offset, length,
  * ready round) that the rank fills when its gradients of the bucket are
- * final (the reducer's launch hook), and per rank the last round whose
- * backward pass it ended and the last it finished. A waiter spins
- * briefly, then sleeps on one futex word that every publication bumps; it
- * checks the peers' processes every millisecond and gives up at the
- * deadline.
+ * final (the reducer's launch hook, which wakes nobody), and per rank the
+ * last round whose backward pass it ended (the first barrier) and the
+ * last it finished (the second). The two barriers are the only waits:
+ * past the first, every rank's entries of the round are in place, and one
+ * that is not is an error (out of step), not something to wait for. A
+ * wait for a rank (dr_shm_await, worker/comm/shm_wait.h) spins briefly
+ * when the host has a CPU for each rank, then sleeps on one bell that
+ * each rank rings as it reaches a barrier; it checks that rank's process
+ * and collective every millisecond and gives up at the deadline.
  *
- * Rank 0 creates the segment and copies its weights and optimizer state
- * in; the others open it by the name rank 0 gives them and check that
- * their own weights are the same bits; the name is removed once every rank
- * mapped it (by every rank that did), so a crash later leaves nothing in
- * /dev/shm. train names it with proto/os/shm_name.h: unguessable, and with
- * the prefix its agent cleans up when a crash comes before that.
+ * Rank 0 creates the segment under a new name (dr_hostw_create) and
+ * copies its weights and optimizer state in; the others open it by the
+ * name rank 0 gives them and check that their own weights are the same
+ * bits; the name is removed once every rank mapped it (by every rank that
+ * did), so a crash later leaves nothing in /dev/shm. The name is
+ * unguessable, with the prefix the agent cleans up when a crash comes
+ * before that (worker/comm/shm_seg.h).
  */
 #ifndef DR_HOST_WEIGHTS_H
 #define DR_HOST_WEIGHTS_H
@@ -65,6 +70,14 @@ size_t dr_hostw_bytes(const dr_hostw_shape_t *s);
 int dr_hostw_open(const char *name, const dr_hostw_shape_t *s,
                   const float *weights, const float *state, dr_hostw_t **out,
                   char *err, size_t err_len);
+/* As rank 0's dr_hostw_open, under a new name for tag, left in name (a
+ * buffer of n bytes) for the others; *taken (may be NULL) gets how many
+ * names were found taken, and -EEXIST says every one tried was
+ * (dr_shm_seg_create_named). */
+int dr_hostw_create(char *name, size_t n, const char *tag,
+                    const dr_hostw_shape_t *s, const float *weights,
+                    const float *state, dr_hostw_t **out, int *taken,
+                    char *err, size_t err_len);
 /* Removes the name, once every rank opened it (any rank may; a name
  * already gone is fine). */
 void dr_hostw_unlink(dr_hostw_t *h);
@@ -86,33 +99,36 @@ int dr_hostw_attach(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o);
  * (two plans' worth: a rebuild allocates before it frees). */
 void *dr_hostw_alloc(void *arg, size_t n_bytes);
 void dr_hostw_free(void *arg, void *p);
-/* The reducer's launch hook: publishes bucket b (data, n) as final for
- * this round. Completes at once (*w stays NULL). */
+/* The reducer's launch hook: records bucket b (data, n) as final for
+ * this round, for the others to read after the backward-pass barrier.
+ * Completes at once (*w stays NULL) and wakes nobody. */
 int dr_hostw_launch(void *arg, size_t bucket, float *data, size_t n_elems,
                     dr_work_t **w);
 
-/* Failure codes beside -errno: a peer exited (DR_PG_EPEER), did not arrive
- * by the deadline (DR_PG_ETIMEOUT), published another bucket shape or is
- * in a collective this rank never issued (DR_PG_EMISMATCH); err names the
- * rank and what it was waiting for. */
 typedef struct {
-  uint64_t wait_us;    /* waiting for peers' buckets and at the barrier */
+  uint64_t wait_us;    /* at the two barriers */
   uint64_t work_us;    /* summing and updating this rank's shards */
 } dr_hostw_stats_t;
 
-/* The step after the backward pass: for each of the n_buckets buckets in
- * order, waits for every rank's, sums this rank's shard and updates it
- * with the optimizer at step (0-based); then the barrier. deadline_ns is
- * CLOCK_MONOTONIC. */
+/* The step after the backward pass: a barrier (every rank's backward pass
+ * over: its buckets are all published); then for each of the n_buckets
+ * buckets in order, sums this rank's shard from every rank's bucket and
+ * updates it with the optimizer at step (0-based); then a barrier (every
+ * shard updated). deadline_ns is CLOCK_MONOTONIC, for both barriers.
+ * Failure codes beside -errno: a peer exited (DR_PG_EPEER) or did not
+ * arrive by the deadline (DR_PG_ETIMEOUT) at a barrier, is in a collective
+ * this rank never issued (DR_PG_EMISMATCH), or published another bucket
+ * shape or round than this rank's (DR_PG_EMISMATCH); err names the rank
+ * and what it was waiting for. */
 int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
                   size_t n_buckets, uint64_t step, uint64_t deadline_ns,
                   dr_hostw_stats_t *st, char *err, size_t err_len);
 
-/* Bucket b's part of the last step: from when this rank began to wait for
- * it (the first bucket: the end of its backward pass; the others: the end
- * of the one before) to when its shard was summed and updated
- * (CLOCK_MONOTONIC microseconds; both 0 before any step). 0, or -1 for a
- * bucket past max_buckets. */
+/* Bucket b's part of the last step: from the end of this rank's backward
+ * pass (the first bucket, whose span thus holds the wait at the first
+ * barrier) or of the bucket before (the others) to when its shard was
+ * summed and updated (CLOCK_MONOTONIC microseconds; both 0 before any
+ * step). 0, or -1 for a bucket past max_buckets. */
 int dr_hostw_bucket_us(const dr_hostw_t *h, size_t b, uint64_t *start_us,
                        uint64_t *end_us);
 

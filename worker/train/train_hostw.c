@@ -4,7 +4,6 @@
 #include "train.h"
 
 #include "host_weights.h"
-#include "shm_name.h"
 #include "train_hostw.h"
 
 #include <errno.h>
@@ -45,21 +44,6 @@ static int wanted(const dr_run_t *r) {
  * after the other in registration order (model.c). */
 static const float *own_weights(dr_run_t *r) {
   return dr_model_param(r->model, 0)->w;
-}
-
-/* dr_shm_create's callback on rank 0: the segment under name. */
-typedef struct {
-  dr_run_t *r;
-  const dr_hostw_shape_t *s;
-  char *err;
-  size_t err_len;
-} seg_try_t;
-
-static int create_segment(const char *name, void *arg) {
-  seg_try_t *t = arg;
-  return dr_hostw_open(name, t->s, own_weights(t->r),
-                       dr_optim_state(t->r->opt), &t->r->hostw, t->err,
-                       t->err_len);
 }
 
 /* MAX over the ranks of v (0 or a small positive number). */
@@ -108,9 +92,9 @@ int dr_train_hostw_open(dr_run_t *r) {
   if (r->rank == 0) {
     /* A name nobody can guess: one that another local user created first
      * would cost the sharing (auto) or the run (shared). */
-    seg_try_t t = {r, &s, err, sizeof(err)};
-    msg.rc = dr_shm_create(msg.name, sizeof(msg.name), "weights",
-                           create_segment, &t, &taken);
+    msg.rc = dr_hostw_create(msg.name, sizeof(msg.name), "weights", &s,
+                             own_weights(r), dr_optim_state(r->opt),
+                             &r->hostw, &taken, err, sizeof(err));
     if (msg.rc == 0 && taken > 0)
       fprintf(stderr, "train: rank 0: %d shared-memory name%s for the shared "
               "weights %s already taken in /dev/shm (by another user?); "
