@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include "errors.h"
@@ -24,12 +23,6 @@
 #include "signals.h"
 #include "watchdog.h"
 
-
-static double wall_now(void) {
-  struct timeval tv;
-  gettimeofday(&tv, NULL);
-  return (double)tv.tv_sec + tv.tv_usec / 1e6;
-}
 
 /* ---- stopping the local group ----------------------------------------- */
 
@@ -93,69 +86,6 @@ void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
 
 /* ---- worker exits ------------------------------------------------------ */
 
-dr_failure_rec_t *dr__agent_new_failure(dr_agent_t *ag, uint32_t lr,
-                                        pid_t pid) {
-  if (ag->n_fails >= sizeof(ag->fails) / sizeof(ag->fails[0]))
-    return NULL;
-  dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
-  memset(f, 0, sizeof(*f));
-  f->time = wall_now();
-  f->node_rank = ag->asg.node_rank;
-  f->rank = ag->asg.first_rank + lr;
-  f->local_rank = lr;
-  f->pid = pid;
-  return f;
-}
-
-static void record_failure(dr_agent_t *ag, dr_worker_t *w) {
-  dr_failure_rec_t *f = dr__agent_new_failure(ag, w->local_rank, w->pid);
-  if (f == NULL)
-    return;
-  f->exit_code = w->exit_code;
-  f->signal = w->signal;
-  f->core_dumped = w->core_dumped;
-  f->kind = w->signal != 0 ? DR_FAIL_SIGNAL : DR_FAIL_EXIT;
-  dr__workers_drain(w);
-  if (w->error_file[0] == '\0' ||
-      dr_error_file_read(w->error_file, f->message, sizeof(f->message)) != 0)
-    if (w->fwd[1] != NULL)
-      dr_logfwd_tail(w->fwd[1], f->message, sizeof(f->message));
-}
-
-void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
-  dr_buf_t b;
-  dr_buf_init(&b);
-  dr_failure_t x;
-  x.gen = ag->asg.gen;
-  x.rank = f->rank;
-  x.local_rank = f->local_rank;
-  x.pid = (uint32_t)f->pid;
-  x.exit_code = f->exit_code;
-  x.signal = f->signal;
-  x.kind = f->kind;
-  x.message = dr_str(f->message);
-  if (x.message.len > 1000) { /* the last lines matter most, whole */
-    x.message.p += x.message.len - 1000;
-    x.message.len = 1000;
-    const uint8_t *nl = memchr(x.message.p, '\n', x.message.len - 1);
-    if (nl != NULL) {
-      x.message.len -= (uint32_t)(nl + 1 - x.message.p);
-      x.message.p = nl + 1;
-    }
-  }
-  dr_enc_failure(&b, 0, &x);
-  dr__agent_send(ag, &b);
-  char esc[2100];
-  dr_events_emit(ag->events, "failure",
-                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
-                 "\"exit_code\":%d,\"signal\":%d,\"kind\":\"%s\","
-                 "\"message\":\"%s\"",
-                 (unsigned long long)ag->asg.gen, f->rank, f->local_rank,
-                 (int)f->pid, f->exit_code, f->signal,
-                 dr_fail_kind_name(f->kind),
-                 dr_json_escape(f->message, esc, sizeof(esc)));
-}
-
 void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
   dr_events_emit(ag->events, "exit",
                  ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
@@ -165,14 +95,7 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
                  ag->state == DR_AG_RUNNING ? "false" : "true");
   if (ag->state == DR_AG_RUNNING) {
     if (w->exit_code != 0 || w->signal != 0) {
-      record_failure(ag, w);
-      char what[96];
-      DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) %s; stopping "
-              "the workers of this node", w->rank, w->local_rank,
-              (int)w->pid, dr_failure_what(&ag->fails[ag->n_fails - 1], what,
-                                            sizeof(what)));
-      dr__agent_report_failure(ag, &ag->fails[ag->n_fails - 1]);
-      dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+      dr__agent_worker_failed(ag, w);
     } else if (ag->n_alive == 0) {
       dr__workers_close(ag);
       ag->state = DR_AG_WAITING;
@@ -188,12 +111,8 @@ void dr__agent_worker_exited(dr_agent_t *ag, dr_worker_t *w) {
    * SIGKILL) is a failure of its own, and may be the root cause of the
    * one that started the stop: report it too. */
   if (ag->state == DR_AG_STOPPING && !ag->stop.killed && w->signal != 0 &&
-      w->signal != ag->stop.sig && w->signal != SIGCONT) {
-    size_t before = ag->n_fails;
-    record_failure(ag, w);
-    if (ag->n_fails > before)
-      dr__agent_report_failure(ag, &ag->fails[ag->n_fails - 1]);
-  }
+      w->signal != ag->stop.sig && w->signal != SIGCONT)
+    dr__agent_worker_failed(ag, w);
   if (ag->state == DR_AG_STOPPING && all_stopped(ag))
     stop_done(ag);
 }
@@ -239,20 +158,18 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
     int code = config                              ? DR_EXIT_CONFIG
                : rc == -EAGAIN || rc == -ENOMEM    ? DR_EXIT_NOMEM
                                                    : 1;
-    dr_failure_rec_t *f = dr__agent_new_failure(
-        ag, ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0, 0);
-    if (f != NULL) {
-      f->exit_code = code;
-      f->kind = DR_FAIL_START;
-      snprintf(f->message, sizeof(f->message), "cannot start '%s': %s%s",
-               ag->cfg->prog_argv[0],
-               ag->spawn_stage == DR_SPAWN_FORK ? "fork() failed: " : "",
-               dr_strerror(rc));
-      dr__agent_report_failure(ag, f);
-    }
+    dr_failure_rec_t d;
+    memset(&d, 0, sizeof(d));
+    d.local_rank = ag->spawn_failed >= 0 ? (uint32_t)ag->spawn_failed : 0;
+    d.exit_code = code;
+    d.kind = DR_FAIL_START;
+    snprintf(d.message, sizeof(d.message), "cannot start '%s': %s%s",
+             ag->cfg->prog_argv[0],
+             ag->spawn_stage == DR_SPAWN_FORK ? "fork() failed: " : "",
+             dr_strerror(rc));
+    dr__agent_local_failure(ag, &d);
     if (config)
       dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
-    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
   }
 }
 
@@ -446,7 +363,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   /* Handled now (or, when not listed, their default action applies). */
   dr_agent_release_early_signals();
 
-  if (dr__hang_start(ag) != 0)
+  if (dr__hang_start(ag, dr__agent_hang_verdict) != 0)
     DR_SAY(DR_LOG_WARN, "out of memory: --hang-timeout is not watched");
   ag->start_ms = uv_now(&ag->loop);
   if (dr__agent_session_start(ag) != 0) {

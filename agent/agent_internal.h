@@ -315,15 +315,27 @@ void dr__agent_finish(dr_agent_t *ag);
 /* An assignment while joining (*a is taken over): start the generation's
  * workers. */
 void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a);
-void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
-/* A new failure record of this generation for local rank lr (pid 0 when
- * it never ran), or NULL when the list is full. */
-dr_failure_rec_t *dr__agent_new_failure(dr_agent_t *ag, uint32_t lr, pid_t pid);
 
 /* hang.c: --hang-timeout's watch of the local workers: progress reports,
- * CPU time and GPU use, the culprit, and every rank's stack. Starts
- * ag->hang_timer when the option is set: 0, or -ENOMEM. */
-int dr__hang_start(dr_agent_t *ag);
+ * CPU time and GPU use, the culprit, and every rank's stack. */
+
+/* The watch's verdict: local rank local_rank is hung. kind: DR_FAIL_HANG,
+ * or DR_FAIL_HANG_WAIT when the rank is named only because it waited
+ * longest (its culprit may be on another node, whose agent names it).
+ * message: the verdict and where this node's ranks are, within
+ * DR_FAILURE_MSG_MAX bytes. */
+typedef struct {
+  uint32_t local_rank;
+  dr_fail_kind_t kind;
+  const char *message;
+} dr_hang_verdict_t;
+
+/* Called on the loop with a verdict, borrowed until it returns; the watch
+ * has said it and written the stacks, and does nothing else about it. */
+typedef void (*dr_hang_verdict_cb)(dr_agent_t *ag, const dr_hang_verdict_t *v);
+
+/* Starts ag->hang_timer when the option is set: 0, or -ENOMEM. */
+int dr__hang_start(dr_agent_t *ag, dr_hang_verdict_cb on_verdict);
 /* The group is stopped or restarted by the server while some local rank
  * is stalled and its stacks are taken: says where this node's ranks are
  * and keeps their stacks, as a verdict would (the culprit was named on
@@ -331,6 +343,26 @@ int dr__hang_start(dr_agent_t *ag);
 void dr__hang_tell(dr_agent_t *ag);
 /* After the loop has ended: frees the watch. */
 void dr__hang_free(dr_agent_t *ag);
+
+/* agent_failure.c: a failure of a local rank. */
+/* The one entry for a local failure (a worker's exit, a start that failed,
+ * a hang verdict): records d for the failure summary (its local rank, pid,
+ * exit code, signal, core dump, kind and message; the time, node rank and
+ * global rank are filled in here), reports it to the server and stops the
+ * local workers (nothing more while they are stopping already). Beyond the
+ * generation's list of failures, it only stops them. */
+void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d);
+/* Worker w has exited on its own (a code or a signal): its failure, with
+ * its error file's message or its last stderr lines, said first when it
+ * starts the stop. */
+void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w);
+/* The hang watch's verdict (a dr_hang_verdict_cb): a failure with exit
+ * code 4, as a worker's own timeout would be. */
+void dr__agent_hang_verdict(dr_agent_t *ag, const dr_hang_verdict_t *v);
+/* Sends failure record f to the server (the last whole lines of its
+ * message within DR_FAILURE_MSG_MAX bytes) and writes its event; again for
+ * every record on resuming (agent_session.c). */
+void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
 
 /* agent_session.c: the session with the rendezvous server. */
 /* Connects and starts the heartbeats: 0, or -1 (said on stderr). */

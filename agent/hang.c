@@ -4,8 +4,8 @@
  * is to blame. Once a rank has stalled, every local rank's stack is taken
  * (off the loop, on libuv's thread pool) before the verdict: the stacks
  * help name the culprit, and go to the failure summary and to stack.txt
- * beside the rank's logs. The verdict is a failure with exit code 4, as a
- * worker's own timeout would be. */
+ * beside the rank's logs. The verdict goes to the agent, which acts on
+ * it. */
 #include "agent_internal.h"
 
 #include <errno.h>
@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "events.h"
-#include "exit_codes.h"
 #include "log.h"
 #include "nvml.h"
 #include "pgstat.h"
@@ -43,6 +42,7 @@ typedef struct {
 
 struct dr_hang {
   dr_agent_t *ag;
+  dr_hang_verdict_cb on_verdict;
   dr_stall_cfg_t cfg;
   uint32_t n;
   hang_rank_t *r;
@@ -269,43 +269,42 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   say_where(h, "", dir, sizeof(dir), tools, sizeof(tools), groups,
             sizeof(groups));
 
-  dr_failure_rec_t *f = dr__agent_new_failure(ag, w->local_rank, w->pid);
-  if (f != NULL) {
-    f->exit_code = DR_EXIT_TIMEOUT;
-    /* A rank named only because it waited longest may wait for a culprit
-     * on another node, whose agent names it: the server holds this. */
-    f->kind = vd->why == DR_WHY_WAITED ? DR_FAIL_HANG_WAIT : DR_FAIL_HANG;
-    char indented[1300];
-    size_t o = 0;
-    indented[0] = '\0';
-    for (const char *p = groups; *p != '\0' && o + 4 < sizeof(indented);) {
-      size_t len = strcspn(p, "\n");
-      o += (size_t)snprintf(indented + o, sizeof(indented) - o, "\n  %.*s",
-                            (int)len, p);
-      p += len + (p[len] == '\n');
-    }
-    int k = snprintf(f->message, sizeof(f->message), "%s\nwhere the ranks "
-                     "of this node are (%s):%s%s%s%s", first, tools, indented,
-                     dir[0] != '\0' ? "\nfull stacks: " : "", dir,
-                     dir[0] != '\0' ? "/<rank>/stack.txt" : "");
-    /* The server keeps the last 1000 bytes of a message: the verdict
-     * itself must be among them. */
-    if (k < 0 || k > 1000)
-      snprintf(f->message, sizeof(f->message), "%s\nat %s (%s)", first,
-               st != NULL && st->where[0] ? st->where : "an unknown place",
-               tools);
-    char esc[1500], esc2[600];
-    dr_events_emit(ag->events, "hang",
-                   ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
-                   "\"why\":\"%s\",\"where\":\"%s\",\"groups\":\"%s\"",
-                   (unsigned long long)ag->asg.gen, w->rank, w->local_rank,
-                   (int)w->pid, dr_stall_why_text(vd->why),
-                   dr_json_escape(st != NULL ? st->where : "", esc2,
-                                  sizeof(esc2)),
-                   dr_json_escape(groups, esc, sizeof(esc)));
-    dr__agent_report_failure(ag, f);
+  char indented[1300];
+  size_t o = 0;
+  indented[0] = '\0';
+  for (const char *p = groups; *p != '\0' && o + 4 < sizeof(indented);) {
+    size_t len = strcspn(p, "\n");
+    o += (size_t)snprintf(indented + o, sizeof(indented) - o, "\n  %.*s",
+                          (int)len, p);
+    p += len + (p[len] == '\n');
   }
-  dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+  char message[sizeof(((dr_failure_rec_t *)0)->message)];
+  int k = snprintf(message, sizeof(message), "%s\nwhere the ranks of this "
+                   "node are (%s):%s%s%s%s", first, tools, indented,
+                   dir[0] != '\0' ? "\nfull stacks: " : "", dir,
+                   dir[0] != '\0' ? "/<rank>/stack.txt" : "");
+  /* The server gets the last DR_FAILURE_MSG_MAX bytes of a message: the
+   * verdict itself must be among them. */
+  if (k < 0 || (size_t)k > DR_FAILURE_MSG_MAX)
+    snprintf(message, sizeof(message), "%s\nat %s (%s)", first,
+             st != NULL && st->where[0] ? st->where : "an unknown place",
+             tools);
+  char esc[1500], esc2[600];
+  dr_events_emit(ag->events, "hang",
+                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
+                 "\"why\":\"%s\",\"where\":\"%s\",\"groups\":\"%s\"",
+                 (unsigned long long)ag->asg.gen, w->rank, w->local_rank,
+                 (int)w->pid, dr_stall_why_text(vd->why),
+                 dr_json_escape(st != NULL ? st->where : "", esc2,
+                                sizeof(esc2)),
+                 dr_json_escape(groups, esc, sizeof(esc)));
+  /* A rank named only because it waited longest may wait for a culprit on
+   * another node, whose agent names it: the server holds this. */
+  dr_hang_verdict_t verdict = {
+      .local_rank = w->local_rank,
+      .kind = vd->why == DR_WHY_WAITED ? DR_FAIL_HANG_WAIT : DR_FAIL_HANG,
+      .message = message};
+  h->on_verdict(ag, &verdict);
 }
 
 /* ---- polling ------------------------------------------------------------- */
@@ -473,7 +472,7 @@ static void tick(struct dr_hang *h) {
       return;
   }
   if (vd.named >= 0)
-    declare(h, &vd); /* stops the group: no further verdict */
+    declare(h, &vd); /* the agent stops the group: no further verdict */
 }
 
 static void on_hang_timer(uv_timer_t *t) {
@@ -482,13 +481,14 @@ static void on_hang_timer(uv_timer_t *t) {
     tick(ag->hang);
 }
 
-int dr__hang_start(dr_agent_t *ag) {
+int dr__hang_start(dr_agent_t *ag, dr_hang_verdict_cb on_verdict) {
   if (ag->o->hang_timeout_ms == 0)
     return 0;
   struct dr_hang *h = calloc(1, sizeof(*h));
   if (h == NULL)
     return -ENOMEM;
   h->ag = ag;
+  h->on_verdict = on_verdict;
   h->n = ag->nproc;
   h->r = calloc(h->n, sizeof(*h->r));
   h->pgids = calloc(h->n, sizeof(*h->pgids));

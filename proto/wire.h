@@ -48,6 +48,10 @@
  * generation's nodes in their ASSIGN, and which a RESUME must carry (see
  * launcher/server/rdzv_core_resume.c). Never printed. */
 #define DR_RESUME_TOKEN_LEN 16u
+/* A FAILURE's message, for users: at most this many bytes. An agent whose
+ * account is longer sends its last whole lines (the last lines matter
+ * most); the server sizes what it writes of a failure to hold it whole. */
+#define DR_FAILURE_MSG_MAX 1000u
 
 /* Schema letters: u = u64; s = short string (max_str); k = store key
  * (max_key); v = store value (max_value); b = blob (max_blob);
@@ -92,6 +96,7 @@
     "clock_offset_us, clock_uncertainty_us, resume_token")                   \
   /* both ways; the server's carries only its tx_us */                       \
   X(HEARTBEAT, 19, "uuuu", "gen, echo_us, echo_rx_us, tx_us")                \
+  /* message: at most DR_FAILURE_MSG_MAX bytes */                            \
   X(FAILURE, 20, "uuuuuuub",                                                 \
     "gen, rank, local_rank, pid, exit_code, signal, kind, message")          \
   X(SUCCESS, 21, "u", "gen")                                                 \

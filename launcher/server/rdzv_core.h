@@ -93,6 +93,14 @@ struct dr_node {
   uint64_t ranks_ms;
 };
 
+/* Room for the server's account of a FAILURE (rdzv_core_live.c), with its
+ * NUL: "rank R (local rank L, pid P) on node N (HOST) DID: " -- 40 bytes of
+ * words, four u32s of up to 10 digits, the node's host, what the rank did
+ * (under 96 bytes) -- and then the message whole. */
+#define DR_RDZV_FAILURE_TEXT_LEN                                             \
+  (40u + 4u * 10u + sizeof(((struct dr_node *)0)->host) + 96u +            \
+   DR_FAILURE_MSG_MAX)
+
 /* A RESUME that a server without the generation's token holds until its
  * resume window ends: what it claims. */
 typedef struct {
@@ -189,7 +197,7 @@ typedef struct {
   int holding;
   uint64_t hold_at;        /* when the hold ends */
   int held_code, held_exit, held_signal;
-  char held_what[1024];
+  char held_what[DR_RDZV_FAILURE_TEXT_LEN];
   /* What the job's status says: since when the state is what it is
    * (forming: since the round's first node joined, 0 while it has none),
    * and a count of the forming round's changes of members. */

@@ -18,7 +18,7 @@
 
 static void describe_failure(const dr_node_t *n, const dr_failure_t *f,
                              char *out, size_t len) {
-  char what[96];
+  char what[96]; /* DR_RDZV_FAILURE_TEXT_LEN counts on this size */
   if (f->signal != 0) {
     const char *name = sigabbrev_np(f->signal);
     snprintf(what, sizeof(what), "was killed by signal SIG%s",
@@ -86,7 +86,7 @@ void dr_rdzv_failure(dr_rdzv_t *r, dr_rdzv_peer_t *p, const dr_failure_t *f,
              "(current %" PRIu64 ")", f->gen, p->addr, r->gen);
     return;
   }
-  char what[1024], esc[1100];
+  char what[DR_RDZV_FAILURE_TEXT_LEN], esc[2 * DR_RDZV_FAILURE_TEXT_LEN];
   r->failures++;
   describe_failure(p->node, f, what, sizeof(what));
   dr__rdzv_event(r, "failure",

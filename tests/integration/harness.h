@@ -133,7 +133,8 @@ typedef struct {
   uint64_t gen;           /* RESTART */
   uint32_t restart_count; /* RESTART */
   int exit_code;          /* STOP */
-  char reason[512];
+  char reason[2048]; /* room for a failure's account with its whole
+                        message (DR_FAILURE_MSG_MAX) */
   double t_ms; /* when it was received (dr_h_now_ms) */
 } dr_h_order_t;
 

@@ -258,6 +258,37 @@ DR_H_TEST(test_waiting_verdict_is_held) {
   }
 }
 
+/* The longest message an agent sends (DR_FAILURE_MSG_MAX bytes) reaches
+ * the nodes whole in the server's account of the failure: its last line,
+ * the one that matters most, is not cut off by the account's prefix. */
+DR_H_TEST(test_longest_message_arrives_whole) {
+  dr_h_start(fx,
+             DR_H_ARGS("--nnodes", "2", "--max-restarts", "3",
+                       "--heartbeat-timeout", HB_OFF),
+             NULL);
+  job_t job;
+  dr_h_join_t *jt[2];
+  dr_h_agent_t ag[2];
+  job_open(fx, &job, 2);
+  job_join(fx, &job, 2, jt);
+  static const char last[] = "\nthe last line";
+  char msg[DR_FAILURE_MSG_MAX + 1];
+  memset(msg, 'x', DR_FAILURE_MSG_MAX);
+  memcpy(msg + DR_FAILURE_MSG_MAX - (sizeof(last) - 1), last,
+         sizeof(last) - 1);
+  msg[DR_FAILURE_MSG_MAX] = '\0';
+  report_failure(job.c[1], job.gen, 3, 11, 0, msg);
+  job_orders(&job, 2, ag);
+  for (int i = 0; i < 2; i++) {
+    const char *r = ag[i].order.reason;
+    size_t len = strlen(r);
+    assert_int_equal(ag[i].order.type, DR_MSG_RESTART);
+    assert_true(strstr(r, "rank 3") != NULL);
+    assert_true(len > DR_FAILURE_MSG_MAX);
+    assert_string_equal(r + len - (sizeof(last) - 1), last);
+  }
+}
+
 DR_H_TEST(test_signal_is_reported_as_128_plus_signal) {
   dr_h_start(fx,
              DR_H_ARGS("--nnodes", "1", "--max-restarts", "0",
@@ -316,6 +347,7 @@ int main(void) {
       T(test_exit_code_2_stops_at_once),
       T(test_hang_verdict_is_not_held),
       T(test_waiting_verdict_is_held),
+      T(test_longest_message_arrives_whole),
       T(test_signal_is_reported_as_128_plus_signal),
       T(test_success_from_all_nodes_ends_job),
 #undef T

@@ -1,0 +1,104 @@
+/* A local failure: a worker that exited on its own, one that could not
+ * start, a rank that --hang-timeout declared hung. Whoever finds one
+ * describes it; one entry records it for the failure summary, reports it
+ * to the server and stops the local workers. */
+#include "agent_internal.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+
+#include "events.h"
+#include "exit_codes.h"
+#include "log.h"
+
+static double wall_now(void) {
+  struct timeval tv;
+  gettimeofday(&tv, NULL);
+  return (double)tv.tv_sec + tv.tv_usec / 1e6;
+}
+
+void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
+  dr_buf_t b;
+  dr_buf_init(&b);
+  dr_failure_t x;
+  x.gen = ag->asg.gen;
+  x.rank = f->rank;
+  x.local_rank = f->local_rank;
+  x.pid = (uint32_t)f->pid;
+  x.exit_code = f->exit_code;
+  x.signal = f->signal;
+  x.kind = f->kind;
+  x.message = dr_str(f->message);
+  if (x.message.len > DR_FAILURE_MSG_MAX) { /* the last lines, whole */
+    x.message.p += x.message.len - DR_FAILURE_MSG_MAX;
+    x.message.len = DR_FAILURE_MSG_MAX;
+    const uint8_t *nl = memchr(x.message.p, '\n', x.message.len - 1);
+    if (nl != NULL) {
+      x.message.len -= (uint32_t)(nl + 1 - x.message.p);
+      x.message.p = nl + 1;
+    }
+  }
+  dr_enc_failure(&b, 0, &x);
+  dr__agent_send(ag, &b);
+  char esc[2100];
+  dr_events_emit(ag->events, "failure",
+                 ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
+                 "\"exit_code\":%d,\"signal\":%d,\"kind\":\"%s\","
+                 "\"message\":\"%s\"",
+                 (unsigned long long)ag->asg.gen, f->rank, f->local_rank,
+                 (int)f->pid, f->exit_code, f->signal,
+                 dr_fail_kind_name(f->kind),
+                 dr_json_escape(f->message, esc, sizeof(esc)));
+}
+
+void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d) {
+  /* The list holds a generation's failures; one beyond it still stops
+   * the group. */
+  if (ag->n_fails < sizeof(ag->fails) / sizeof(ag->fails[0])) {
+    dr_failure_rec_t *f = &ag->fails[ag->n_fails++];
+    *f = *d;
+    f->time = wall_now();
+    f->node_rank = ag->asg.node_rank;
+    f->rank = ag->asg.first_rank + d->local_rank;
+    dr__agent_report_failure(ag, f);
+  }
+  dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+}
+
+void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w) {
+  dr_failure_rec_t d;
+  memset(&d, 0, sizeof(d));
+  d.local_rank = w->local_rank;
+  d.pid = w->pid;
+  d.exit_code = w->exit_code;
+  d.signal = w->signal;
+  d.core_dumped = w->core_dumped;
+  d.kind = w->signal != 0 ? DR_FAIL_SIGNAL : DR_FAIL_EXIT;
+  /* Everything it wrote, first: its stderr's tail is the message, and its
+   * last lines come before the line that says it failed. */
+  dr__workers_drain(w);
+  if (w->error_file[0] == '\0' ||
+      dr_error_file_read(w->error_file, d.message, sizeof(d.message)) != 0)
+    if (w->fwd[1] != NULL)
+      dr_logfwd_tail(w->fwd[1], d.message, sizeof(d.message));
+  if (ag->state == DR_AG_RUNNING) {
+    char what[96];
+    DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) %s; stopping "
+            "the workers of this node", w->rank, w->local_rank,
+            (int)w->pid, dr_failure_what(&d, what, sizeof(what)));
+  }
+  dr__agent_local_failure(ag, &d);
+}
+
+void dr__agent_hang_verdict(dr_agent_t *ag, const dr_hang_verdict_t *v) {
+  dr_failure_rec_t d;
+  memset(&d, 0, sizeof(d));
+  d.local_rank = v->local_rank;
+  d.pid = ag->w[v->local_rank].pid;
+  d.exit_code = DR_EXIT_TIMEOUT; /* as a worker's own timeout would be */
+  d.kind = v->kind;
+  snprintf(d.message, sizeof(d.message), "%s", v->message);
+  dr__agent_local_failure(ag, &d);
+}
