@@ -23,6 +23,7 @@
 #include "progress.h"
 #include "stacks.h"
 #include "stall.h"
+#include "mono.h"
 
 typedef struct {
   pid_t pid;      /* the worker this state is of; 0 before one started */
@@ -78,12 +79,9 @@ static void collect_free(collect_t *c) {
 
 static void collect_work(uv_work_t *req) {
   collect_t *c = req->data;
-  struct timespec a, b;
-  clock_gettime(CLOCK_MONOTONIC, &a);
+  uint64_t t0 = dr_mono_ms();
   dr_stacks_collect_all(c->reqs, c->n, c->timeout_ms, c->out);
-  clock_gettime(CLOCK_MONOTONIC, &b);
-  c->took_ms = (uint64_t)((b.tv_sec - a.tv_sec) * 1000 +
-                          (b.tv_nsec - a.tv_nsec) / 1000000);
+  c->took_ms = dr_mono_ms() - t0;
 }
 
 static void collect_done(uv_work_t *req, int status) {

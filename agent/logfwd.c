@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "mono.h"
 
 /* How long a non-blocking destination may stay full before it is given
  * up (the agent's loop must not stall on a stopped terminal forever). */
@@ -75,12 +76,6 @@ void dr_logfwd_errors(const dr_logfwd_t *f, int *console_err,
   if (file_err != NULL) *file_err = f->err[DEST_FILE];
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Writes all of iov[0..cnt) to fd (iov is consumed). 0 or -errno. */
 static int write_all(int fd, struct iovec *iov, int cnt) {
   int64_t deadline = -1;
@@ -95,7 +90,7 @@ static int write_all(int fd, struct iovec *iov, int cnt) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK) return -errno;
-      int64_t now = now_ms();
+      int64_t now = (int64_t)dr_mono_ms();
       if (deadline < 0) deadline = now + DR__LOGFWD_STALL_MS;
       if (now >= deadline) return -EAGAIN;
       struct pollfd p = {.fd = fd, .events = POLLOUT};

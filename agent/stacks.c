@@ -2,6 +2,7 @@
  * eu-stack, gdb), each bounded by a deadline, else the kernel's view
  * (/proc/PID/stack, /proc/PID/wchan). See stacks.h. */
 #include "stacks.h"
+#include "mono.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,12 +27,6 @@ typedef enum { T_PYSPY, T_EUSTACK, T_GDB, T_KERNEL, T_END } tool_t;
 
 static const char *const tool_names[] = {"py-spy", "eu-stack", "gdb",
                                          "kernel"};
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 /* The tools to try for a program, in order, ending with T_END: the
  * default order, or DDPRUN_STACK_TOOLS's (the kernel's view always last). */
@@ -201,7 +196,7 @@ static int run_tool(const char *path, char *const argv[], uint64_t deadline,
     return rc;
   int eof = 0;
   while (!eof) {
-    uint64_t now = now_ms();
+    uint64_t now = dr_mono_ms();
     if (now >= deadline)
       break;
     struct pollfd p = {.fd = r.fd, .events = POLLIN};
@@ -342,7 +337,7 @@ static int try_tool(tool_t t, pid_t pid, uint64_t deadline, dr_stack_t *s) {
                        "-iex", "set debuginfod enabled off",
                        "-ex", "thread apply all bt", NULL};
   char *const *argv = t == T_PYSPY ? pyspy : t == T_EUSTACK ? eustack : gdb;
-  uint64_t started = now_ms();
+  uint64_t started = dr_mono_ms();
   char stat_path[64];
   snprintf(stat_path, sizeof(stat_path), "/proc/%d/stat", (int)pid);
   char before = task_state(stat_path, NULL, 0);
@@ -356,7 +351,7 @@ static int try_tool(tool_t t, pid_t pid, uint64_t deadline, dr_stack_t *s) {
     if (before != 'T' && before != 't' && (after == 'T' || after == 't'))
       kill(pid, SIGCONT);
     char secs[24];
-    snprintf(secs, sizeof(secs), "%.1f", (double)(now_ms() - started) / 1000);
+    snprintf(secs, sizeof(secs), "%.1f", (double)(dr_mono_ms() - started) / 1000);
     note(s, "%s timed out after %s s", tool_names[t], secs);
     return rc;
   }
@@ -483,7 +478,7 @@ static int collect_one(pid_t pid, int is_python, uint64_t deadline,
     if (order[i] == T_KERNEL)
       return kernel_view(pid, out) == 0 ? 0 : kill(pid, 0) != 0 ? -ESRCH
                                                                 : -ENODATA;
-    if (now_ms() >= deadline) {
+    if (dr_mono_ms() >= deadline) {
       note(out, "no time left for %s%s", tool_names[order[i]], "");
       continue;
     }
@@ -499,7 +494,7 @@ static int collect_one(pid_t pid, int is_python, uint64_t deadline,
 int dr_stacks_collect(pid_t pid, int is_python, int timeout_ms,
                       dr_stack_t *out) {
   return collect_one(pid, is_python,
-                     now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0),
+                     dr_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0),
                      out);
 }
 
@@ -519,7 +514,7 @@ static void *job_main(void *arg) {
 
 size_t dr_stacks_collect_all(const dr_stack_req_t *reqs, size_t n,
                              int timeout_ms, dr_stack_t *out) {
-  uint64_t deadline = now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+  uint64_t deadline = dr_mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
   job_t *jobs = calloc(n > 0 ? n : 1, sizeof(*jobs));
   pthread_t *th = calloc(n > 0 ? n : 1, sizeof(*th));
   size_t got = 0;

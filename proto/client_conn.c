@@ -3,6 +3,7 @@
 
 #include "client_io.h"
 #include "errors.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -41,7 +42,7 @@ static int take_error(dr_client_t *c, const dr_msg_t *m) {
   return e.code;
 }
 
-static int past(int64_t deadline_ms) { return dr__io_now_ms() >= deadline_ms; }
+static int past(int64_t deadline_ms) { return (int64_t)dr_mono_ms() >= deadline_ms; }
 
 /* Reads until one whole frame is buffered; *m borrows from rbuf. The
  * deadline is checked before every read but the first, not only when

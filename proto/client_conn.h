@@ -20,6 +20,7 @@
 #include "client.h"
 #include "session.h"
 #include "wire.h"
+#include "mono.h"
 
 /* A frame the server pushed while a reply was awaited: an owned copy. */
 typedef struct {
@@ -65,7 +66,7 @@ int dr__client_send(dr_client_t *c, int64_t deadline_ms);
  * its next call. */
 int dr__client_request(dr_client_t *c, uint32_t id, uint64_t wait_ms,
                        uint8_t want, dr_msg_t *m);
-/* The same with an absolute deadline (dr__io_now_ms() clock). */
+/* The same with an absolute deadline ((int64_t)dr_mono_ms() clock). */
 int dr__client_request_until(dr_client_t *c, uint32_t id, int64_t deadline,
                              uint8_t want, dr_msg_t *m);
 

@@ -3,6 +3,7 @@
 #include "client_io.h"
 
 #include "errors.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -19,18 +20,10 @@
 #define BACKOFF_FIRST_MS 10
 #define BACKOFF_MAX_MS 1000
 
-int64_t dr__io_now_ms(void) {
-  struct timespec ts;
-  /* CLOCK_MONOTONIC cannot fail on Linux; a zero time keeps callers sane. */
-  if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0)
-    return 0;
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int64_t dr__io_deadline(int64_t a_ms, uint64_t b_ms) {
   /* About 290 million years: far enough to be "never", far from overflow. */
   const int64_t horizon = INT64_MAX / 1024;
-  int64_t t = dr__io_now_ms();
+  int64_t t = (int64_t)dr_mono_ms();
   if (a_ms > 0)
     t += a_ms < horizon ? a_ms : horizon;
   t += b_ms < (uint64_t)horizon ? (int64_t)b_ms : horizon;
@@ -41,7 +34,7 @@ int64_t dr__io_deadline(int64_t a_ms, uint64_t b_ms) {
  * hang-up condition counts as ready: the next call on fd reports it. */
 static int wait_fd(int fd, short events, int64_t deadline_ms) {
   for (;;) {
-    int64_t left = deadline_ms - dr__io_now_ms();
+    int64_t left = deadline_ms - (int64_t)dr_mono_ms();
     if (left < 0)
       left = 0;
     struct pollfd p = {.fd = fd, .events = events, .revents = 0};
@@ -49,7 +42,7 @@ static int wait_fd(int fd, short events, int64_t deadline_ms) {
     if (n > 0)
       return 0;
     if (n == 0) {
-      if (dr__io_now_ms() >= deadline_ms)
+      if ((int64_t)dr_mono_ms() >= deadline_ms)
         return -ETIMEDOUT;
       continue; /* woke before the millisecond ran out */
     }
@@ -173,7 +166,7 @@ int dr__io_connect(const char *host, uint16_t port, int64_t deadline_ms,
     /* Retry while some address may come up; otherwise no wait helps. */
     if (!any_retryable)
       return rc;
-    int64_t now = dr__io_now_ms();
+    int64_t now = (int64_t)dr_mono_ms();
     if (now >= deadline_ms)
       return -ETIMEDOUT;
     sleep_until(now + backoff < deadline_ms ? now + backoff : deadline_ms);

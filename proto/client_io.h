@@ -1,7 +1,7 @@
 /* Socket plumbing of the blocking client, internal to proto/: a monotonic
  * clock, connect with retry, and send/receive bounded by a deadline.
  *
- * Deadlines are absolute times in milliseconds on dr__io_now_ms()'s clock.
+ * Deadlines are absolute times in milliseconds on (int64_t)dr_mono_ms()'s clock.
  * Every function returns 0 or a negative code and never logs.
  */
 #ifndef DR_CLIENT_IO_H
@@ -10,8 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Milliseconds on CLOCK_MONOTONIC. */
-int64_t dr__io_now_ms(void);
+#include "mono.h"
+
 
 /* now + a_ms + b_ms, saturating far below INT64_MAX. */
 int64_t dr__io_deadline(int64_t a_ms, uint64_t b_ms);

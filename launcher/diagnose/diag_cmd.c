@@ -18,6 +18,7 @@
 
 #include "diag_merge.h"
 #include "diag_read.h"
+#include "mono.h"
 
 /* A line on how long reading took, when it took longer than this. */
 #define PROGRESS_SECONDS 1.0
@@ -150,12 +151,6 @@ static int parse(int argc, char **argv, args_t *a) {
   return 0;
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
-
 static int merge(const char *out, const dr_dg_rank_t *ranks, size_t n,
                  size_t max_bytes) {
   double *off = calloc(n, sizeof(double));
@@ -192,16 +187,16 @@ int dr_diagnose_main(int argc, char **argv) {
   dr_dg_set_t set;
   memset(&set, 0, sizeof(set));
   char err[1024] = "";
-  double t0 = now_s();
+  double t0 = (double)dr_mono_ns() / 1e9;
   rc = dr_dg_read_set((const char *const *)a.paths, a.n_paths, a.max_bytes,
                       &set, err, sizeof(err));
   if (rc != 0) {
     fprintf(stderr, "ddprun diagnose: %s\n", err[0] ? err : "cannot read");
     return 2;
   }
-  if (now_s() - t0 > PROGRESS_SECONDS)
+  if ((double)dr_mono_ns() / 1e9 - t0 > PROGRESS_SECONDS)
     fprintf(stderr, "ddprun diagnose: read %zu ranks' traces in %.1f s\n",
-            set.n_ranks, now_s() - t0);
+            set.n_ranks, (double)dr_mono_ns() / 1e9 - t0);
   dr_dg_analysis_t an;
   rc = dr_dg_analyze(set.ranks, set.n_ranks, &a.opt, &an);
   if (rc == 0) {

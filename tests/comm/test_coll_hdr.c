@@ -28,6 +28,7 @@
 
 #include "errors.h"
 #include "pg_internal.h"
+#include "mono.h"
 
 /* ---- the header alone ---------------------------------------------------- */
 
@@ -246,13 +247,13 @@ typedef struct {
 
 static void *side_main(void *arg) {
   side_t *s = arg;
-  uint64_t t0 = dr__now_ns();
+  uint64_t t0 = dr_mono_ns();
   s->w.pg = s->pg;
   s->w.buf = s->w.kind == DR_WORK_ALLGATHER ? s->buf + 150 : s->buf;
   s->w.in = s->buf;
   s->rc = dr__coll_run(s->pg, &s->w, t0 + (uint64_t)TIMEOUT_MS * 1000000u,
                        &s->f);
-  s->took_ns = dr__now_ns() - t0;
+  s->took_ns = dr_mono_ns() - t0;
   return NULL;
 }
 

@@ -20,7 +20,7 @@ import sys
 PROTO = ["proto", "proto/os", "proto/log", "proto/plan"]
 # folder -> the folders whose headers its files may include (itself first)
 ALLOWED = {
-    "proto": ["proto"],
+    "proto": ["proto", "proto/os"],
     "proto/os": ["proto/os", "proto"],
     "proto/log": ["proto/log", "proto/os", "proto"],
     "proto/plan": ["proto/plan", "proto"],

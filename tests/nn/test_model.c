@@ -17,6 +17,7 @@
 #include "errors.h"
 #include "model.h"
 #include "nn_internal.h"
+#include "mono.h"
 
 static dr_model_t *new_model(const dr_model_config_t *cfg) {
   dr_model_t *m = NULL;
@@ -211,7 +212,7 @@ static void on_ready(void *arg, size_t i) {
   event_t *e = &l->ev[l->n++];
   e->ready = 1;
   e->i = i;
-  e->t = dr__now_us();
+  e->t = dr_mono_us();
 }
 
 static void check_backward_order(dr_model_t *m, const dr_batch_t *b,

@@ -24,6 +24,7 @@
  * this order too).
  */
 #include "pg_internal.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -263,7 +264,7 @@ static int run_steps(dr_pg_t *pg, const dr_coll_hdr_t *hdr, uint8_t *buf,
     if (all_shm && pg->spin_ns > 0) {
       /* The peer is usually a few microseconds from its next commit;
        * a short spin saves the futex round trip. */
-      uint64_t now = dr__now_ns();
+      uint64_t now = dr_mono_ns();
       if (spin_until == 0)
         spin_until = now + pg->spin_ns;
       if (now < spin_until) {

@@ -11,6 +11,7 @@
 #include "pg_internal.h"
 
 #include "half.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -21,12 +22,6 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
-
-uint64_t dr__now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void dr__link_init(dr_link_t *l) {
   memset(l, 0, sizeof(*l));
@@ -352,13 +347,13 @@ void dr__pg_peer_failure(dr_pg_t *pg, dr_link_t *l, uint64_t seq,
                          dr_pg_fail_t *f) {
   /* A neighbour that aborted wrote its record before it stopped; give
    * the record a moment to arrive, it names the root cause. */
-  uint64_t until = dr__now_ns() + (uint64_t)DR_PG_ABORT_GRACE_MS * 1000000u;
+  uint64_t until = dr_mono_ns() + (uint64_t)DR_PG_ABORT_GRACE_MS * 1000000u;
   for (;;) {
     if (dr__pg_poll_abort(pg, f))
       return;
     if (l->ctrl_eof || l->ctrl_fd < 0)
       break;
-    uint64_t now = dr__now_ns();
+    uint64_t now = dr_mono_ns();
     if (now >= until)
       break;
     struct pollfd p = {.fd = l->ctrl_fd, .events = POLLIN};
@@ -452,7 +447,7 @@ int dr__pg_wait(dr_pg_t *pg, size_t send_wait, size_t recv_wait,
     dr__pg_peer_failure(pg, l, seq, f);
     return f->code;
   }
-  uint64_t now = dr__now_ns();
+  uint64_t now = dr_mono_ns();
   if (now >= deadline_ns)
     return -ETIMEDOUT;
   uint64_t slice = now + (uint64_t)DR_PG_LIVENESS_MS * 1000000u;

@@ -15,6 +15,7 @@
 
 #include "auth.h"
 #include "errors.h"
+#include "mono.h"
 
 #define DEFAULT_TIMEOUT_MS 300000u
 
@@ -42,7 +43,7 @@ void dr__work_describe(const dr_work_t *w, char *out, size_t out_len) {
            w->seq, size);
 }
 
-static uint64_t now_us(void) { return dr__now_ns() / 1000u; }
+static uint64_t now_us(void) { return dr_mono_ns() / 1000u; }
 
 /* snprintf for messages that may be cut short. */
 __attribute__((format(printf, 3, 4))) static void msgf(char *out, size_t len,
@@ -269,7 +270,7 @@ static void work_run(dr_pg_t *pg, dr_work_t *w) {
   }
   dr_pg_fail_t f;
   memset(&f, 0, sizeof(f));
-  uint64_t deadline = dr__now_ns() + (uint64_t)pg->timeout_ms * 1000000u;
+  uint64_t deadline = dr_mono_ns() + (uint64_t)pg->timeout_ms * 1000000u;
   int rc = dr__coll_run(pg, w, deadline, &f);
   if (rc == 0) {
     work_complete(pg, w, 0, NULL);

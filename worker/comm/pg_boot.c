@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "mono.h"
 
 #define SORT_MAX 1024
 
@@ -57,7 +58,7 @@ int dr__boot_fail(dr_boot_t *b, int code, const char *fmt, ...) {
 }
 
 int dr__boot_remaining_ms(const dr_boot_t *b) {
-  uint64_t now = dr__now_ns();
+  uint64_t now = dr_mono_ns();
   if (now >= b->deadline)
     return 0;
   uint64_t ms = (b->deadline - now + 999999u) / 1000000u;
@@ -326,7 +327,7 @@ int dr__pg_bootstrap(dr_pg_t *pg, const dr_pg_config_t *cfg, char *err,
   b.err_len = err_len;
   b.lfd = -1;
   uint32_t timeout_ms = pg->timeout_ms;
-  b.deadline = dr__now_ns() + (uint64_t)timeout_ms * 1000000u;
+  b.deadline = dr_mono_ns() + (uint64_t)timeout_ms * 1000000u;
   b.inst = atomic_fetch_add(&instances, 1) + 1;
 
   dr_client_opts_t o = {

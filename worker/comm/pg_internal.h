@@ -259,7 +259,6 @@ int dr__coll_hdr_check(const uint8_t peer_bytes[DR_COLL_HDR_BYTES],
 
 /* ---- helpers ----------------------------------------------------------- */
 
-uint64_t dr__now_ns(void);
 /* Little-endian fields of the bootstrap messages and abort records. */
 static inline void dr__put32(uint8_t *p, uint32_t v) {
   for (int i = 0; i < 4; i++)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "mono.h"
 
 #define HELLO_BYTES 48
 #define OFFER_BYTES 256
@@ -87,7 +88,7 @@ static int io_full(int fd, void *buf, size_t n, int writing,
       continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK)
       return -errno;
-    uint64_t now = dr__now_ns();
+    uint64_t now = dr_mono_ns();
     if (now >= deadline_ns)
       return -ETIMEDOUT;
     struct pollfd pfd = {.fd = fd, .events = writing ? POLLOUT : POLLIN};
@@ -247,7 +248,7 @@ static int accept_peer(dr_boot_t *b, uint32_t from, uint32_t kind, int *out) {
                            from, strerror(errno));
     }
     uint8_t h[HELLO_BYTES];
-    uint64_t until = dr__now_ns() + (uint64_t)HELLO_WAIT_MS * 1000000u;
+    uint64_t until = dr_mono_ns() + (uint64_t)HELLO_WAIT_MS * 1000000u;
     if (until > b->deadline)
       until = b->deadline;
     uint8_t diff = 0;

@@ -1,5 +1,6 @@
 /* Waiting on words in shared memory: see shm_wait.h. */
 #include "shm_wait.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -14,12 +15,6 @@
 
 /* The longest a sleeper goes without looking at its peer. */
 #define SLICE_NS 1000000u
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static struct timespec at(uint64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
@@ -89,7 +84,7 @@ static _Atomic int have_waitv = 1;
 int dr_shm_wait(dr_shm_waiter_t *w, int n, uint64_t deadline_ns) {
   if (n <= 0 || n > 8)
     return -EINVAL;
-  uint64_t now = now_ns();
+  uint64_t now = dr_mono_ns();
   if (now >= deadline_ns)
     return -ETIMEDOUT;
   if (atomic_load_explicit(&have_waitv, memory_order_relaxed) != 0) {
@@ -142,8 +137,8 @@ int dr_shm_await(const dr_shm_await_t *a, uint64_t deadline_ns) {
   if (reached(a))
     return 0;
   if (a->spin_ns > 0) {
-    uint64_t spin_end = now_ns() + a->spin_ns;
-    while (now_ns() < spin_end) {
+    uint64_t spin_end = dr_mono_ns() + a->spin_ns;
+    while (dr_mono_ns() < spin_end) {
       dr_shm_relax();
       if (reached(a))
         return 0;
@@ -161,7 +156,7 @@ int dr_shm_await(const dr_shm_await_t *a, uint64_t deadline_ns) {
       atomic_fetch_sub(&a->bell->sleepers, 1);
       return 0;
     }
-    uint64_t now = now_ns();
+    uint64_t now = dr_mono_ns();
     (void)sleep_on(&a->bell->word, v,
                    now + SLICE_NS < deadline_ns ? now + SLICE_NS
                                                 : deadline_ns);
@@ -176,7 +171,7 @@ int dr_shm_await(const dr_shm_await_t *a, uint64_t deadline_ns) {
     int32_t pid = a->pid != NULL ? atomic_load(a->pid) : 0;
     if (pid > 0 && !dr_pid_alive(pid))
       return -ESRCH;
-    if (now_ns() >= deadline_ns)
+    if (dr_mono_ns() >= deadline_ns)
       return -ETIMEDOUT;
   }
 }

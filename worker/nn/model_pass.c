@@ -9,6 +9,7 @@
 
 #include "model_internal.h"
 #include "nn_internal.h"
+#include "mono.h"
 
 typedef struct {
   dr_model_t *m;
@@ -17,11 +18,11 @@ typedef struct {
 
 static inline void span_begin(span_t *s, dr_model_t *m) {
   s->m = m;
-  s->t0 = m->span ? dr__now_us() : 0;
+  s->t0 = m->span ? dr_mono_us() : 0;
 }
 
 static inline void span_end(span_t *s, const char *name) {
-  if (s->m->span) s->m->span(s->m->span_arg, name, s->t0, dr__now_us());
+  if (s->m->span) s->m->span(s->m->span_arg, name, s->t0, dr_mono_us());
 }
 
 /* exp(x) for x <= 0 (softmax arguments after subtracting the row

@@ -20,8 +20,6 @@ uint64_t dr__rng_below(dr_rng_t *r, uint64_t bound);
  * from repeated dr_rng_normal calls). */
 void dr__rng_normal_fill(dr_rng_t *r, float *out, size_t n);
 
-/* CLOCK_MONOTONIC in microseconds. */
-uint64_t dr__now_us(void);
 
 /* CRC-32 (zlib's polynomial 0xEDB88320), continued from crc (0 to start). */
 uint32_t dr__crc32(uint32_t crc, const void *buf, size_t n_bytes);

@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "nn_internal.h"
+#include "mono.h"
 
 static inline uint64_t rotl(uint64_t x, int k) {
   return (x << k) | (x >> (64 - k));
@@ -72,12 +73,6 @@ void dr__rng_normal_fill(dr_rng_t *r, float *out, size_t n) {
     out[i + 1] = rad * sinf(two_pi * u2);
   }
   if (i < n) out[i] = dr_rng_normal(r);
-}
-
-uint64_t dr__now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
 static uint32_t crc_table[256];

@@ -6,6 +6,7 @@
 #include "pg.h"
 #include "shm_seg.h"
 #include "shm_wait.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -60,12 +61,6 @@ struct dr_hostw {
 };
 
 static size_t up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The layout for s: the offsets a header records. */
 static void layout(const dr_hostw_shape_t *s, hdr_t *l, size_t *total) {
@@ -428,7 +423,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
   /* No weight changes before every backward pass is over: a pass reads
    * a layer's weights after it published the layer's gradients. Past
    * this barrier every rank has published every bucket of the round. */
-  uint64_t t0 = now_ns();
+  uint64_t t0 = dr_mono_ns();
   atomic_store(&h->ranks[h->s.rank].bwd, h->round);
   dr_shm_bell_post(&h->h->bell);
   for (uint32_t q = 0; q < W; q++) {
@@ -437,7 +432,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
     if (rc != 0)
       return rc;
   }
-  st->wait_us += (now_ns() - t0) / 1000;
+  st->wait_us += (dr_mono_ns() - t0) / 1000;
   /* A bucket's span starts where this rank began to wait for it (the
    * first one at the end of its backward pass), as a collective run on
    * the waiting thread does: the wait for a slow rank is inside it. */
@@ -458,15 +453,15 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
       }
       xs[q] = arena(h, q) + e->off;
     }
-    uint64_t t1 = now_ns();
+    uint64_t t1 = dr_mono_ns();
     shard(h, m, o, b, xs, step);
-    uint64_t t2 = now_ns();
+    uint64_t t2 = dr_mono_ns();
     st->work_us += (t2 - t1) / 1000;
     h->bucket_us[b][0] = from / 1000;
     h->bucket_us[b][1] = t2 / 1000;
     from = t2;
   }
-  uint64_t t3 = now_ns();
+  uint64_t t3 = dr_mono_ns();
   atomic_store(&h->ranks[h->s.rank].done, h->round);
   dr_shm_bell_post(&h->h->bell);
   for (uint32_t q = 0; q < W; q++) {
@@ -475,7 +470,7 @@ int dr_hostw_step(dr_hostw_t *h, dr_model_t *m, dr_optim_t *o,
     if (rc != 0)
       return rc;
   }
-  st->wait_us += (now_ns() - t3) / 1000;
+  st->wait_us += (dr_mono_ns() - t3) / 1000;
   h->round++;
   return 0;
 }

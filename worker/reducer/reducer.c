@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "errors.h"
+#include "mono.h"
 
 typedef struct {
   size_t base;      /* first element in the reducer's memory */
@@ -48,12 +49,6 @@ struct dr_reducer {
   dr_bucket_times_t *times;
   char desc[512];
 };
-
-static uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 size_t dr_bucket_plan(const size_t *order, size_t n, const size_t *elems,
                       size_t cap_bytes, size_t first_cap_bytes,
@@ -282,7 +277,7 @@ int dr_reducer_begin(dr_reducer_t *r, int sync, char *err, size_t err_len) {
 static void launch(dr_reducer_t *r, size_t i) {
   bucket_t *b = &r->b[i];
   b->launched = 1;
-  uint64_t t = now_us();
+  uint64_t t = dr_mono_us();
   r->times[i].launch_us = t;
   if (r->stats.first_launch_us == 0)
     r->stats.first_launch_us = t;
@@ -316,7 +311,7 @@ void dr_reducer_mark_ready(void *arg, size_t param) {
   r->marked[param] = 1;
   if (r->observing) /* at most n_params: one first mark each */
     r->observed[r->n_observed++] = param;
-  uint64_t t = now_us();
+  uint64_t t = dr_mono_us();
   r->param_ready[param] = t;
   size_t bi = r->bucket_of[param];
   bucket_t *b = &r->b[bi];
@@ -330,7 +325,7 @@ void dr_reducer_mark_ready(void *arg, size_t param) {
 void dr_reducer_end_backward(dr_reducer_t *r) {
   if (!r->sync)
     return;
-  r->stats.backward_end_us = now_us();
+  r->stats.backward_end_us = dr_mono_us();
   /* Every parameter of an MLP is used, so all are ready; launching the
    * rest regardless keeps ranks in step even if one was not. */
   while (r->next_launch < r->nb)

@@ -22,7 +22,7 @@
  * clock_offset_us is there only when the caller gives one (server time =
  * this host's time + offset).
  *
- * Times. Callers pass CLOCK_MONOTONIC microseconds (dr_now_us, the
+ * Times. Callers pass CLOCK_MONOTONIC microseconds (dr_mono_us, the
  * reducer's and the process group's clocks), which measure durations
  * well but mean nothing on another host. The file holds CLOCK_REALTIME
  * microseconds since the epoch, as PyTorch's profiler writes them, so

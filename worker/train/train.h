@@ -83,7 +83,6 @@ typedef struct {
   struct dr_hostw *hostw;    /* --host-weights: the shared copy, or NULL */
 } dr_run_t;
 
-uint64_t dr_now_us(void);
 
 /* train_loop.c: runs steps start .. total_steps - 1. Returns an exit
  * code. */

@@ -17,6 +17,7 @@
 #include "gpu_train.h"
 #include "progress.h"
 #include "train_ckpt.h"
+#include "mono.h"
 
 /* What rank 0 tells the others at start and after each save. */
 typedef struct {
@@ -375,7 +376,7 @@ static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
   if (spans == NULL)
     return dr_train_nomem(r, "the list of a checkpoint's tensors");
   char path[4096], err[4400] = "";
-  uint64_t t0 = dr_now_us();
+  uint64_t t0 = dr_mono_us();
   int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
                          sizeof(path), err, sizeof(err));
   free(spans);
@@ -405,7 +406,7 @@ static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
             exit_note(code, note, sizeof(note)));
     return code;
   }
-  double ms = (dr_now_us() - t0) / 1e3;
+  double ms = (dr_mono_us() - t0) / 1e3;
   if (dr_ckpt_prune(c->ckpt_dir, done, c->ckpt_keep, err, sizeof(err)) < 0)
     fprintf(stderr, "train: rank 0: pruning old checkpoints: %s\n", err);
   fprintf(stdout, "checkpoint step %" PRIu64 " %s (%.1f MiB in %.0f ms)\n",

@@ -13,6 +13,7 @@
  * stop that comes the moment rank 0 exits ends the wait instead of the
  * process, and the rank exits 8 as it said it would. */
 #include "train.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -89,9 +90,9 @@ void dr_train_release_stop(void) {
 
 /* Until SIGTERM (held) or PEER_WAIT_MS. */
 static void wait_for_stop(void) {
-  uint64_t until = dr_now_us() + (uint64_t)PEER_WAIT_MS * 1000u;
+  uint64_t until = dr_mono_us() + (uint64_t)PEER_WAIT_MS * 1000u;
   while (!stop_seen) {
-    uint64_t now = dr_now_us();
+    uint64_t now = dr_mono_us();
     if (now >= until)
       break;
     struct pollfd p = {.fd = stop_pipe[0], .events = POLLIN};

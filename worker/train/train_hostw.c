@@ -5,6 +5,7 @@
 
 #include "host_weights.h"
 #include "train_hostw.h"
+#include "mono.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -157,7 +158,7 @@ int dr_train_hostw_open(dr_run_t *r) {
 int dr_train_hostw_step(dr_run_t *r, uint64_t step, dr_step_time_t *st) {
   dr_hostw_stats_t hs;
   char err[256] = "";
-  uint64_t deadline = dr_now_us() * 1000u +
+  uint64_t deadline = dr_mono_us() * 1000u +
                       (uint64_t)r->pgc.timeout_ms * 1000000u;
   int rc = dr_hostw_step(r->hostw, r->model, r->opt,
                          dr_reducer_n_buckets(r->red), step, deadline, &hs,

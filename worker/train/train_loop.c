@@ -10,18 +10,13 @@
 #include "train_hostw.h"
 #include "train_plan.h"
 #include "train_threads.h"
+#include "mono.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-uint64_t dr_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 /* Averages (loss sum, count) over all ranks. */
 static int global_mean(dr_run_t *r, double sum, double count, double *mean) {
@@ -164,7 +159,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   int rc = dev->step_begin != NULL ? dev->step_begin(r, step) : 0;
   if (rc != 0)
     return rc;
-  dr_step_marks_t m = {.start_us = dr_now_us()};
+  dr_step_marks_t m = {.start_us = dr_mono_us()};
   float scale = (float)r->ls.scale;
   /* A device that runs the step on its own clock compresses there too. */
   const int host_cmp = r->cmp != NULL && !dev->async;
@@ -181,10 +176,10 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   for (uint32_t micro = 0; micro < c->grad_accum; micro++) {
     const uint64_t *idx =
         r->shard + (pos * c->grad_accum + micro) * (uint64_t)c->batch;
-    uint64_t d0 = dr_now_us();
+    uint64_t d0 = dr_mono_us();
     dev->fill(r, idx, c->batch);
     dr_fault_data_delay(r->rank);
-    uint64_t d1 = dr_now_us();
+    uint64_t d1 = dr_mono_us();
     data_us += d1 - d0;
     /* A device that runs the step on its own clock has its spans there;
      * the host's time on the batch goes on a track of its own. */
@@ -198,14 +193,14 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     if ((rc = dev->forward(r, &loss)) != 0)
       return rc;
     loss_sum += loss;
-    m.backward_us = dr_now_us();
+    m.backward_us = dr_mono_us();
     rc = dev->backward(r, scale / (float)c->grad_accum, micro > 0,
                        dr_reducer_mark_ready, r->red);
     if (rc != 0)
       return rc;
   }
   dr_reducer_end_backward(r->red);
-  m.backward_end_us = dr_now_us();
+  m.backward_end_us = dr_mono_us();
   rc = dr_reducer_wait(r->red, err, sizeof(err));
   if (rc != 0) {
     if (dev->abort != NULL)
@@ -219,7 +214,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   dr_step_time_t shared = {0};
   if (r->hostw != NULL && (rc = dr_train_hostw_step(r, step, &shared)) != 0)
     return rc;
-  m.comm_end_us = dr_now_us();
+  m.comm_end_us = dr_mono_us();
   /* Before the weights change. 0 where the loss stays on the device: it
    * is checked when read back. */
   double loss = loss_sum / c->grad_accum;
@@ -227,7 +222,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
     return nonfinite(r, loss, "at", step);
   if (!skip && r->hostw == NULL && (rc = dev->optimize(r, step)) != 0)
     return rc;
-  m.end_us = dr_now_us();
+  m.end_us = dr_mono_us();
   memset(st, 0, sizeof(*st));
   st->data_ms = data_us / 1e3;
   if (!dev->async)
@@ -252,10 +247,10 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   int rc0 = dr_train_threads_open(r);
   if (rc0 != 0)
     return rc0;
-  r->t0_us = dr_now_us();
+  r->t0_us = dr_mono_us();
   for (uint64_t step = start; step < r->total_steps; step++) {
     double loss = 0;
-    dr_train_threads_mark(r, dr_now_us());
+    dr_train_threads_mark(r, dr_mono_us());
     /* This rank's share of the epoch, at its start or, in a run resumed
      * mid-epoch, at the first step: the same sample order either way. */
     if (step % r->steps_per_epoch == 0 || step == start)
@@ -304,7 +299,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     if ((rc = dr_train_preempt_after_step(r, step + 1)) != 0)
       return rc;
   }
-  dr_train_threads_mark(r, dr_now_us());
+  dr_train_threads_mark(r, dr_mono_us());
   return 0;
 }
 

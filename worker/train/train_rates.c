@@ -8,6 +8,7 @@
 
 #include "half.h"
 #include "powersgd.h"
+#include "mono.h"
 
 #define REPS 3
 
@@ -40,7 +41,7 @@ void dr_train_rates(const dr_run_t *r, dr_plan_compress_t *c) {
     q[i] = (float)(i % 13) * 0.1f;
   double best_pass = 0, best_gemm = 0;
   for (int k = 0; k <= REPS; k++) {
-    uint64_t t0 = dr_now_us();
+    uint64_t t0 = dr_mono_us();
     if (r->cmpc.kind == DR_CMP_FP16)
       dr_f32_to_f16_scaled(m, 0.5f, h, n);
     else if (r->cmpc.kind == DR_CMP_BF16)
@@ -48,14 +49,14 @@ void dr_train_rates(const dr_run_t *r, dr_plan_compress_t *c) {
     else
       for (size_t i = 0; i < n; i++)
         e[i] = m[i] * 0.5f + e[i];
-    uint64_t t1 = dr_now_us();
+    uint64_t t1 = dr_mono_us();
     double pass = (double)(t1 - t0) / 1e3;
     if (k > 0 && (best_pass == 0 || pass < best_pass))
       best_pass = pass;
     if (r->cmpc.kind != DR_CMP_POWERSGD || !dr_psgd_worth(rows, cols, R))
       continue;
     dr_psgd_mq(m, rows, cols, q, R, pp);
-    double gemm = (double)(dr_now_us() - t1) / 1e3;
+    double gemm = (double)(dr_mono_us() - t1) / 1e3;
     if (k > 0 && (best_gemm == 0 || gemm < best_gemm))
       best_gemm = gemm;
   }

@@ -8,6 +8,7 @@
 #include "stats.h"
 #include "train_device.h"
 #include "train_threads.h"
+#include "mono.h"
 
 #include <cblas.h>
 #include <stdio.h>
@@ -85,7 +86,7 @@ void dr_report_progress(dr_run_t *r, uint64_t step, double loss, float lr) {
     avg.step_ms += r->times[i].step_ms;
   }
   double n = (double)(step + 1 - from);
-  double elapsed_s = (dr_now_us() - r->t0_us) / 1e6;
+  double elapsed_s = (dr_mono_us() - r->t0_us) / 1e6;
   double per_step = elapsed_s / (double)(step + 1 - r->start_step);
   double eta = per_step * (double)(r->total_steps - step - 1);
   char scale[128] = "";
@@ -255,7 +256,7 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
       return DR_TRAIN_ECONFIG;
     }
   }
-  double total_s = (dr_now_us() - r->t0_us) / 1e6;
+  double total_s = (dr_mono_us() - r->t0_us) / 1e6;
   /* Figures over the steps this run executed (after a resume, fewer). */
   uint64_t ran = r->total_steps - r->start_step;
   double comm = 0, exposed = 0;

@@ -8,12 +8,7 @@
 #include <time.h>
 
 #include "gpu_check.h"
-
-static uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
+#include "mono.h"
 
 /* Spins (yielding) for the first 200 us, when short waits are common and
  * latency matters, then sleeps 50 us between queries. */
@@ -39,7 +34,7 @@ static cudaError_t query_stream(void *obj) {
 
 static int wait_on(const dr_gpu_waiter_t *w, query_fn q, void *obj,
                    const char *what) {
-  uint64_t t0 = now_us();
+  uint64_t t0 = dr_mono_us();
   uint64_t limit = (uint64_t)w->timeout_ms * 1000u;
   unsigned polls = 0;
   for (;;) {
@@ -55,7 +50,7 @@ static int wait_on(const dr_gpu_waiter_t *w, query_fn q, void *obj,
       if (rc != 0)
         return rc;
     }
-    uint64_t waited = now_us() - t0;
+    uint64_t waited = dr_mono_us() - t0;
     if (waited > limit) {
       char msg[160];
       snprintf(msg, sizeof(msg), "not done within %.1f s",

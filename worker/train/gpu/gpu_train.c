@@ -12,6 +12,7 @@
 #include "gpu_scale_internal.h"
 #include "gpu_step_internal.h"
 #include "train_device.h"
+#include "mono.h"
 
 /* LOCAL_RANK and LOCAL_WORLD_SIZE as ddprun sets them (0 and 1 alone). */
 static uint32_t env_u32(const char *name, uint32_t dflt) {
@@ -162,7 +163,7 @@ int dr_gpu_train_open(dr_run_t *r, dr_reducer_config_t *rc) {
   if (record_origin(g) != 0 ||
       dr_gpu_wait_event(&g->waiter, g->ref, "the device clock's origin") != 0)
     return DR_TRAIN_EDEVICE;
-  g->ref_us = dr_now_us();
+  g->ref_us = dr_mono_us();
   dr__gpu_sample_mem(g);
   rc->launch = dr__gpu_launch_bucket;
   rc->launch_arg = r;

@@ -15,6 +15,7 @@
 #include "coll_history.h"
 #include "errors.h"
 #include "gpu_check.h"
+#include "mono.h"
 
 /* Collectives named on stderr in a report (all kept go to the file). */
 #define REPORT_LAST 8
@@ -35,18 +36,6 @@ struct dr_nccl {
 /* The n-th communicator this process creates: the same on every rank
  * when all create them in the same order. */
 static _Atomic uint64_t instances;
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-static uint64_t now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 static void nap(void) {
   struct timespec ts = {0, 100000};
@@ -72,7 +61,7 @@ static int settle(dr_nccl_t *n, uint64_t deadline_ms, const char *what,
                ncclGetLastError(n->comm));
       return DR_GPU_ENCCL;
     }
-    if (now_ms() >= deadline_ms) {
+    if (dr_mono_ms() >= deadline_ms) {
       snprintf(err, err_len, "%s: not done within %.1f s", what,
                n->timeout_ms / 1000.0);
       return DR_GPU_ETIMEOUT;
@@ -94,7 +83,7 @@ static int exchange_id(const dr_pg_config_t *cfg, ncclUniqueId *id,
   }
   if (cfg->world <= 1 || cfg->store_host == NULL)
     return 0;
-  uint64_t now = now_ms();
+  uint64_t now = dr_mono_ms();
   int left_ms = now < deadline_ms ? (int)(deadline_ms - now) : 1;
   dr_client_opts_t o = {
       .host = cfg->store_host,
@@ -126,7 +115,7 @@ static int exchange_id(const dr_pg_config_t *cfg, ncclUniqueId *id,
   } else {
     uint8_t *v = NULL;
     size_t vn = 0;
-    now = now_ms();
+    now = dr_mono_ms();
     rc = dr_client_get(c, cfg->gen, key,
                        now < deadline_ms ? deadline_ms - now : 1, &v, &vn);
     if (rc == 0 && vn != sizeof(id->internal))
@@ -153,7 +142,7 @@ int dr_nccl_unique_id(const dr_pg_config_t *cfg, uint8_t id[DR_NCCL_ID_BYTES],
                       char *err, size_t err_len) {
   ncclUniqueId u;
   memset(&u, 0, sizeof(u));
-  int rc = exchange_id(cfg, &u, now_ms() + cfg->timeout_ms, err, err_len);
+  int rc = exchange_id(cfg, &u, dr_mono_ms() + cfg->timeout_ms, err, err_len);
   if (rc == 0)
     memcpy(id, u.internal, DR_NCCL_ID_BYTES);
   return rc;
@@ -168,7 +157,7 @@ int dr_nccl_init(const dr_pg_config_t *cfg, dr_nccl_t **out, char *err,
   n->rank = cfg->rank;
   n->world = cfg->world > 0 ? cfg->world : 1;
   n->timeout_ms = cfg->timeout_ms;
-  uint64_t deadline = now_ms() + cfg->timeout_ms;
+  uint64_t deadline = dr_mono_ms() + cfg->timeout_ms;
   ncclUniqueId id;
   memset(&id, 0, sizeof(id));
   int rc = exchange_id(cfg, &id, deadline, err, err_len);
@@ -227,7 +216,7 @@ void dr_nccl_report(dr_nccl_t *n, const char *why) {
   n->reported = 1;
   if (!n->broken && n->comm != NULL)
     update_states(n);
-  uint64_t now = now_us();
+  uint64_t now = dr_mono_us();
   char line[1536], path[4096], where[4200] = "";
   dr_coll_history_line(&n->hist, REPORT_LAST, now, line, sizeof(line));
   if (dr_coll_history_path(path, sizeof(path)) == 0) {
@@ -266,7 +255,7 @@ void dr_nccl_destroy(dr_nccl_t **np) {
     char err[256];
     ncclResult_t r = ncclCommFinalize(n->comm);
     int ok = (r == ncclSuccess || r == ncclInProgress) &&
-             settle(n, now_ms() + n->timeout_ms, "NCCL finalize", err,
+             settle(n, dr_mono_ms() + n->timeout_ms, "NCCL finalize", err,
                     sizeof(err)) == 0;
     if (ok)
       ncclCommDestroy(n->comm);
@@ -286,12 +275,12 @@ static int allreduce(dr_nccl_t *n, void *buf, size_t n_elems,
     return DR_GPU_ENCCL;
   size_t slot = dr_coll_history_add(&n->hist, "allreduce",
                                     (uint64_t)n_elems * elem_bytes,
-                                    now_us());
+                                    dr_mono_us());
   NCCL_CHECK(ncclAllReduce(buf, buf, n_elems, t, op, n->comm, s));
   /* A non-blocking communicator may still be enqueueing: the call is
    * complete (on the host) once the state leaves ncclInProgress. */
   char err[512];
-  int rc = settle(n, now_ms() + n->timeout_ms, "ncclAllReduce enqueue", err,
+  int rc = settle(n, dr_mono_ms() + n->timeout_ms, "ncclAllReduce enqueue", err,
                   sizeof(err));
   if (rc != 0) {
     dr__gpu_fail(rc, __FILE__, __LINE__, "ncclAllReduce", err);
