@@ -177,7 +177,6 @@ static void print_ranks(const dr_status_report_t *r) {
   printf("\n");
 }
 
-
 void dr__status_print_table(const dr_status_args_t *a,
                             const dr_status_report_t *r) {
   print_head(a, r);
