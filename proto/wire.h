@@ -30,6 +30,8 @@
  *
  * This module never logs, never exits, and allocates only through the
  * dr_buf_t it is given.
+ *
+ * Long by design: this header is the protocol's documentation, kept whole.
  */
 #ifndef DR_WIRE_H
 #define DR_WIRE_H

@@ -2,7 +2,12 @@
  * fixtures/expect_torch.py and a Python reading of the train fixtures) and
  * on broken ones: every broken input is one line of error, or a partial
  * result whose note says what is missing; never a crash (also run under
- * address+undefined sanitizers). */
+ * address+undefined sanitizers).
+ *
+ * One file, past the few hundred lines of the rule: the project keeps one
+ * cmocka executable per module, and these are the tests of one module,
+ * launcher/diagnose/read/ (the trace readers and the merged-trace writer),
+ * on one fixture. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>

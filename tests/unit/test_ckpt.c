@@ -4,7 +4,11 @@
  * its header records; a directory or FIFO so named passed over), keep-K
  * pruning, temporary files, failures of the writer (a storage that
  * refuses leaves the older files as they were) and the kinds of
- * failures. */
+ * failures.
+ *
+ * One file, past the few hundred lines of the rule: the project keeps one
+ * cmocka executable per module, and these are the tests of one module,
+ * worker/ckpt (ckpt.h), on one fixture of checkpoint files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

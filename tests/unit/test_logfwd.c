@@ -1,5 +1,9 @@
 /* Worker output forwarding: whole prefixed lines, atomic batches, long
- * lines cut, the tail ring, destination errors, the prefix template. */
+ * lines cut, the tail ring, destination errors, the prefix template.
+ *
+ * One file, past the few hundred lines of the rule: the project keeps one
+ * cmocka executable per module, and these are the tests of one module,
+ * agent/logfwd.h, with the capture helpers they all share. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

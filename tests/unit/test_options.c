@@ -1,5 +1,9 @@
 /* The command line: flags in every spelling, PET_ variables, the INI file,
- * their precedence, the checks across flags, --help and --version. */
+ * their precedence, the checks across flags, --help and --version.
+ *
+ * One file, past the few hundred lines of the rule: the project keeps one
+ * cmocka executable per module, and these are the tests of one module,
+ * dr_options, on one fixture (options_fixture.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,8 +1,8 @@
 /* Checkpoint files of `train`: the format, writing with an atomic commit,
  * verification, reading, and the directory's housekeeping. Pure file code
  * (no process group, no model): any program can read a checkpoint by
- * linking ckpt.c, the error table (proto/errors.c) and dr_open_regular
- * (proto/os/fs.c) alone.
+ * linking this folder's ckpt_*.c, the error table (proto/errors.c) and
+ * dr_open_regular (proto/os/fs.c) alone.
  *
  * A checkpoint directory holds one file per checkpoint, named
  * ckpt-<step, 10 digits>.bin. A file is written under a temporary name

@@ -31,7 +31,7 @@ typedef struct {
   uint64_t sched_steps; /* start: the schedule's total_steps from here */
 } verdict_t;
 
-/* The exit code of a failure of ckpt.c: a disk that refuses stops the
+/* The exit code of a failure of ckpt.h: a disk that refuses stops the
  * job (a restart would fail at the same step), memory is its own code,
  * anything else may pass with a restart. */
 static int ckpt_exit_code(int rc) {

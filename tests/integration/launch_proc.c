@@ -1,3 +1,7 @@
+/* The launch harness' processes: ddprun started with a cleaned
+ * environment and its output in files, waited for through pidfds, its
+ * output read and waited for, and its exit asserted. See
+ * launch_harness.h. */
 #include "launch_harness.h"
 
 #include <stdarg.h>
@@ -5,12 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <limits.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,12 +18,11 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "harness_internal.h"
+#include "launch_internal.h"
 
 #if !defined(DR_DDPRUN_PATH) || !defined(DR_PROBE_PATH)
 #error "DR_DDPRUN_PATH and DR_PROBE_PATH must name the binaries under test"
@@ -31,31 +30,10 @@
 
 extern char **environ;
 
-#define DR_L_REAP_MS 10000      /* waiting for a SIGKILLed child */
-#define DR_L_STRAY_WAIT_MS 1500 /* for processes of a test to go */
 #define DR_L_READ_MAX (64u << 20)
 
 const char *dr_l_ddprun_path(void) { return DR_DDPRUN_PATH; }
 const char *dr_l_probe_path(void) { return DR_PROBE_PATH; }
-
-static int pidfd_open_(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-  (void)pid;
-  errno = ENOSYS;
-  return -1;
-#endif
-}
-
-/* Milliseconds left until deadline, rounded up so a poll() does not wake a
- * fraction of a millisecond early and spin. */
-static int ms_left(double deadline) {
-  double left = deadline - dr_h_now_ms();
-  if (left <= 0)
-    return 0;
-  return left > INT_MAX ? INT_MAX : (int)left + 1;
-}
 
 /* ---- files ------------------------------------------------------------- */
 
@@ -114,7 +92,7 @@ size_t dr_l_count_lines(const char *s) {
 
 /* ---- processes --------------------------------------------------------- */
 
-static void reap(dr_l_proc_t *p) {
+void dr__l_reap(dr_l_proc_t *p) {
   int st = 0;
   pid_t r;
   do
@@ -141,13 +119,13 @@ int dr_l_wait_all(dr_l_proc_t *const *p, size_t n, int timeout_ms) {
     }
     if (k == 0)
       return 0;
-    int left = ms_left(deadline);
+    int left = dr__h_ms_left(deadline);
     int r = poll(pfd, k, left);
     if (r < 0 && errno != EINTR)
       return -errno;
     for (size_t i = 0; r > 0 && i < k; i++)
       if (pfd[i].revents != 0)
-        reap(who[i]);
+        dr__l_reap(who[i]);
     if (r == 0 && left == 0)
       return -ETIMEDOUT;
   }
@@ -208,7 +186,7 @@ int dr_l_wait_output(dr_l_proc_t *p, int stream, const char *needle,
       rc = -ECHILD;
       break;
     }
-    int left = ms_left(deadline);
+    int left = dr__h_ms_left(deadline);
     if (left == 0) {
       rc = -ETIMEDOUT;
       break;
@@ -221,7 +199,7 @@ int dr_l_wait_output(dr_l_proc_t *p, int stream, const char *needle,
       }
     }
     if (r > 0 && pfd[1].revents != 0)
-      reap(p); /* one more look at the output, then -ECHILD */
+      dr__l_reap(p); /* one more look at the output, then -ECHILD */
   }
   close(ino);
   return rc;
@@ -391,12 +369,12 @@ dr_l_proc_t *dr_l_ddprun(dr_l_fixture_t *fx, const char *name,
     free(p);
     fail_msg("cannot start %s: %s", DR_DDPRUN_PATH, strerror(-rc));
   }
-  p->pidfd = pidfd_open_(p->pid);
+  p->pidfd = dr__h_pidfd_open(p->pid);
   if (p->pidfd < 0) {
     int err = errno;
     pid_t pid = p->pid;
     kill(pid, SIGKILL);
-    reap(p);
+    dr__l_reap(p);
     free(p);
     fail_msg("pidfd_open(%d) failed: %s", (int)pid, strerror(err));
   }
@@ -404,264 +382,10 @@ dr_l_proc_t *dr_l_ddprun(dr_l_fixture_t *fx, const char *name,
   return p;
 }
 
-static void proc_free(dr_l_proc_t *p) {
+void dr__l_proc_free(dr_l_proc_t *p) {
   if (p->pidfd >= 0)
     close(p->pidfd);
   free(p->out);
   free(p->err);
   free(p);
-}
-
-/* ---- ports ----------------------------------------------------------------
- */
-
-static int bound_socket(uint16_t *port) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
-  struct sockaddr_in sa;
-  memset(&sa, 0, sizeof(sa));
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_ANY);
-  socklen_t len = sizeof(sa);
-  if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-      getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
-
-uint16_t dr_l_free_port(void) {
-  uint16_t port = 0;
-  int fd = bound_socket(&port);
-  if (fd < 0)
-    return 0;
-  close(fd);
-  return port;
-}
-
-uint16_t dr_l_hold_listening_port(dr_l_fixture_t *fx) {
-  assert_true(fx->n_fds < DR_L_MAX_FDS);
-  uint16_t port = 0;
-  int fd = bound_socket(&port);
-  assert_true(fd >= 0);
-  assert_int_equal(listen(fd, 8), 0);
-  fx->fds[fx->n_fds++] = fd;
-  return port;
-}
-
-/* ---- /proc -----------------------------------------------------------------
- */
-
-/* 1 when one of the NUL-separated arguments in buf equals marker. */
-static int has_marker(const char *buf, size_t n, const char *marker) {
-  size_t mlen = strlen(marker);
-  for (size_t i = 0; i < n;) {
-    size_t len = strnlen(buf + i, n - i);
-    if (len == mlen && memcmp(buf + i, marker, mlen) == 0)
-      return 1;
-    i += len + 1;
-  }
-  return 0;
-}
-
-size_t dr_l_marker_pids(const char *marker, pid_t *pids, size_t max) {
-  DIR *d = opendir("/proc");
-  if (d == NULL)
-    return 0;
-  size_t found = 0;
-  pid_t self = getpid();
-  struct dirent *e;
-  char path[64], buf[16384];
-  while ((e = readdir(d)) != NULL) {
-    char *end = NULL;
-    long pid = strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == self)
-      continue;
-    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      continue;
-    ssize_t n = read(fd, buf, sizeof(buf));
-    close(fd);
-    if (n > 0 && has_marker(buf, (size_t)n, marker)) {
-      if (found < max)
-        pids[found] = (pid_t)pid;
-      found++;
-    }
-  }
-  closedir(d);
-  return found;
-}
-
-size_t dr_l_wait_marker_gone(const char *marker, int timeout_ms) {
-  double deadline = dr_h_now_ms() + timeout_ms;
-  pid_t pids[256];
-  for (;;) {
-    size_t n = dr_l_marker_pids(marker, pids, 256);
-    if (n == 0 || ms_left(deadline) == 0)
-      return n;
-    /* Wait for the ones seen to exit, then look again. */
-    for (size_t i = 0; i < n && i < 256; i++) {
-      int fd = pidfd_open_(pids[i]);
-      if (fd < 0)
-        continue;
-      struct pollfd p = {fd, POLLIN, 0};
-      while (poll(&p, 1, ms_left(deadline)) < 0 && errno == EINTR) {
-      }
-      close(fd);
-    }
-  }
-}
-
-/* ---- the fixture ------------------------------------------------------- */
-
-int dr_l_setup(void **state) {
-  static unsigned serial;
-  dr_l_fixture_t *fx = calloc(1, sizeof(*fx));
-  if (fx == NULL)
-    return -1;
-  const char *tmp = getenv("TMPDIR");
-  snprintf(fx->dir, sizeof(fx->dir), "%s/ddprun-ltest-XXXXXX",
-           tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp");
-  if (mkdtemp(fx->dir) == NULL) {
-    fprintf(stderr, "harness: mkdtemp(%s) failed (%s)\n", fx->dir,
-            strerror(errno));
-    free(fx);
-    return -1;
-  }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(fx->marker, sizeof(fx->marker), "ddprun-ltest-%d-%u-%ld",
-           (int)getpid(), serial++, (long)(ts.tv_nsec ^ ts.tv_sec));
-  signal(SIGPIPE, SIG_IGN);
-  *state = fx;
-  return 0;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag,
-                    struct FTW *ftw) {
-  (void)st;
-  (void)flag;
-  (void)ftw;
-  remove(path);
-  return 0;
-}
-
-static int sanitizer_report(const char *text) {
-  return strstr(text, "ERROR: AddressSanitizer") != NULL ||
-         strstr(text, "ERROR: LeakSanitizer") != NULL ||
-         strstr(text, "runtime error:") != NULL ||
-         strstr(text, "WARNING: ThreadSanitizer") != NULL;
-}
-
-int dr_l_teardown(void **state) {
-  dr_l_fixture_t *fx = *state;
-  int rc = 0;
-  for (size_t i = 0; i < fx->n_procs; i++) {
-    dr_l_proc_t *p = fx->procs[i];
-    if (!p->reaped) {
-      if (fx->passed)
-        fprintf(stderr, "harness: %s (pid %d) still running at teardown\n",
-                p->name, (int)p->pid);
-      kill(p->pid, SIGKILL);
-      if (dr_l_wait(p, DR_L_REAP_MS) != 0)
-        reap(p);
-    }
-  }
-  if (fx->srv != NULL && !fx->passed)
-    dr_h_log_dump(dr_h_server_log_path(fx->srv), 60);
-  if (dr_h_server_stop(&fx->srv, 3000) != 0)
-    rc = -1;
-
-  /* Whatever carries the marker now was left behind by ddprun. */
-  size_t left = dr_l_wait_marker_gone(fx->marker, DR_L_STRAY_WAIT_MS);
-  if (left > 0) {
-    pid_t pids[256];
-    size_t n = dr_l_marker_pids(fx->marker, pids, 256);
-    for (size_t i = 0; i < n && i < 256; i++) {
-      fprintf(stderr,
-              "harness: process %d of this test outlived ddprun; "
-              "killing it\n",
-              (int)pids[i]);
-      kill(pids[i], SIGKILL);
-    }
-    dr_l_wait_marker_gone(fx->marker, DR_L_STRAY_WAIT_MS);
-    rc = -1;
-  }
-
-  for (size_t i = 0; i < fx->n_procs; i++) {
-    dr_l_proc_t *p = fx->procs[i];
-    if (sanitizer_report(dr_l_err(p))) {
-      fprintf(stderr, "harness: %s reported a sanitizer error\n", p->name);
-      rc = -1;
-    }
-    if (!fx->passed || rc != 0)
-      dr_l_dump(p);
-    proc_free(p);
-  }
-  for (size_t i = 0; i < fx->n_fds; i++)
-    close(fx->fds[i]);
-  nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-  free(fx);
-  *state = NULL;
-  return rc;
-}
-
-uint16_t dr_l_rdzv(dr_l_fixture_t *fx, const char *const *args) {
-  assert_null(fx->srv);
-  const char *argv[32];
-  size_t n = 0;
-  int has_level = 0;
-  for (size_t i = 0; args != NULL && args[i] != NULL && n < 28; i++) {
-    has_level |= strcmp(args[i], "--log-level") == 0;
-    argv[n++] = args[i];
-  }
-  if (!has_level) {
-    argv[n++] = "--log-level";
-    argv[n++] = "warn";
-  }
-  argv[n] = NULL;
-  int rc = dr_h_server_start(fx->dir, argv, NULL, &fx->srv);
-  if (rc != 0)
-    fail_msg("starting ddprun-rdzv failed: %s", dr_err_name(rc));
-  return dr_h_server_port(fx->srv);
-}
-
-const char *dr_l_path(dr_l_fixture_t *fx, const char *name) {
-  static char path[600];
-  snprintf(path, sizeof(path), "%s/%s", fx->dir, name);
-  return path;
-}
-
-const char *dr_l_write_file(dr_l_fixture_t *fx, const char *name,
-                            const char *content, int mode) {
-  const char *path = dr_l_path(fx, name);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  assert_true(fd >= 0);
-  size_t len = strlen(content);
-  assert_int_equal(write(fd, content, len), (ssize_t)len);
-  close(fd);
-  return path;
-}
-
-int dr_l_main(const char *group, const struct CMUnitTest *tests, size_t n,
-              int argc, char **argv) {
-  if (argc > 2) {
-    fprintf(stderr, "usage: %s [TEST]\n", argv[0]);
-    return 2;
-  }
-  if (argc == 2) {
-    size_t i = 0;
-    while (i < n && strcmp(tests[i].name, argv[1]) != 0)
-      i++;
-    if (i == n) {
-      fprintf(stderr, "%s: no test named '%s'\n", argv[0], argv[1]);
-      return 2;
-    }
-    return _cmocka_run_group_tests(group, &tests[i], 1, NULL, NULL);
-  }
-  return _cmocka_run_group_tests(group, tests, n, NULL, NULL);
 }
