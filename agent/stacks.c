@@ -3,6 +3,7 @@
  * (/proc/PID/stack, /proc/PID/wchan). See stacks.h. */
 #include "stacks.h"
 #include "mono.h"
+#include "grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -154,16 +155,10 @@ static int run_read(run_t *r) {
       keep = MAX_OUTPUT - r->len;
       r->truncated = 1;
     }
-    if (r->len + keep + 1 > r->cap) {
-      size_t cap = r->cap ? r->cap * 2 : 16384;
-      while (cap < r->len + keep + 1)
-        cap *= 2;
-      char *b = realloc(r->buf, cap);
-      if (b == NULL)
-        return 1;
-      r->buf = b;
-      r->cap = cap;
-    }
+    char *b = dr_grow(r->buf, &r->cap, r->len + keep + 1, 1, 16384);
+    if (b == NULL)
+      return 1;
+    r->buf = b;
     memcpy(r->buf + r->len, chunk, keep);
     r->len += keep;
     r->buf[r->len] = '\0';

@@ -15,6 +15,7 @@
 #include "events.h"
 #include "exit_codes.h"
 #include "log.h"
+#include "grow.h"
 
 void dr__rdzv_node_free(dr_node_t *n) {
   if (n->peer != NULL)
@@ -26,14 +27,10 @@ void dr__rdzv_node_free(dr_node_t *n) {
 
 static int list_push(dr_node_t ***arr, size_t *len, size_t *cap,
                      dr_node_t *n) {
-  if (*len == *cap) {
-    size_t nc = *cap != 0 ? *cap * 2 : 16;
-    dr_node_t **p = realloc(*arr, nc * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    *arr = p;
-    *cap = nc;
-  }
+  dr_node_t **p = dr_grow(*arr, cap, *len + 1, sizeof(*p), 16);
+  if (p == NULL)
+    return -ENOMEM;
+  *arr = p;
   (*arr)[(*len)++] = n;
   return 0;
 }

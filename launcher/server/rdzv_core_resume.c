@@ -41,6 +41,7 @@
 #include "errors.h"
 #include "events.h"
 #include "log.h"
+#include "grow.h"
 
 static uint64_t resume_window_ms(const dr_rdzv_t *r) {
   return dr_rdzv_resume_window_ms(r);
@@ -236,14 +237,11 @@ static void resume_known(dr_rdzv_t *r, const dr_claim_t *cl) {
 /* ---- claims held by a server that knows no token ------------------------ */
 
 static int claim_push(dr_rdzv_t *r, const dr_claim_t *cl) {
-  if (r->n_claims == r->cap_claims) {
-    size_t cap = r->cap_claims != 0 ? 2 * r->cap_claims : 16;
-    dr_claim_t *p = realloc(r->claims, cap * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    r->claims = p;
-    r->cap_claims = cap;
-  }
+  dr_claim_t *p = dr_grow(r->claims, &r->cap_claims, r->n_claims + 1,
+                          sizeof(*p), 16);
+  if (p == NULL)
+    return -ENOMEM;
+  r->claims = p;
   r->claims[r->n_claims++] = *cl;
   cl->peer->claiming = 1;
   return 0;

@@ -2,6 +2,7 @@
  * moves once written (blocks that are only added to until the clear), so
  * an order handed out stays valid while more are added. */
 #include "rdzv_internal.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -60,16 +61,13 @@ const char *dr__rdzv_text(dr_rdzv_t *r, const char *fmt, ...) {
 dr_rdzv_order_t *dr__rdzv_order(dr_rdzv_t *r, dr_rdzv_order_kind_t kind,
                                 dr_rdzv_peer_t *peer) {
   static dr_rdzv_order_t lost; /* out of memory: written, never handed out */
-  if (r->n_out == r->cap_out) {
-    size_t cap = r->cap_out != 0 ? 2 * r->cap_out : 64;
-    dr_rdzv_order_t *p = realloc(r->out, cap * sizeof(*p));
-    if (p == NULL) {
-      memset(&lost, 0, sizeof(lost));
-      return &lost;
-    }
-    r->out = p;
-    r->cap_out = cap;
+  dr_rdzv_order_t *p = dr_grow(r->out, &r->cap_out, r->n_out + 1,
+                               sizeof(*p), 64);
+  if (p == NULL) {
+    memset(&lost, 0, sizeof(lost));
+    return &lost;
   }
+  r->out = p;
   dr_rdzv_order_t *o = &r->out[r->n_out++];
   memset(o, 0, sizeof(*o));
   o->kind = kind;

@@ -31,6 +31,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "grow.h"
 
 #define STACKS_WAIT_DEFAULT_MS 10000u
 #define STACKS_WAIT_MIN_MS 100u
@@ -296,14 +297,11 @@ static void job_free(dr_stacks_job_t **jp) {
 }
 
 static int asker_add(dr_stacks_job_t *j, dr_conn_t *c, uint32_t req) {
-  if (j->n_askers == j->cap_askers) {
-    size_t cap = j->cap_askers != 0 ? 2 * j->cap_askers : 4;
-    stk_asker_t *p = realloc(j->askers, cap * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    j->askers = p;
-    j->cap_askers = cap;
-  }
+  stk_asker_t *p = dr_grow(j->askers, &j->cap_askers, j->n_askers + 1,
+                           sizeof(*p), 4);
+  if (p == NULL)
+    return -ENOMEM;
+  j->askers = p;
   j->askers[j->n_askers++] = (stk_asker_t){c, req};
   c->status_waiting++;
   return 0;

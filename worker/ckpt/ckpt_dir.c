@@ -2,6 +2,7 @@
  * the search for the newest valid one, and pruning (old checkpoints and
  * the temporary files of dead writers). */
 #include "ckpt_internal.h"
+#include "grow.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -80,16 +81,12 @@ static int list_steps(const char *dir, int files_only, uint64_t **steps,
     if (!parse_name(e->d_name, 0, &step, NULL) ||
         (files_only && !is_file(d, e)))
       continue;
-    if (*n == cap) {
-      size_t want = cap ? 2 * cap : 16;
-      uint64_t *grown = realloc(*steps, want * sizeof(uint64_t));
-      if (grown == NULL) {
-        rc = -ENOMEM;
-        break;
-      }
-      *steps = grown;
-      cap = want;
+    uint64_t *grown = dr_grow(*steps, &cap, *n + 1, sizeof(uint64_t), 16);
+    if (grown == NULL) {
+      rc = -ENOMEM;
+      break;
     }
+    *steps = grown;
     (*steps)[(*n)++] = step;
   }
   closedir(d);

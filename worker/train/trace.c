@@ -1,5 +1,6 @@
 /* The Chrome trace writer. See trace.h. */
 #include "trace.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -63,17 +64,10 @@ static void path_for(const char *path, uint32_t rank, uint32_t world,
 
 /* Room for n more bytes and TAIL. */
 static int reserve(dr_trace_t *t, size_t n) {
-  size_t need = t->len + n + sizeof(TAIL);
-  if (need <= t->cap)
-    return 0;
-  size_t cap = t->cap > 0 ? t->cap : 4096;
-  while (cap < need)
-    cap *= 2;
-  char *p = realloc(t->buf, cap);
+  char *p = dr_grow(t->buf, &t->cap, t->len + n + sizeof(TAIL), 1, 4096);
   if (p == NULL)
     return -ENOMEM;
   t->buf = p;
-  t->cap = cap;
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "errors.h"
+#include "grow.h"
 
 /* More files than this in one directory is not a job's traces. */
 #define MAX_FILES 65536
@@ -93,16 +94,13 @@ int dr_dg_list_dir(const char *dir, char ***paths, size_t *n,
       rc = -EFBIG;
       break;
     }
-    if (k == cap) {
-      cap = cap > 0 ? cap * 2 : 16;
-      char **q = realloc(v, cap * sizeof(*q));
-      if (q == NULL) {
-        free(p);
-        rc = -ENOMEM;
-        break;
-      }
-      v = q;
+    char **q = dr_grow(v, &cap, k + 1, sizeof(*q), 16);
+    if (q == NULL) {
+      free(p);
+      rc = -ENOMEM;
+      break;
     }
+    v = q;
     v[k++] = p;
   }
   closedir(d);

@@ -25,6 +25,7 @@
  *   pass; every other collective has -1.
  */
 #include "diag_read_internal.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,14 +38,10 @@ int dr__build_span(dr__build_t *b, int role, double t0, double dur,
   double t1 = t0 + dur;
   if (!isfinite(t0) || !isfinite(t1) || !(dur >= 0))
     return 0;
-  if (b->n == b->cap) {
-    size_t cap = b->cap > 0 ? b->cap * 2 : 256;
-    dr__span_t *p = realloc(b->sp, cap * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    b->sp = p;
-    b->cap = cap;
-  }
+  dr__span_t *p = dr_grow(b->sp, &b->cap, b->n + 1, sizeof(*p), 256);
+  if (p == NULL)
+    return -ENOMEM;
+  b->sp = p;
   b->sp[b->n++] = (dr__span_t){t0, t1, dur, aux, role};
   return 0;
 }

@@ -54,6 +54,7 @@
  * or the gloo event's input), times its element size.
  */
 #include "diag_read_internal.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -81,14 +82,10 @@ typedef struct {
 } ops_t;
 
 static int add(ops_t *o, const op_t *x) {
-  if (o->n == o->cap) {
-    size_t cap = o->cap > 0 ? o->cap * 2 : 64;
-    op_t *p = realloc(o->v, cap * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    o->v = p;
-    o->cap = cap;
-  }
+  op_t *p = dr_grow(o->v, &o->cap, o->n + 1, sizeof(*p), 64);
+  if (p == NULL)
+    return -ENOMEM;
+  o->v = p;
   o->v[o->n++] = *x;
   return 0;
 }

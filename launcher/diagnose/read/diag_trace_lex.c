@@ -2,6 +2,7 @@
  * the walk that both the readers and the merge writer use, and the
  * envelopes the readers keep. */
 #include "diag_read_internal.h"
+#include "grow.h"
 
 #include <errno.h>
 #include <math.h>
@@ -70,14 +71,10 @@ static int walk_event(dr__js_t *js, members_t *mb, dr__event_cb cb,
     if (rc != 0)
       return rc;
     m.val_len = (size_t)(js->p - m.val);
-    if (n == mb->cap) {
-      size_t cap = mb->cap > 0 ? mb->cap * 2 : 16;
-      dr__member_t *p = realloc(mb->m, cap * sizeof(*p));
-      if (p == NULL)
-        return -ENOMEM;
-      mb->m = p;
-      mb->cap = cap;
-    }
+    dr__member_t *p = dr_grow(mb->m, &mb->cap, n + 1, sizeof(*p), 16);
+    if (p == NULL)
+      return -ENOMEM;
+    mb->m = p;
     mb->m[n++] = m;
   }
   return cb(arg, s, (size_t)(js->p - s), mb->m, n);
@@ -219,14 +216,11 @@ static uint64_t fnv1a(const char *s, size_t n) {
 static char *arena_copy(dr__intern_t *in, const char *s, size_t n) {
   if (n + 1 > in->chunk_left) {
     size_t sz = n + 1 > 65536 ? n + 1 : 65536;
-    if (in->n_blocks == in->cap_blocks) {
-      size_t cap = in->cap_blocks > 0 ? in->cap_blocks * 2 : 16;
-      char **b = realloc(in->blocks, cap * sizeof(*b));
-      if (b == NULL)
-        return NULL;
-      in->blocks = b;
-      in->cap_blocks = cap;
-    }
+    char **b = dr_grow(in->blocks, &in->cap_blocks, in->n_blocks + 1,
+                       sizeof(*b), 16);
+    if (b == NULL)
+      return NULL;
+    in->blocks = b;
     char *c = malloc(sz);
     if (c == NULL)
       return NULL;
@@ -422,14 +416,10 @@ static int out_of_range(lex_t *lx, size_t index, const char *name,
 }
 
 static int push(dr__trace_t *t, const dr__ev_t *e) {
-  if (t->n_ev == t->cap_ev) {
-    size_t cap = t->cap_ev > 0 ? t->cap_ev * 2 : 1024;
-    dr__ev_t *p = realloc(t->ev, cap * sizeof(*p));
-    if (p == NULL)
-      return -ENOMEM;
-    t->ev = p;
-    t->cap_ev = cap;
-  }
+  dr__ev_t *p = dr_grow(t->ev, &t->cap_ev, t->n_ev + 1, sizeof(*p), 1024);
+  if (p == NULL)
+    return -ENOMEM;
+  t->ev = p;
   t->ev[t->n_ev++] = *e;
   return 0;
 }
