@@ -79,26 +79,25 @@ static const dr_flag_t *find_long(const dr_flags_t *spec, const char *a,
   const dr_flag_t *row = len > 0 ? dr_flags_find(spec, name, len, 0) : NULL;
   char opt[DR_FLAGS_QUOTE_MAX + 1], q[DR_FLAGS_QUOTE_LEN];
   snprintf(opt, sizeof(opt), "%.*s", (int)(len + 2), a);
-  if (row != NULL || len == 0 || !(spec->mode & DR_FLAGS_PREFIXES))
-    goto done;
-  char matches[256] = "";
-  size_t n = 0;
-  for (size_t i = 0; i < spec->n_rows; i++) {
-    const dr_flag_t *r = &spec->rows[i];
-    if (common_len(r->name, name, len, 0) != len)
-      continue;
-    row = r;
-    size_t at = strlen(matches);
-    snprintf(matches + at, sizeof(matches) - at, "%s--%s", n > 0 ? ", " : "",
-             r->name);
-    n++;
+  if (row == NULL && len > 0 && (spec->mode & DR_FLAGS_PREFIXES)) {
+    char matches[256] = "";
+    size_t n = 0;
+    for (size_t i = 0; i < spec->n_rows; i++) {
+      const dr_flag_t *r = &spec->rows[i];
+      if (common_len(r->name, name, len, 0) != len)
+        continue;
+      row = r;
+      size_t at = strlen(matches);
+      snprintf(matches + at, sizeof(matches) - at, "%s--%s",
+               n++ > 0 ? ", " : "", r->name);
+    }
+    if (n > 1) {
+      dr_flags_fail(err, err_len,
+                    "option '%s' is ambiguous (%s); see %s --help",
+                    dr_flags_quote(opt, q), matches, spec->prog);
+      return NULL;
+    }
   }
-  if (n > 1) {
-    dr_flags_fail(err, err_len, "option '%s' is ambiguous (%s); see %s --help",
-                  dr_flags_quote(opt, q), matches, spec->prog);
-    return NULL;
-  }
-done:
   if (row == NULL)
     dr_flags_fail(err, err_len, "unknown option '%s'; see %s --help",
                   dr_flags_quote(opt, q), spec->prog);
@@ -244,6 +243,8 @@ static const char *file_path(const dr_flags_t *spec, char **envp,
   const dr_flag_t *row =
       dr_flags_find(spec, spec->file_row, strlen(spec->file_row), 0);
   const char *path = NULL;
+  if (row == NULL) /* a table without the row it names */
+    return NULL;
   if (spec->env_prefix != NULL && (row->from & DR_FLAG_FROM_ENV)) {
     char name[64];
     env_name(spec->env_prefix, row, name, sizeof(name));
