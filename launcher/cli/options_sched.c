@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_util.h"
 #include "errors.h"
 #include "hostlist.h"
 #include "options_internal.h"
-
-#define MAX_NODES 1000000u
 
 static const char *env_of(char **envp, const char *name) {
   size_t n = strlen(name);
@@ -23,8 +22,7 @@ static const char *env_of(char **envp, const char *name) {
 }
 
 static int given(const dr_options_t *o, const char *name) {
-  const dr__opt_t *row = dr__opt_find(name, strlen(name), 0);
-  return row != NULL && (o->given & (UINT64_C(1) << (row - dr__opt_table)));
+  return dr_flags_given(&dr__opt_flags, o->given, name);
 }
 
 /* A count or rank from the variable var: 0 and *out, or DR_EBADARG. */
@@ -32,11 +30,11 @@ static int env_uint(char **envp, const char *var, uint64_t cap, uint64_t *out,
                     const char *why, char *err, size_t err_len) {
   const char *v = env_of(envp, var);
   if (v == NULL)
-    return dr__opt_fail(err, err_len, "%s is not set; %s", var, why);
-  if (dr__opt_parse_uint(v, strlen(v), cap, out) != 0) {
-    char q[DR__QUOTE_LEN];
-    return dr__opt_fail(err, err_len, "%s '%s' is not a number 0..%" PRIu64,
-                        var, dr__opt_quote(v, q), cap);
+    return dr_flags_fail(err, err_len, "%s is not set; %s", var, why);
+  if (dr_parse_uint(v, strlen(v), cap, out) != 0) {
+    char q[DR_FLAGS_QUOTE_LEN];
+    return dr_flags_fail(err, err_len, "%s '%s' is not a number 0..%" PRIu64,
+                         var, dr_flags_quote(v, q), cap);
   }
   return 0;
 }
@@ -53,7 +51,7 @@ static int set_host(dr_options_t *o, const char *host, char *err,
                     size_t err_len) {
   char *copy = strdup(host);
   if (copy == NULL)
-    return dr__opt_oom(err, err_len);
+    return dr_flags_oom(err, err_len);
   free(o->rdzv_host);
   o->rdzv_host = copy;
   hosted_by_node0(o);
@@ -63,7 +61,7 @@ static int set_host(dr_options_t *o, const char *host, char *err,
 /* The run id from the scheduler, through the --rdzv-id checks. */
 static int set_run_id(dr_options_t *o, const char *var, const char *val,
                       char *err, size_t err_len) {
-  const dr__opt_t *row = dr__opt_find("rdzv-id", 7, 0);
+  const dr_flag_t *row = dr__opt_find("rdzv-id", 7, 0);
   return row->set(o, row, val, var, err, err_len);
 }
 
@@ -74,7 +72,7 @@ static int add_sigusr1(dr_options_t *o, char *err, size_t err_len) {
   size_t n = strlen(o->signals_to_handle) + sizeof(",SIGUSR1");
   char *s = malloc(n);
   if (s == NULL)
-    return dr__opt_oom(err, err_len);
+    return dr_flags_oom(err, err_len);
   snprintf(s, n, "%s,SIGUSR1", o->signals_to_handle);
   free(o->signals_to_handle);
   o->signals_to_handle = s;
@@ -85,10 +83,10 @@ static int from_slurm(dr_options_t *o, char **envp, char *err,
                       size_t err_len) {
   const char *job = env_of(envp, "SLURM_JOB_ID");
   if (job == NULL)
-    return dr__opt_fail(err, err_len,
-                        "--rdzv-backend slurm: SLURM_JOB_ID is not set; run "
-                        "ddprun inside a Slurm job (sbatch, srun), or use "
-                        "--rdzv-backend c10d");
+    return dr_flags_fail(err, err_len,
+                         "--rdzv-backend slurm: SLURM_JOB_ID is not set; run "
+                         "ddprun inside a Slurm job (sbatch, srun), or use "
+                         "--rdzv-backend c10d");
   const char *list = env_of(envp, "SLURM_JOB_NODELIST");
   if (list == NULL)
     list = env_of(envp, "SLURM_NODELIST");
@@ -96,31 +94,31 @@ static int from_slurm(dr_options_t *o, char **envp, char *err,
   size_t n_hosts = 0;
   int rc = 0;
   if (list == NULL)
-    return dr__opt_fail(err, err_len,
-                        "--rdzv-backend slurm: SLURM_JOB_NODELIST is not "
-                        "set; run ddprun through srun in the allocation");
+    return dr_flags_fail(err, err_len,
+                         "--rdzv-backend slurm: SLURM_JOB_NODELIST is not "
+                         "set; run ddprun through srun in the allocation");
   char herr[384];
-  rc = dr_hostlist_expand(list, MAX_NODES, &hosts, &n_hosts, herr,
+  rc = dr_hostlist_expand(list, DR_MAX_NODES, &hosts, &n_hosts, herr,
                           sizeof(herr));
   if (rc == -ENOMEM)
-    return dr__opt_oom(err, err_len);
+    return dr_flags_oom(err, err_len);
   if (rc != 0)
-    return dr__opt_fail(err, err_len, "SLURM_JOB_NODELIST: %s", herr);
+    return dr_flags_fail(err, err_len, "SLURM_JOB_NODELIST: %s", herr);
   if (!given(o, "nnodes")) {
     uint64_t nn = n_hosts;
     if (env_of(envp, "SLURM_NNODES") != NULL)
-      rc = env_uint(envp, "SLURM_NNODES", MAX_NODES, &nn, "", err, err_len);
+      rc = env_uint(envp, "SLURM_NNODES", DR_MAX_NODES, &nn, "", err, err_len);
     if (rc == 0 && (nn == 0 || nn != n_hosts))
-      rc = dr__opt_fail(err, err_len,
-                        "SLURM_NNODES %" PRIu64 " does not match the %zu "
-                        "hosts of SLURM_JOB_NODELIST; give --nnodes",
-                        nn, n_hosts);
+      rc = dr_flags_fail(err, err_len,
+                         "SLURM_NNODES %" PRIu64 " does not match the %zu "
+                         "hosts of SLURM_JOB_NODELIST; give --nnodes",
+                         nn, n_hosts);
     if (rc == 0)
       o->min_nodes = o->max_nodes = (uint32_t)nn;
   }
   if (rc == 0 && !given(o, "node-rank")) {
     uint64_t id = 0;
-    rc = env_uint(envp, "SLURM_NODEID", MAX_NODES - 1, &id,
+    rc = env_uint(envp, "SLURM_NODEID", DR_MAX_NODES - 1, &id,
                   "start one ddprun per node with srun --ntasks-per-node=1, "
                   "or give --node-rank",
                   err, err_len);
@@ -138,16 +136,16 @@ static int from_slurm(dr_options_t *o, char **envp, char *err,
 
 static int from_k8s(dr_options_t *o, char **envp, char *err, size_t err_len) {
   uint64_t index = 0;
-  int rc = env_uint(envp, "JOB_COMPLETION_INDEX", MAX_NODES - 1, &index,
+  int rc = env_uint(envp, "JOB_COMPLETION_INDEX", DR_MAX_NODES - 1, &index,
                     "--rdzv-backend k8s runs in the pods of an Indexed Job "
                     "(completionMode: Indexed)",
                     err, err_len);
   if (rc != 0)
     return rc;
   if (!given(o, "nnodes"))
-    return dr__opt_fail(err, err_len,
-                        "--rdzv-backend k8s needs --nnodes (the Job's "
-                        "completions; PET_NNODES in the pod spec)");
+    return dr_flags_fail(err, err_len,
+                         "--rdzv-backend k8s needs --nnodes (the Job's "
+                         "completions; PET_NNODES in the pod spec)");
   if (!given(o, "node-rank"))
     o->node_rank = (int64_t)index;
   /* The Job's name: DDPRUN_K8S_JOB, else the pod's host name, which an
@@ -167,22 +165,22 @@ static int from_k8s(dr_options_t *o, char **envp, char *err, size_t err_len) {
   if (!given(o, "rdzv-endpoint")) {
     const char *svc = env_of(envp, "DDPRUN_K8S_SERVICE");
     if (svc == NULL)
-      return dr__opt_fail(err, err_len,
-                          "--rdzv-backend k8s: DDPRUN_K8S_SERVICE is not "
-                          "set; set it to the Job's headless Service (the "
-                          "pods' subdomain), or give --rdzv-endpoint");
+      return dr_flags_fail(err, err_len,
+                           "--rdzv-backend k8s: DDPRUN_K8S_SERVICE is not "
+                           "set; set it to the Job's headless Service (the "
+                           "pods' subdomain), or give --rdzv-endpoint");
     if (job == NULL)
-      return dr__opt_fail(err, err_len,
-                          "--rdzv-backend k8s: cannot tell the Job's name: "
-                          "HOSTNAME does not end in -%" PRIu64 " "
-                          "(JOB_COMPLETION_INDEX); set DDPRUN_K8S_JOB",
-                          index);
+      return dr_flags_fail(err, err_len,
+                           "--rdzv-backend k8s: cannot tell the Job's name: "
+                           "HOSTNAME does not end in -%" PRIu64 " "
+                           "(JOB_COMPLETION_INDEX); set DDPRUN_K8S_JOB",
+                           index);
     char host[600];
     int n = snprintf(host, sizeof(host), "%.*s-0.%s", (int)job_len, job, svc);
-    const dr__opt_t *row = dr__opt_find("rdzv-endpoint", 13, 0);
+    const dr_flag_t *row = dr__opt_find("rdzv-endpoint", 13, 0);
     /* Through the endpoint's own checks: a bad name fails here. */
     if (n < 0 || (size_t)n >= sizeof(host))
-      return dr__opt_fail(err, err_len, "DDPRUN_K8S_SERVICE is too long");
+      return dr_flags_fail(err, err_len, "DDPRUN_K8S_SERVICE is too long");
     rc = row->set(o, row, host, "the endpoint from DDPRUN_K8S_SERVICE", err,
                   err_len);
     if (rc != 0)
@@ -229,10 +227,10 @@ int dr__sched_apply(dr_options_t *o, char **envp, char *err, size_t err_len) {
   }
   int slurm = o->rdzv_backend == DR_RDZV_SLURM;
   if (o->standalone)
-    return dr__opt_fail(err, err_len,
-                        "--standalone runs without a scheduler; drop "
-                        "--rdzv-backend %s",
-                        slurm ? "slurm" : "k8s");
+    return dr_flags_fail(err, err_len,
+                         "--standalone runs without a scheduler; drop "
+                         "--rdzv-backend %s",
+                         slurm ? "slurm" : "k8s");
   int rc = slurm ? from_slurm(o, envp, err, err_len)
                  : from_k8s(o, envp, err, err_len);
   if (rc != 0)

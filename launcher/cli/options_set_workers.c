@@ -1,22 +1,26 @@
 /* The value parsers behind the rows of options_table.c for the workers:
  * their output streams, console filter and prefix, signals and binding. */
 #include <ctype.h>
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "cli_util.h"
+#include "errors.h"
 #include "log.h"
 #include "options_internal.h"
 
-int dr__set_std(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_std(void *dst, const dr_flag_t *row, const char *val,
                 const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   dr_std_spec_t *out = (dr_std_spec_t *)((char *)o + row->off);
   dr_std_spec_t spec; /* copied to *out only once the value is valid */
   memset(&spec, 0, sizeof(spec));
   uint64_t v;
   if (strchr(val, ':') == NULL) {
-    if (dr__opt_parse_uint(val, strlen(val), DR_STD_ALL, &v) != 0)
+    if (dr_parse_uint(val, strlen(val), DR_STD_ALL, &v) != 0)
       FAIL("must be 0 (none), 1 (stdout), 2 (stderr), 3 (both), or "
            "LOCAL_RANK:MASK pairs such as 0:3,1:2");
     spec.default_mask = (uint8_t)v;
@@ -30,9 +34,9 @@ int dr__set_std(dr_options_t *o, const dr__opt_t *row, const char *val,
     const char *colon = memchr(p, ':', len);
     uint64_t lr;
     if (colon == NULL ||
-        dr__opt_parse_uint(p, (size_t)(colon - p), UINT32_MAX, &lr) != 0 ||
-        dr__opt_parse_uint(colon + 1, len - (size_t)(colon - p) - 1, DR_STD_ALL,
-                           &v) != 0)
+        dr_parse_uint(p, (size_t)(colon - p), UINT32_MAX, &lr) != 0 ||
+        dr_parse_uint(colon + 1, len - (size_t)(colon - p) - 1, DR_STD_ALL,
+                      &v) != 0)
       FAIL("'%.*s' is not LOCAL_RANK:MASK with MASK 0-3 (0 none, 1 stdout, "
            "2 stderr, 3 both)",
            (int)len, p);
@@ -51,16 +55,17 @@ int dr__set_std(dr_options_t *o, const dr__opt_t *row, const char *val,
   return 0;
 }
 
-int dr__set_ranks_filter(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_ranks_filter(void *dst, const dr_flag_t *row, const char *val,
                          const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   const char *p = val;
   while (*p != '\0') {
     size_t len = strcspn(p, ",");
     uint64_t lr;
-    int rc = dr__opt_parse_uint(p, len, DR_MAX_LOCAL - 1, &lr);
-    if (rc < 0)
+    int rc = dr_parse_uint(p, len, DR_MAX_LOCAL - 1, &lr);
+    if (rc == DR_EBADARG)
       FAIL("must be local ranks separated by commas, such as 0,2");
-    if (rc > 0)
+    if (rc == -ERANGE)
       FAIL("local rank '%.*s' is above the limit of %u", (int)len, p,
            DR_MAX_LOCAL - 1);
     p += len;
@@ -71,12 +76,13 @@ int dr__set_ranks_filter(dr_options_t *o, const dr__opt_t *row, const char *val,
     }
   }
   /* An empty filter shows every rank, as when it is not given. */
-  return dr__opt_replace_str(&o->local_ranks_filter,
-                             val[0] != '\0' ? val : NULL, err, err_len);
+  return dr_flags_replace_str(&o->local_ranks_filter,
+                              val[0] != '\0' ? val : NULL, err, err_len);
 }
 
-int dr__set_template(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_template(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   static const char *const names[] = {"rank", "local_rank", "role_name",
                                       "host"};
   for (const char *p = strstr(val, "${"); p != NULL; p = strstr(p, "${")) {
@@ -93,7 +99,7 @@ int dr__set_template(dr_options_t *o, const dr__opt_t *row, const char *val,
            (int)(len + 3), p);
     p = close + 1;
   }
-  return dr__opt_replace_str(&o->log_prefix_template, val, err, err_len);
+  return dr_flags_replace_str(&o->log_prefix_template, val, err, err_len);
 }
 
 static const char *const signal_names[] = {
@@ -102,8 +108,9 @@ static const char *const signal_names[] = {
     "CHLD", "CONT",   "TSTP", "TTIN",  "TTOU", "URG",  "XCPU",
     "XFSZ", "VTALRM", "PROF", "WINCH", "IO",   "PWR",  "SYS"};
 
-int dr__set_signals(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_signals(void *dst, const dr_flag_t *row, const char *val,
                     const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   const size_t n_names = sizeof(signal_names) / sizeof(signal_names[0]);
   /* The canonical list, "SIGTERM,SIGUSR1", each signal once. */
   char out[sizeof(signal_names) / sizeof(signal_names[0]) * 10];
@@ -144,11 +151,12 @@ int dr__set_signals(dr_options_t *o, const dr__opt_t *row, const char *val,
       break;
     p++;
   }
-  return dr__opt_replace_str(&o->signals_to_handle, out, err, err_len);
+  return dr_flags_replace_str(&o->signals_to_handle, out, err, err_len);
 }
 
-int dr__set_gpu_bind(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_gpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   if (strcmp(val, "none") == 0)
     o->gpu_bind = DR_GPU_BIND_NONE;
   else if (strcmp(val, "isolate") == 0)
@@ -168,13 +176,13 @@ static int cpu_list_ok(const char *s) {
     for (;;) {
       size_t len = strspn(s, "0123456789");
       uint64_t lo, hi;
-      if (dr__opt_parse_uint(s, len, CPU_SETSIZE - 1, &lo) != 0)
+      if (dr_parse_uint(s, len, CPU_SETSIZE - 1, &lo) != 0)
         return 0;
       s += len;
       hi = lo;
       if (*s == '-') {
         len = strspn(++s, "0123456789");
-        if (dr__opt_parse_uint(s, len, CPU_SETSIZE - 1, &hi) != 0 || hi < lo)
+        if (dr_parse_uint(s, len, CPU_SETSIZE - 1, &hi) != 0 || hi < lo)
           return 0;
         s += len;
       }
@@ -190,24 +198,26 @@ static int cpu_list_ok(const char *s) {
   }
 }
 
-int dr__set_cpu_bind(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_cpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   if (strcmp(val, "none") == 0 || strcmp(val, "auto") == 0) {
     o->cpu_bind = val[0] == 'n' ? DR_CPU_BIND_NONE : DR_CPU_BIND_AUTO;
-    return dr__opt_replace_str(&o->cpu_list, NULL, err, err_len);
+    return dr_flags_replace_str(&o->cpu_list, NULL, err, err_len);
   }
   if (!cpu_list_ok(val))
     FAIL("must be none, auto, or one CPU list per local rank separated by "
          "':' (CPUs 0-%d), such as 0-3:4-7",
          CPU_SETSIZE - 1);
-  int rc = dr__opt_replace_str(&o->cpu_list, val, err, err_len);
+  int rc = dr_flags_replace_str(&o->cpu_list, val, err, err_len);
   if (rc == 0)
     o->cpu_bind = DR_CPU_BIND_LIST;
   return rc;
 }
 
-int dr__set_log_level(dr_options_t *o, const dr__opt_t *row, const char *val,
+int dr__set_log_level(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
   int level = dr_log_parse_level(val);
   if (level < 0)
     FAIL("must be error, warn, info or debug");

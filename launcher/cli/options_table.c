@@ -1,40 +1,41 @@
-/* One row per flag: its name, kind, default and help, and the setter that
- * parses its value. --help is printed from this table, so a flag cannot
- * exist without its documentation. */
-#include <ctype.h>
+/* ddprun's flags, one row each: its name, kind, default and help, and the
+ * setter that parses its value (launcher/flags.h). --help is printed from
+ * this table, so a flag cannot exist without its documentation. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ddprun_version.h"
+#include "flags_ini.h"
 #include "log.h"
 #include "options_internal.h"
 
 #define OFF(field) offsetof(dr_options_t, field)
 
 /* clang-format off */
-const dr__opt_t dr__opt_table[] = {
-  {"nnodes", 0, DR__OPT_VALUE, DR__FROM_ALL, "N|MIN:MAX", "1",
+const dr_flag_t dr__opt_table[] = {
+  {"nnodes", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "N|MIN:MAX", "1",
    "Number of nodes, or the elastic range MIN:MAX: a round starts with MAX "
    "nodes, or with at least MIN once last_call_timeout has passed.",
    "Nodes and rendezvous", dr__set_nnodes, 0},
-  {"nproc-per-node", 0, DR__OPT_VALUE, DR__FROM_ALL, "N|auto|cpu|gpu", "1",
+  {"nproc-per-node", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "N|auto|cpu|gpu", "1",
    "Workers on this node: a number; gpu = one per visible GPU; cpu = one "
    "per CPU this process may use; auto = gpu when there are GPUs, else cpu.",
    NULL, dr__set_nproc, 0},
-  {"node-rank", 0, DR__OPT_VALUE, DR__FROM_ALL, "R", "assigned",
+  {"node-rank", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "R", "assigned",
    "This node's rank, 0..MAX-1. Required by --rdzv-backend static when "
    "--nnodes is above 1 (0 when it is 1); with c10d a request the "
    "rendezvous honours.",
    NULL, dr__set_node_rank, 0},
-  {"master-addr", 0, DR__OPT_VALUE, DR__FROM_ALL, "HOST", "rank 0's host",
+  {"master-addr", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "HOST", "rank 0's host",
    "Address of node 0 for static rendezvous (127.0.0.1 when not given); "
    "given to workers as MASTER_ADDR.",
-   NULL, dr__set_string, OFF(master_addr)},
-  {"master-port", 0, DR__OPT_VALUE, DR__FROM_ALL, "PORT", "a free port",
+   NULL, dr_flag_set_str, OFF(master_addr)},
+  {"master-port", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "PORT", "a free port",
    "MASTER_PORT for the workers, 0-65535; by default a port free on the "
    "master host when the workers start.",
    NULL, dr__set_master_port, 0},
-  {"rdzv-backend", 0, DR__OPT_VALUE, DR__FROM_ALL, "c10d|static|slurm|k8s",
+  {"rdzv-backend", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "c10d|static|slurm|k8s",
    "c10d",
    "c10d: nodes meet at --rdzv-endpoint (elastic, restartable). static: "
    "fixed --nnodes, --node-rank per node, node 0 hosts. slurm: c10d with "
@@ -46,15 +47,15 @@ const dr__opt_t dr__opt_table[] = {
    "is the default when SLURM_JOB_ID is set and no --nnodes, "
    "--rdzv-endpoint, --node-rank or --standalone is.",
    NULL, dr__set_backend, 0},
-  {"rdzv-endpoint", 0, DR__OPT_VALUE, DR__FROM_ALL, "HOST[:PORT]", "none",
+  {"rdzv-endpoint", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "HOST[:PORT]", "none",
    "Rendezvous server; the port defaults to 29400, IPv6 as [ADDR]:PORT. The "
    "node whose address it names hosts the server.",
    NULL, dr__set_endpoint, 0},
-  {"rdzv-id", 0, DR__OPT_VALUE, DR__FROM_ALL, "ID", "none",
+  {"rdzv-id", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "ID", "none",
    "Job id, shared by every node of the job: letters, digits and ._:@+- "
    "(it names the --log-dir subdirectory).",
    NULL, dr__set_run_id, 0},
-  {"rdzv-conf", 0, DR__OPT_VALUE, DR__FROM_ALL, "K=V,...",
+  {"rdzv-conf", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "K=V,...",
    "join_timeout=600, last_call_timeout=1, heartbeat_timeout=2",
    "Rendezvous settings, times in seconds: join_timeout (give up joining), "
    "last_call_timeout (wait for more nodes once MIN are in), "
@@ -63,91 +64,91 @@ const dr__opt_t dr__opt_table[] = {
    "metrics_port=PORT (the hosted server also serves GET /metrics and "
    "GET /healthz over HTTP on PORT; 0 picks a free one, logged).",
    NULL, dr__set_rdzv_conf, 0},
-  {"standalone", 0, DR__OPT_FLAG, DR__FROM_ALL, NULL, "off",
+  {"standalone", 0, DR_FLAG_SWITCH, DR_FLAG_FROM_ALL, NULL, "off",
    "Single-node job: hosts its own rendezvous on a free port; implies "
    "--nnodes 1 and takes no --rdzv-endpoint.",
-   NULL, dr__set_flag, OFF(standalone)},
-  {"max-restarts", 0, DR__OPT_VALUE, DR__FROM_ALL, "N", "0",
+   NULL, dr_flag_set_bool, OFF(standalone)},
+  {"max-restarts", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "N", "0",
    "Restarts of the worker group the job may spend, counted over all "
    "nodes.",
    NULL, dr__set_max_restarts, 0},
-  {"monitor-interval", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "0.1",
+  {"monitor-interval", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS", "0.1",
    "Accepted for torchrun compatibility; exits are seen by event.",
    NULL, dr__set_monitor, 0},
 
-  {"role", 0, DR__OPT_VALUE, DR__FROM_ALL, "NAME", "default",
+  {"role", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "NAME", "default",
    "Role of the workers (ROLE_NAME).",
-   "Workers", dr__set_string, OFF(role)},
-  {"no-python", 0, DR__OPT_FLAG, DR__FROM_ALL, NULL, "off",
+   "Workers", dr_flag_set_str, OFF(role)},
+  {"no-python", 0, DR_FLAG_SWITCH, DR_FLAG_FROM_ALL, NULL, "off",
    "Execute PROGRAM directly even when it ends in .py.",
-   NULL, dr__set_flag, OFF(no_python)},
-  {"module", 'm', DR__OPT_FLAG, DR__FROM_ALL, NULL, "off",
+   NULL, dr_flag_set_bool, OFF(no_python)},
+  {"module", 'm', DR_FLAG_SWITCH, DR_FLAG_FROM_ALL, NULL, "off",
    "PROGRAM is a Python module: runs python3 -u -m PROGRAM.",
-   NULL, dr__set_flag, OFF(run_module)},
-  {"log-dir", 0, DR__OPT_VALUE, DR__FROM_ALL, "DIR", "none",
+   NULL, dr_flag_set_bool, OFF(run_module)},
+  {"log-dir", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "DIR", "none",
    "Write each worker's output to "
    "DIR/RUN_ID/attempt_N/RANK/{stdout,stderr}.log.",
-   NULL, dr__set_string, OFF(log_dir)},
-  {"redirects", 'r', DR__OPT_VALUE, DR__FROM_ALL, "MASK|LR:MASK,...", "0",
+   NULL, dr_flag_set_str, OFF(log_dir)},
+  {"redirects", 'r', DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "MASK|LR:MASK,...", "0",
    "Send these streams to the log files only (under --log-dir, or a new "
    "directory in TMPDIR that ddprun names): 0 none, "
    "1 stdout, 2 stderr, 3 both; for all local ranks, or per local rank as "
    "0:3,1:1.",
    NULL, dr__set_std, OFF(redirects)},
-  {"tee", 't', DR__OPT_VALUE, DR__FROM_ALL, "MASK|LR:MASK,...", "0",
+  {"tee", 't', DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "MASK|LR:MASK,...", "0",
    "Copy these streams to the log files and the console; same syntax as "
    "--redirects.",
    NULL, dr__set_std, OFF(tee)},
-  {"local-ranks-filter", 0, DR__OPT_VALUE, DR__FROM_ALL, "LR,...", "all",
+  {"local-ranks-filter", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "LR,...", "all",
    "Show only these local ranks' output on the console, e.g. 0,2.",
    NULL, dr__set_ranks_filter, 0},
-  {"log-line-prefix-template", 0, DR__OPT_VALUE, DR__FROM_ALL, "TEMPLATE",
+  {"log-line-prefix-template", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "TEMPLATE",
    "[rank${rank}]:",
    "Prefix of each worker output line; ${rank}, ${local_rank}, "
    "${role_name} and ${host} are replaced.",
    NULL, dr__set_template, 0},
-  {"local-addr", 0, DR__OPT_VALUE, DR__FROM_ALL, "ADDR", "the address the server sees",
+  {"local-addr", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "ADDR", "the address the server sees",
    "Address this node announces to the rendezvous.",
-   NULL, dr__set_string, OFF(local_addr)},
-  {"signals-to-handle", 0, DR__OPT_VALUE, DR__FROM_ALL, "SIG,...",
+   NULL, dr_flag_set_str, OFF(local_addr)},
+  {"signals-to-handle", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SIG,...",
    "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
    "Signals forwarded to the workers before ddprun exits 128+signal; names "
    "with or without SIG (SIGUSR1 for Slurm preemption).",
    NULL, dr__set_signals, 0},
-  {"signal-hold", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "30",
+  {"signal-hold", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS", "30",
    "A forwarded signal that is not a stop (SIGUSR1, ...) waits, up to this "
    "long after a worker's start, until the worker catches, ignores or "
    "blocks it, so that one sent while a worker starts does not kill it; "
    "0: at once.",
-   NULL, dr__set_seconds, OFF(signal_hold_ms)},
-  {"stop-grace", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "10",
+   NULL, dr_flag_set_seconds, OFF(signal_hold_ms)},
+  {"stop-grace", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS", "10",
    "Time between SIGTERM and SIGKILL when workers are stopped.",
-   NULL, dr__set_seconds, OFF(stop_grace_ms)},
+   NULL, dr_flag_set_seconds, OFF(stop_grace_ms)},
 
-  {"gpu-bind", 0, DR__OPT_VALUE, DR__FROM_ALL, "none|isolate", "none",
+  {"gpu-bind", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "none|isolate", "none",
    "isolate: CUDA_VISIBLE_DEVICES holds only the worker's own GPU.",
    "Placement, security and ddprun itself", dr__set_gpu_bind, 0},
-  {"cpu-bind", 0, DR__OPT_VALUE, DR__FROM_ALL, "none|auto|LIST", "none",
+  {"cpu-bind", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "none|auto|LIST", "none",
    "auto: each local rank gets an equal, disjoint share of the allowed CPUs "
    "(near its GPU when known). LIST: one Linux cpulist per local rank, "
    "separated by ':', e.g. 0-3:4-7.",
    NULL, dr__set_cpu_bind, 0},
-  {"secret-file", 0, DR__OPT_VALUE, DR__FROM_ALL, "FILE", "none",
+  {"secret-file", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "FILE", "none",
    "Shared secret of the job; without it no client can join or read the "
    "store.",
-   NULL, dr__set_string, OFF(secret_file)},
-  {"hang-timeout", 0, DR__OPT_VALUE, DR__FROM_ALL, "SECONDS", "0 (off)",
+   NULL, dr_flag_set_str, OFF(secret_file)},
+  {"hang-timeout", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS", "0 (off)",
    "Treat a worker group that makes no progress for this long as hung.",
-   NULL, dr__set_seconds, OFF(hang_timeout_ms)},
-  {"config", 0, DR__OPT_VALUE, DR__FROM_ARGV | DR__FROM_ENV, "FILE", "none",
+   NULL, dr_flag_set_seconds, OFF(hang_timeout_ms)},
+  {"config", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ARGV | DR_FLAG_FROM_ENV, "FILE", "none",
    "Read options from this INI file (see below).",
-   NULL, dr__set_string, OFF(config_file)},
-  {"log-level", 0, DR__OPT_VALUE, DR__FROM_ALL, "error|warn|info|debug",
+   NULL, dr_flag_set_str, OFF(config_file)},
+  {"log-level", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "error|warn|info|debug",
    "info", "ddprun's own messages on stderr.",
    NULL, dr__set_log_level, 0},
-  {"help", 'h', DR__OPT_HELP, DR__FROM_ARGV, NULL, NULL,
+  {"help", 'h', DR_FLAG_HELP, DR_FLAG_FROM_ARGV, NULL, NULL,
    "Show this help and exit.", NULL, NULL, 0},
-  {"version", 0, DR__OPT_VERSION, DR__FROM_ARGV, NULL, NULL,
+  {"version", 0, DR_FLAG_VERSION, DR_FLAG_FROM_ARGV, NULL, NULL,
    "Print the version and the build's GPU code (CUDA and NCCL "
    "versions, or \"no GPU code\"), and exit.", NULL, NULL, 0},
 };
@@ -158,28 +159,22 @@ _Static_assert(sizeof(dr__opt_table) / sizeof(dr__opt_table[0]) <= 64,
 
 const size_t dr__opt_count = sizeof(dr__opt_table) / sizeof(dr__opt_table[0]);
 
-static int name_char_eq(char a, char b, int nocase) {
-  if (a == '_')
-    a = '-';
-  if (b == '_')
-    b = '-';
-  if (nocase) {
-    a = (char)tolower((unsigned char)a);
-    b = (char)tolower((unsigned char)b);
-  }
-  return a == b;
-}
+const dr_flags_t dr__opt_flags = {
+    .prog = "ddprun",
+    .version = DDPRUN_VERSION_LINE,
+    .rows = dr__opt_table,
+    .n_rows = sizeof(dr__opt_table) / sizeof(dr__opt_table[0]),
+    .mode = DR_FLAGS_PROGRAM,
+    .env_prefix = "PET_",
+    .file_row = "config",
+    .read_file = dr_flags_ini_read,
+    .file_section = "ddprun",
+    .usage = dr__opt_usage_head,
+    .usage_tail = dr__opt_usage_tail,
+};
 
-const dr__opt_t *dr__opt_find(const char *name, size_t len, int nocase) {
-  for (size_t i = 0; i < dr__opt_count; i++) {
-    const char *n = dr__opt_table[i].name;
-    size_t j = 0;
-    while (j < len && n[j] != '\0' && name_char_eq(name[j], n[j], nocase))
-      j++;
-    if (j == len && n[j] == '\0')
-      return &dr__opt_table[i];
-  }
-  return NULL;
+const dr_flag_t *dr__opt_find(const char *name, size_t len, int nocase) {
+  return dr_flags_find(&dr__opt_flags, name, len, nocase);
 }
 
 int dr__opt_defaults(dr_options_t *o) {

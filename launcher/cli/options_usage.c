@@ -1,36 +1,31 @@
-/* --help, printed from the table of options_table.c: every flag with its
- * value, default and meaning, then the rules for the program, the
- * environment and the config file. */
+/* What ddprun's --help says around the rows of options_table.c (which
+ * launcher/flags_usage.c prints): the usage lines before them; the rules
+ * for the program, the environment, the config file and schedulers, and
+ * the exit codes after them. */
 #include <stdio.h>
 #include <string.h>
 
 #include "exit_codes.h"
 #include "options_internal.h"
 
-#define HELP_COL 30
-#define HELP_WIDTH 79
-
-/* Writes text word-wrapped into columns [col, HELP_WIDTH); the cursor is
- * at column col. A word longer than the space runs past HELP_WIDTH. */
-static void wrap(FILE *f, const char *text, int col) {
-  const char *p = text;
-  int x = col;
-  while (*p != '\0') {
-    size_t w = strcspn(p, " ");
-    if (x > col && x + 1 + (int)w > HELP_WIDTH) {
-      fprintf(f, "\n%*s", col, "");
-      x = col;
-    } else if (x > col) {
-      fputc(' ', f);
-      x++;
-    }
-    fprintf(f, "%.*s", (int)w, p);
-    x += (int)w;
-    p += w;
-    p += strspn(p, " ");
-  }
-  fputc('\n', f);
-}
+const char dr__opt_usage_head[] =
+    "usage: ddprun [options] PROGRAM [ARGS...]\n"
+    "       ddprun plan [options]   (bucket planner; ddprun plan --help)\n"
+    "       ddprun diagnose [options] TRACE... | DIR\n"
+    "                               (why a job is slow, from its traces;\n"
+    "                               ddprun diagnose --help)\n"
+    "       ddprun status --rdzv-endpoint HOST:PORT --rdzv-id ID "
+    "[--stacks]\n"
+    "                               (a running job: its nodes and ranks,\n"
+    "                               their steps; ddprun status --help)\n"
+    "\n"
+    "Starts PROGRAM once per local rank on this node, joins the other "
+    "nodes\n"
+    "of the job, and supervises and restarts the workers, as torchrun "
+    "does.\n"
+    "Options are also spelled with underscores (--nproc_per_node) and "
+    "take\n"
+    "their value as --name VALUE or --name=VALUE.\n";
 
 static const char help_tail[] =
     "\n"
@@ -76,51 +71,7 @@ static const char help_tail[] =
     "  Indexed Job, give --rdzv-backend k8s, --nnodes and DDPRUN_K8S_SERVICE\n"
     "  (the headless Service of the Job's pods).\n";
 
-void dr__opt_usage_write(FILE *f) {
-  fputs("usage: ddprun [options] PROGRAM [ARGS...]\n"
-        "       ddprun plan [options]   (bucket planner; ddprun plan --help)\n"
-        "       ddprun diagnose [options] TRACE... | DIR\n"
-        "                               (why a job is slow, from its traces;\n"
-        "                               ddprun diagnose --help)\n"
-        "       ddprun status --rdzv-endpoint HOST:PORT --rdzv-id ID "
-        "[--stacks]\n"
-        "                               (a running job: its nodes and ranks,\n"
-        "                               their steps; ddprun status --help)\n"
-        "\n"
-        "Starts PROGRAM once per local rank on this node, joins the other "
-        "nodes\n"
-        "of the job, and supervises and restarts the workers, as torchrun "
-        "does.\n"
-        "Options are also spelled with underscores (--nproc_per_node) and "
-        "take\n"
-        "their value as --name VALUE or --name=VALUE.\n",
-        f);
-  for (size_t i = 0; i < dr__opt_count; i++) {
-    const dr__opt_t *r = &dr__opt_table[i];
-    if (r->group != NULL)
-      fprintf(f, "\n%s:\n", r->group);
-    char left[96];
-    if (r->short_name != 0)
-      snprintf(left, sizeof(left), "  -%c, --%s%s%s", r->short_name, r->name,
-               r->metavar != NULL ? " " : "",
-               r->metavar != NULL ? r->metavar : "");
-    else
-      snprintf(left, sizeof(left), "      --%s%s%s", r->name,
-               r->metavar != NULL ? " " : "",
-               r->metavar != NULL ? r->metavar : "");
-    char text[1024];
-    if (r->def != NULL)
-      snprintf(text, sizeof(text), "%s (default: %s)", r->help, r->def);
-    else
-      snprintf(text, sizeof(text), "%s", r->help);
-    int at = (int)strlen(left);
-    fputs(left, f);
-    if (at + 2 > HELP_COL)
-      fprintf(f, "\n%*s", HELP_COL, "");
-    else
-      fprintf(f, "%*s", HELP_COL - at, "");
-    wrap(f, text, HELP_COL);
-  }
+void dr__opt_usage_tail(FILE *f) {
   fputs(help_tail, f);
   /* One table for every part of the job (proto/exit_codes.h). */
   fputs("\nExit status: the root cause's code (128+N for a worker killed by\n"
@@ -136,13 +87,13 @@ void dr__opt_usage_write(FILE *f) {
              : t[i].echo ? "restarted; may echo another failure"
                          : "restarted");
     fprintf(f, "  %-4d", t[i].code);
-    wrap(f, text, 6);
+    dr_flags_wrap(f, text, 6);
   }
   fputs("  *   ", f);
-  wrap(f, "any other code, or a signal: a crash [restarted]", 6);
+  dr_flags_wrap(f, "any other code, or a signal: a crash [restarted]", 6);
 }
 
 void dr_options_usage(void) {
-  dr__opt_usage_write(stdout);
+  dr_flags_usage(&dr__opt_flags, stdout);
   fflush(stdout);
 }

@@ -6,6 +6,7 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,56 @@ static void test_nnodes(void **state) {
                        "1000001", NULL};
   for (int i = 0; bad[i] != NULL; i++)
     assert_int_equal(dr_parse_nnodes(bad[i], &lo, &hi), DR_EBADARG);
+}
+
+/* The one parser of unsigned values: not a number apart from too large. */
+static void test_uint(void **state) {
+  uint64_t v = 7;
+  assert_int_equal(dr_parse_uint("1234", 2, 100, &v), 0);
+  assert_int_equal(v, 12);
+  assert_int_equal(dr_parse_uint("100", 3, 100, &v), 0);
+  assert_int_equal(v, 100);
+  assert_int_equal(dr_parse_uint("101", 3, 100, &v), -ERANGE);
+  assert_int_equal(dr_parse_uint("18446744073709551615", 20, UINT64_MAX, &v),
+                   0);
+  assert_true(v == UINT64_MAX);
+  assert_int_equal(dr_parse_uint("18446744073709551616", 20, UINT64_MAX, &v),
+                   -ERANGE);
+  assert_int_equal(dr_parse_uint("99999999999999999999999", 23, 5, &v),
+                   -ERANGE);
+  assert_int_equal(dr_parse_uint("99999999999999999999x", 21, 5, &v),
+                   DR_EBADARG);
+  const char *bad[] = {"", "-1", "+1", " 1", "1 ", "0x10", NULL};
+  for (int i = 0; bad[i] != NULL; i++)
+    assert_int_equal(dr_parse_uint(bad[i], strlen(bad[i]), 100, &v),
+                     DR_EBADARG);
+  assert_true(v == UINT64_MAX); /* untouched by the refusals */
+}
+
+/* What is wrong with a node count, for the message that quotes it. */
+static void test_nnodes_why(void **state) {
+  static const struct {
+    const char *s, *why;
+  } cases[] = {
+      {"two", "must be a node count N or a range MIN:MAX, such as 2 or 1:4"},
+      {"1:", "must be a node count N or a range MIN:MAX, such as 2 or 1:4"},
+      {"1000001", "must be at most 1000000"},
+      {"2:99999999999999999999", "must be at most 1000000"},
+      {"0:2", "must be at least 1"},
+      {"3:2", "MIN must not exceed MAX"},
+  };
+  uint32_t lo = 5, hi = 6;
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char why[80] = "";
+    assert_int_equal(
+        dr_parse_nnodes_why(cases[i].s, &lo, &hi, why, sizeof(why)),
+        DR_EBADARG);
+    assert_string_equal(why, cases[i].why);
+  }
+  assert_int_equal(lo, 5);
+  assert_int_equal(hi, 6);
+  assert_int_equal(dr_parse_nnodes_why("1000000", &lo, &hi, NULL, 0), 0);
+  assert_int_equal(lo, DR_MAX_NODES);
 }
 
 static void test_seconds(void **state) {
@@ -85,6 +136,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_u32),
       cmocka_unit_test(test_nnodes),
+      cmocka_unit_test(test_uint),
+      cmocka_unit_test(test_nnodes_why),
       cmocka_unit_test(test_seconds),
       cmocka_unit_test(test_port_file),
   };
