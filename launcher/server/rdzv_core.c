@@ -1,6 +1,7 @@
-/* The rendezvous core: rounds, node ranks, heartbeats, failures and the
- * echo hold, restarts from the job's global budget, success and stop.
- * RESUME is in rdzv_core_resume.c, the outbox in rdzv_orders.c. */
+/* The rendezvous core's rounds: their completion and node ranks, a new
+ * generation, a node lost, the job's stop. JOIN is in rdzv_core_join.c,
+ * failures, the hold, success and time in rdzv_core_live.c, RESUME in
+ * rdzv_core_resume.c, the outbox in rdzv_orders.c. */
 #include "rdzv_internal.h"
 
 #include <errno.h>
@@ -25,8 +26,8 @@ void dr__rdzv_node_free(dr_node_t *n) {
   free(n);
 }
 
-static int list_push(dr_node_t ***arr, size_t *len, size_t *cap,
-                     dr_node_t *n) {
+int dr__rdzv_list_push(dr_node_t ***arr, size_t *len, size_t *cap,
+                        dr_node_t *n) {
   dr_node_t **p = dr_grow(*arr, cap, *len + 1, sizeof(*p), 16);
   if (p == NULL)
     return -ENOMEM;
@@ -79,12 +80,12 @@ void dr_rdzv_free(dr_rdzv_t *r) {
   memset(r, 0, sizeof(*r));
 }
 
-static const char *node_peer(const dr_node_t *n) {
+const char *dr__rdzv_node_peer(const dr_node_t *n) {
   return n->peer != NULL ? n->peer->addr : "gone";
 }
 
 /* The forming round changed its members, or the state changed. */
-static void round_changed(dr_rdzv_t *r) {
+void dr__rdzv_round_changed(dr_rdzv_t *r) {
   if (r->state == DR_JOB_FORMING && r->n_round > 0) {
     if (r->forming_ms == 0)
       r->forming_ms = r->now;
@@ -100,7 +101,7 @@ static void stop_job(dr_rdzv_t *r, int code, const char *reason) {
   r->state = DR_JOB_DONE;
   r->state_ms = r->now;
   r->exit_code = code;
-  round_changed(r);
+  dr__rdzv_round_changed(r);
   dr__rdzv_order(r, DR_RDZV_REMOVE, NULL);
   r->holding = 0;
   r->last_call_at = 0;
@@ -191,7 +192,7 @@ static int order_round(dr_rdzv_t *r) {
 
 /* Completes the round when it may: max nodes, or min after the last call,
  * and requested node ranks dense in [0, n). */
-static void try_complete(dr_rdzv_t *r) {
+void dr__rdzv_try_complete(dr_rdzv_t *r) {
   size_t n = r->n_round;
   if (r->state != DR_JOB_FORMING || n == 0)
     return;
@@ -233,7 +234,7 @@ static void try_complete(dr_rdzv_t *r) {
   r->rounds_completed++;
   r->last_call_at = 0;
   r->state_ms = r->now;
-  round_changed(r);
+  dr__rdzv_round_changed(r);
   uint32_t first = 0;
   for (size_t i = 0; i < n; i++) {
     dr_node_t *x = r->round[i];
@@ -259,7 +260,7 @@ static void try_complete(dr_rdzv_t *r) {
 }
 
 /* Arms or disarms the last call as the round crosses min. */
-static void update_last_call(dr_rdzv_t *r) {
+void dr__rdzv_update_last_call(dr_rdzv_t *r) {
   if (r->state != DR_JOB_FORMING)
     return;
   if (r->n_round < r->cfg.min_nodes) {
@@ -310,14 +311,14 @@ static void open_generation(dr_rdzv_t *r, const char *reason) {
   memset(r->rank_holder, 0, r->cfg.max_nodes * sizeof(*r->rank_holder));
   for (size_t i = 0; i < r->n_waiting; i++) {
     dr_node_t *n = r->waiting[i];
-    list_push(&r->round, &r->n_round, &r->cap_round, n);
+    dr__rdzv_list_push(&r->round, &r->n_round, &r->cap_round, n);
     if (n->req_rank != DR_NONE)
       r->rank_holder[n->req_rank] = n;
   }
   r->n_waiting = 0;
-  round_changed(r);
-  update_last_call(r);
-  try_complete(r);
+  dr__rdzv_round_changed(r);
+  dr__rdzv_update_last_call(r);
+  dr__rdzv_try_complete(r);
 }
 
 void dr__rdzv_restart_all(dr_rdzv_t *r, const char *reason) {
@@ -338,12 +339,12 @@ void dr__rdzv_take_waiting(dr_rdzv_t *r) {
     return;
   char reason[512];
   snprintf(reason, sizeof(reason), "node '%s' (%s) joined; restarting to "
-           "take it in", r->waiting[0]->host, node_peer(r->waiting[0]));
+           "take it in", r->waiting[0]->host, dr__rdzv_node_peer(r->waiting[0]));
   open_generation(r, reason);
 }
 
 int dr__rdzv_round_push(dr_rdzv_t *r, dr_node_t *n) {
-  return list_push(&r->round, &r->n_round, &r->cap_round, n);
+  return dr__rdzv_list_push(&r->round, &r->n_round, &r->cap_round, n);
 }
 
 size_t dr_rdzv_alive(const dr_rdzv_t *r) {
@@ -351,199 +352,6 @@ size_t dr_rdzv_alive(const dr_rdzv_t *r) {
   for (size_t i = 0; i < r->n_round; i++)
     alive += !r->round[i]->detached;
   return alive;
-}
-
-/* ---- requests ---------------------------------------------------------- */
-
-static dr_node_t *holder_of(dr_rdzv_t *r, uint64_t rank) {
-  if (r->state == DR_JOB_FORMING)
-    return r->rank_holder[rank];
-  for (size_t i = 0; i < r->n_round; i++)
-    if (r->round[i]->req_rank == rank)
-      return r->round[i];
-  for (size_t i = 0; i < r->n_waiting; i++)
-    if (r->waiting[i]->req_rank == rank)
-      return r->waiting[i];
-  return NULL;
-}
-
-/* b as a C string in out[cap], cut to fit (no format: one per JOIN). */
-static void copy_str(char *out, size_t cap, dr_bytes_t b) {
-  size_t n = b.len < cap - 1 ? b.len : cap - 1;
-  memcpy(out, b.p, n);
-  out[n] = '\0';
-}
-
-static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
-                           const dr_join_t *j, uint32_t req) {
-  dr_node_t *n = calloc(1, sizeof(*n));
-  if (n == NULL)
-    return NULL;
-  if (j->bootstrap_offer.len > 0) {
-    n->boot = malloc(j->bootstrap_offer.len);
-    if (n->boot == NULL) {
-      free(n);
-      return NULL;
-    }
-    memcpy(n->boot, j->bootstrap_offer.p, j->bootstrap_offer.len);
-    n->boot_len = j->bootstrap_offer.len;
-  }
-  n->peer = p;
-  n->prev_rank = p->prev_rank;
-  n->join_req = req;
-  n->arrival = ++r->arrivals;
-  copy_str(n->host, sizeof(n->host), j->host);
-  if (j->addr.len > 0)
-    copy_str(n->addr, sizeof(n->addr), j->addr);
-  else
-    copy_str(n->addr, sizeof(n->addr), dr_str(p->ip));
-  n->nproc = j->nproc;
-  n->req_rank = j->node_rank;
-  n->port_offer = j->master_port_offer;
-  return n;
-}
-
-int dr__rdzv_refuse_if_done(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req) {
-  if (r->state != DR_JOB_DONE)
-    return 0;
-  dr__rdzv_error(r, p, req, DR_ESTOPPED, "job '%s' has ended (exit code "
-                 "%d): %s", r->cfg.run_id, r->exit_code, r->stop_reason);
-  return 1;
-}
-
-int dr__rdzv_is_run(const dr_rdzv_t *r, dr_bytes_t run_id) {
-  return run_id.len == strlen(r->cfg.run_id) &&
-         memcmp(run_id.p, r->cfg.run_id, run_id.len) == 0;
-}
-
-/* The refusals of a JOIN, in the order they are checked; 1 when refused. */
-static int join_refused(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
-                        const dr_join_t *j, const char *host) {
-  if (j->nproc == 0 || j->master_port_offer > 65535) {
-    dr__rdzv_error(r, p, req, DR_EBADARG,
-                   "JOIN needs nproc >= 1 and a port offer <= 65535");
-    return 1;
-  }
-  if (j->nproc > DR_MAX_NPROC) {
-    dr__rdzv_error(r, p, req, DR_EBADARG, "node '%s' asked for nproc %u; at "
-                   "most %u workers per node", host, j->nproc, DR_MAX_NPROC);
-    return 1;
-  }
-  if (dr__rdzv_refuse_if_done(r, p, req))
-    return 1;
-  if (!dr__rdzv_is_run(r, j->run_id)) {
-    dr__rdzv_error(r, p, req, DR_ERUNID, "node '%s' joined with run id "
-                   "'%.*s'; this job is '%s'", host, (int)j->run_id.len,
-                   (const char *)j->run_id.p, r->cfg.run_id);
-    return 1;
-  }
-  if (p->node != NULL || p->claiming) {
-    dr__rdzv_error(r, p, req, DR_ESEQUENCE, "this connection already "
-                   "joined generation %" PRIu64, r->gen);
-    return 1;
-  }
-  if (j->node_rank != DR_NONE && j->node_rank >= r->cfg.max_nodes) {
-    dr__rdzv_error(r, p, req, DR_EBADRANK, "node '%s' asked for node rank %"
-                   PRIu64 ", but the job has at most %u nodes (ranks 0..%u)",
-                   host, j->node_rank, r->cfg.max_nodes,
-                   r->cfg.max_nodes - 1);
-    return 1;
-  }
-  if (!r->cfg.allow_mixed_nproc && r->job_nproc != 0 &&
-      j->nproc != r->job_nproc) {
-    dr__rdzv_error(r, p, req, DR_ENPROC, "node '%s' has nproc-per-node %u; "
-                   "the job's other nodes have %u", host, j->nproc,
-                   r->job_nproc);
-    return 1;
-  }
-  if (j->node_rank != DR_NONE) {
-    dr_node_t *h = holder_of(r, j->node_rank);
-    if (h != NULL) {
-      dr__rdzv_error(r, p, req, DR_EDUPRANK, "node rank %" PRIu64 " "
-                     "requested by '%s' is already held by '%s' (%s)",
-                     j->node_rank, host, h->host, node_peer(h));
-      return 1;
-    }
-  }
-  size_t members = r->n_round + r->n_waiting;
-  if (members >= r->cfg.max_nodes) {
-    dr__rdzv_error(r, p, req, DR_EFULL, "job '%s' already has its maximum "
-                   "of %u nodes; node '%s' is not needed", r->cfg.run_id,
-                   r->cfg.max_nodes, host);
-    return 1;
-  }
-  /* The world over every member and this node, summed only when it may
-   * be over the bound: never a pass over the members per JOIN, which
-   * would make a round of N nodes cost N^2. */
-  uint64_t most = j->nproc > r->nproc_max ? j->nproc : r->nproc_max;
-  uint64_t world = (uint64_t)(members + 1) * most;
-  if (world > DR_MAX_WORLD) {
-    world = j->nproc;
-    for (size_t i = 0; i < r->n_round; i++)
-      world += r->round[i]->nproc;
-    for (size_t i = 0; i < r->n_waiting; i++)
-      world += r->waiting[i]->nproc;
-  }
-  if (world > DR_MAX_WORLD) {
-    dr__rdzv_error(r, p, req, DR_EFULL, "node '%s' with nproc %u would make "
-                   "the job's world size %" PRIu64 ", over the bound of %u "
-                   "ranks", host, j->nproc, world, DR_MAX_WORLD);
-    return 1;
-  }
-  return 0;
-}
-
-void dr_rdzv_join(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
-                  const dr_join_t *j, uint64_t now) {
-  r->now = now;
-  char host[256];
-  copy_str(host, sizeof(host), j->host);
-  if (join_refused(r, p, req, j, host)) {
-    r->joins_refused++;
-    return;
-  }
-  dr_node_t *n = node_new(r, p, j, req);
-  int rc = n == NULL ? -ENOMEM
-           : r->state == DR_JOB_FORMING
-               ? list_push(&r->round, &r->n_round, &r->cap_round, n)
-               : list_push(&r->waiting, &r->n_waiting, &r->cap_waiting, n);
-  if (rc != 0) {
-    if (n != NULL)
-      dr__rdzv_node_free(n);
-    dr__rdzv_error(r, p, req, -ENOMEM, "out of memory");
-    r->joins_refused++;
-    return;
-  }
-  p->node = n;
-  if (r->job_nproc == 0)
-    r->job_nproc = j->nproc;
-  if (j->nproc > r->nproc_max)
-    r->nproc_max = j->nproc;
-  if (r->cfg.events) {
-    char ehost[300];
-    dr__rdzv_event(r, r->state == DR_JOB_FORMING ? "join" : "node_joined",
-                   ",\"gen\":%" PRIu64 ",\"node_host\":\"%s\",\"peer\":\"%s\","
-                   "\"nproc\":%u", r->gen,
-                   dr_json_escape(n->host, ehost, sizeof(ehost)), p->addr,
-                   n->nproc);
-  }
-  if (r->state == DR_JOB_FORMING) {
-    if (n->req_rank != DR_NONE)
-      r->rank_holder[n->req_rank] = n;
-    DR_DEBUG("node '%s' (%s) joined round %" PRIu64 " (%zu of %u)", n->host,
-             p->addr, r->gen, r->n_round, r->cfg.max_nodes);
-    round_changed(r);
-    update_last_call(r);
-    try_complete(r);
-    return;
-  }
-  if (r->claiming)
-    return; /* taken in once the claims are decided (rdzv_core_resume.c) */
-  char reason[512];
-  snprintf(reason, sizeof(reason),
-           "node '%s' (%s) joined; restarting to take it in", n->host,
-           p->addr);
-  open_generation(r, reason);
 }
 
 /* ---- losses ------------------------------------------------------------ */
@@ -566,9 +374,9 @@ void dr__rdzv_node_lost(dr_rdzv_t *r, dr_node_t *n, const char *why) {
     dr__rdzv_node_free(n);
     if (r->n_round == 0 && r->n_waiting == 0)
       r->job_nproc = 0; /* no node is left to say what the job has */
-    round_changed(r);
-    update_last_call(r);
-    try_complete(r);
+    dr__rdzv_round_changed(r);
+    dr__rdzv_update_last_call(r);
+    dr__rdzv_try_complete(r);
     return;
   }
   char reason[900], ehost[300], ewhy[300];
@@ -619,5 +427,5 @@ void dr_rdzv_peer_closed(dr_rdzv_t *r, dr_rdzv_peer_t *p, const char *why,
 void dr__rdzv_last_call_due(dr_rdzv_t *r) {
   r->last_call_at = 0;
   r->last_call_expired = 1;
-  try_complete(r);
+  dr__rdzv_try_complete(r);
 }

@@ -30,6 +30,16 @@ const char *dr__rdzv_text(dr_rdzv_t *r, const char *fmt, ...)
 void dr__rdzv_orders_free(dr_rdzv_t *r);
 
 /* ---- rdzv_core.c -------------------------------------------------------- */
+int dr__rdzv_list_push(dr_node_t ***arr, size_t *len, size_t *cap,
+                       dr_node_t *n);
+/* "ip:port" of n's connection, "gone" without one. */
+const char *dr__rdzv_node_peer(const dr_node_t *n);
+/* The forming round changed its members, or the state changed. */
+void dr__rdzv_round_changed(dr_rdzv_t *r);
+/* Completes the round when it may. */
+void dr__rdzv_try_complete(dr_rdzv_t *r);
+/* Arms or disarms the last call as the round crosses MIN. */
+void dr__rdzv_update_last_call(dr_rdzv_t *r);
 int dr__rdzv_round_push(dr_rdzv_t *r, dr_node_t *n);
 void dr__rdzv_stop(dr_rdzv_t *r, int code, const char *reason);
 /* Ends the running generation: every node restarts into the next. */
