@@ -59,16 +59,21 @@ static void on_sweep(uv_timer_t *t) {
   dr_server_t *s = t->data;
   uint64_t now = dr__now_ms(s);
   dr__listen_resume(s);
-  if (sweep_late(s, now)) {
+  if (sweep_late(s, now) && !s->sweep_skipped) {
     /* Woken from a stall: read what waits in the sockets first; the next
-     * tick judges, and silence is measured from now at the earliest. */
+     * tick judges, and silence is measured from now at the earliest. Only
+     * one tick is skipped: the loop reads the sockets before the next, and
+     * a loop late at every tick (a machine loaded beyond its cores) must
+     * still judge, or no deadline of the core would ever pass. */
     DR_WARN("the server did not run for %" PRIu64 " ms (stopped or paused?); "
             "judging no node before its messages are read",
             now - s->last_sweep_ms);
     s->woke_ms = now;
     s->last_sweep_ms = now;
+    s->sweep_skipped = 1;
     return;
   }
+  s->sweep_skipped = 0;
   s->last_sweep_ms = now;
   dr__conn_sweep(s, now);
   dr__rdzv_sweep(s, now);

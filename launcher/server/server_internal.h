@@ -118,6 +118,7 @@ struct dr_server {
   uv_timer_t sweep;        /* deadlines, heartbeats, log summaries */
   uint64_t sweep_tick_ms;  /* its period */
   uint64_t last_sweep_ms;  /* when it last ran */
+  int sweep_skipped;       /* the last one was late, and judged nothing */
   uint64_t woke_ms;        /* when the loop last woke from a stall (the
                               process stopped, a VM paused), 0 if never */
   uv_async_t stop_async;
