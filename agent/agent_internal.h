@@ -179,7 +179,7 @@ typedef struct {
   uint64_t start_ns;       /* uv_hrtime() at its start */
   uint64_t held;           /* signals (bit sig-1) waiting until it handles
                               them (sighold.c) */
-  /* Its progress as `ddprun status` shows it (agent_session.c): the
+  /* Its progress as `ddprun status` shows it (agent_ranks.c): the
    * slot's last reading, when its step last changed (loop ms, 0: never),
    * and its step rate (steps/s, < 0 unknown), smoothed over samples
    * half a second or more apart. */
@@ -269,9 +269,9 @@ struct dr_agent {
   int64_t clock_skew_us;     /* DDPRUN_TEST_CLOCK_SKEW_MS, see there */
   uv_timer_t hold_timer;     /* polls workers holding signals */
   uint64_t held_next;        /* signals for the next generation's workers */
-  /* agent_session.c: the forming round this node waits in, as last said
-   * (its ROUND_STATUS, for the join timeout's message too), and the RANKS
-   * last sent. */
+  /* agent_join.c: the forming round this node waits in, as last said
+   * (its ROUND_STATUS, for the join timeout's message too); agent_ranks.c:
+   * the RANKS last sent. */
   char round_said[1024];
   uint64_t round_said_ms;
   uint64_t ranks_digest, ranks_sent_ms;
@@ -361,18 +361,49 @@ void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w);
 void dr__agent_hang_verdict(dr_agent_t *ag, const dr_hang_verdict_t *v);
 /* Sends failure record f to the server (the last whole lines of its
  * message within DR_FAILURE_MSG_MAX bytes) and writes its event; again for
- * every record on resuming (agent_session.c). */
+ * every record on resuming (agent_resume.c). */
 void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f);
 
-/* agent_session.c: the session with the rendezvous server. */
+/* agent_session.c: the session with the rendezvous server: the
+ * connection, its heartbeats, the reconnection. */
 /* Connects and starts the heartbeats: 0, or -1 (said on stderr). */
 int dr__agent_session_start(dr_agent_t *ag);
 /* Sends b (then frees it) when connected; dropped otherwise: whatever the
  * server must know is sent again on resuming. */
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b);
-void dr__agent_send_join(dr_agent_t *ag);
 /* Tells the server this node leaves because ddprun received sig. */
 void dr__agent_leave(dr_agent_t *ag, int sig);
+
+/* agent_join.c: joining a round. */
+/* Joins the next round: JOIN now, or once the connection is ready, and the
+ * join timeout (re)started. */
+void dr__agent_send_join(dr_agent_t *ag);
+/* Closes the socket that holds the port this node offers as MASTER_PORT,
+ * so that its rank 0 can bind it. */
 void dr__agent_release_port(dr_agent_t *ag);
+/* ag->join_timer's callback: gives up joining, saying why. */
+void dr__agent_on_join_timeout(uv_timer_t *t);
+/* The forming round's ROUND_STATUS, said while this node joins. */
+void dr__agent_on_round_status(dr_agent_t *ag, const dr_round_status_t *st);
+
+/* agent_resume.c: resuming after a reconnection. */
+/* RESUME for the generation of ag->asg (resume_pending set once sent). */
+void dr__agent_send_resume(dr_agent_t *ag);
+/* The server took this node back (resume_pending was set). */
+void dr__agent_on_resumed(dr_agent_t *ag);
+
+/* agent_orders.c: the server's messages, as a dr_arz_cb_t's on_event
+ * (arg is the agent). */
+void dr__agent_on_event(void *arg, const dr_sess_event_t *ev);
+
+/* agent_ranks.c: the workers as `ddprun status` shows them. */
+/* Worker w's DR_RS_* state. */
+uint32_t dr__agent_rank_state(const dr_agent_t *ag, const dr_worker_t *w);
+/* RANKS to the server when the workers changed; called every heartbeat. */
+void dr__agent_report_ranks(dr_agent_t *ag);
+
+/* agent_stacks.c: the server's STACKS id: the workers' stacks, collected
+ * off the loop, answered with STACK_DUMP id. */
+void dr__agent_on_stacks_request(dr_agent_t *ag, uint64_t id);
 
 #endif /* DR_AGENT_INTERNAL_H */

@@ -90,7 +90,7 @@ int dr_stacks_is_python(pid_t pid);
 
 void dr_stack_free(dr_stack_t *s);
 
-/* ---- text (stacks_text.c) --------------------------------------------- */
+/* ---- text (stacks_parse.c, stacks_place.c, stacks_where.c, stacks_group.c) */
 
 /* Parses a tool's output for pid: tool is "py-spy", "eu-stack", "gdb" or
  * "kernel" (a /proc/PID/stack, optionally followed by "wchan NAME" and
