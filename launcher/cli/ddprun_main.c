@@ -283,6 +283,7 @@ int main(int argc, char **argv) {
     c->max_restarts = o.max_restarts;
     c->heartbeat_timeout_ms = o.heartbeat_timeout_ms;
     c->last_call_timeout_ms = o.last_call_timeout_ms;
+    c->replacement_timeout_ms = o.replacement_timeout_ms;
     c->secret = secret;
     c->secret_len = secret_len;
     c->log_dir = o.log_dir;

@@ -68,6 +68,8 @@ typedef struct {
                                          [A-Za-z0-9._:@+-], no leading '.' */
   uint32_t join_timeout_ms;           /* rdzv-conf join_timeout, 600 s */
   uint32_t last_call_timeout_ms;      /* rdzv-conf last_call_timeout, 1 s */
+  uint32_t replacement_timeout_ms;    /* rdzv-conf replacement_timeout, 60 s;
+                                         0: a fixed job stops at once */
   uint32_t heartbeat_timeout_ms;      /* rdzv-conf heartbeat_timeout, 2 s */
   int is_host;                        /* rdzv-conf is_host: -1 auto, 0, 1 */
   int32_t metrics_port;               /* rdzv-conf metrics_port: -1 = off,

@@ -168,6 +168,7 @@ int dr__set_rdzv_conf(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len) {
   dr_options_t *o = dst;
   uint32_t join = 600000, last_call = 1000, heartbeat = 2000;
+  uint32_t replacement = 60000;
   int is_host = -1;
   int32_t metrics_port = -1;
   const char *p = val;
@@ -206,6 +207,8 @@ int dr__set_rdzv_conf(void *dst, const dr_flag_t *row, const char *val,
       ms = &last_call, min_ms = 0;
     else if (strcmp(k, "heartbeat_timeout") == 0)
       ms = &heartbeat;
+    else if (strcmp(k, "replacement_timeout") == 0)
+      ms = &replacement, min_ms = 0;
     if (ms != NULL) {
       if (dr_parse_seconds_ms(v, min_ms, ms) != 0)
         FAIL("%s must be a number of seconds%s up to 86400, such as 30 or "
@@ -226,13 +229,14 @@ int dr__set_rdzv_conf(void *dst, const dr_flag_t *row, const char *val,
       metrics_port = (int32_t)port;
     } else {
       FAIL("unknown key '%s' (known: join_timeout, last_call_timeout, "
-           "heartbeat_timeout, is_host, metrics_port)",
+           "heartbeat_timeout, replacement_timeout, is_host, metrics_port)",
            k);
     }
   }
   o->join_timeout_ms = join;
   o->last_call_timeout_ms = last_call;
   o->heartbeat_timeout_ms = heartbeat;
+  o->replacement_timeout_ms = replacement;
   o->is_host = is_host;
   o->metrics_port = metrics_port;
   return 0;

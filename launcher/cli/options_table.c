@@ -56,10 +56,13 @@ const dr_flag_t dr__opt_table[] = {
    "(it names the --log-dir subdirectory).",
    NULL, dr__set_run_id, 0},
   {"rdzv-conf", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "K=V,...",
-   "join_timeout=600, last_call_timeout=1, heartbeat_timeout=2",
+   "join_timeout=600, last_call_timeout=1, heartbeat_timeout=2, "
+   "replacement_timeout=60",
    "Rendezvous settings, times in seconds: join_timeout (give up joining), "
    "last_call_timeout (wait for more nodes once MIN are in), "
-   "heartbeat_timeout (declare a silent node dead), is_host=0|1 (host the "
+   "heartbeat_timeout (declare a silent node dead), replacement_timeout "
+   "(a job of fixed --nnodes N that loses a node waits this long for a "
+   "replacement before it stops; 0: at once), is_host=0|1 (host the "
    "server here; by default when the endpoint names this node), "
    "metrics_port=PORT (the hosted server also serves GET /metrics and "
    "GET /healthz over HTTP on PORT; 0 picks a free one, logged).",
@@ -189,6 +192,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->rdzv_port = 29400;
   o->join_timeout_ms = 600000;
   o->last_call_timeout_ms = 1000;
+  o->replacement_timeout_ms = 60000;
   o->heartbeat_timeout_ms = 2000;
   o->is_host = -1;
   o->metrics_port = -1;

@@ -232,6 +232,7 @@ void dr__rdzv_try_complete(dr_rdzv_t *r) {
   r->state = DR_JOB_RUNNING;
   dr__rdzv_order(r, DR_RDZV_SAVE, NULL);
   r->rounds_completed++;
+  r->replace_at = 0; /* a replacement came */
   r->last_call_at = 0;
   r->state_ms = r->now;
   dr__rdzv_round_changed(r);
@@ -401,6 +402,20 @@ void dr__rdzv_node_lost(dr_rdzv_t *r, dr_node_t *n, const char *why) {
            r->cfg.min_nodes);
   int code = n->leave_signal != 0 ? 128 + n->leave_signal : DR_EXIT_COMM;
   dr__rdzv_node_free(n);
+  if (r->cfg.min_nodes == r->cfg.max_nodes &&
+      r->cfg.replacement_timeout_ms > 0 && alive > 0) {
+    /* A job of fixed size waits for a replacement (a pod that Kubernetes
+     * starts again, a node an operator brings back) before it stops, as
+     * long as a node of it is left to wait. */
+    r->replace_at = r->now + r->cfg.replacement_timeout_ms;
+    r->replace_code = code;
+    snprintf(r->replace_why, sizeof(r->replace_why), "%s", reason);
+    char wait[1100];
+    snprintf(wait, sizeof(wait), "%s; waiting up to %.0f s for a "
+             "replacement", reason, r->cfg.replacement_timeout_ms / 1000.0);
+    open_generation(r, wait);
+    return;
+  }
   stop_job(r, code, reason);
 }
 

@@ -50,6 +50,9 @@ typedef struct {
   uint32_t max_restarts;
   uint32_t heartbeat_timeout_ms;
   uint32_t last_call_timeout_ms;
+  /* A job of fixed size (MIN = MAX) that loses a node waits this long for
+   * a replacement to join before it stops; 0: it stops at once. */
+  uint32_t replacement_timeout_ms;
   int allow_mixed_nproc;
   int events;                   /* emit DR_RDZV_EVENT orders */
 } dr_rdzv_config_t;
@@ -168,6 +171,12 @@ typedef struct {
   uint32_t restarts_used;
   uint32_t rounds_completed;
   uint64_t last_call_at;   /* when the armed last call expires, 0: none */
+  /* A fixed-size job that lost a node forms its next round until
+   * replace_at (0: not waiting); past it, it stops with replace_code and
+   * replace_why. */
+  uint64_t replace_at;
+  int replace_code;
+  char replace_why[900];
   int last_call_expired;
   int exit_code;
   char stop_reason[1024];

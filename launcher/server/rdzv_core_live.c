@@ -190,6 +190,15 @@ void dr_rdzv_tick(dr_rdzv_t *r, uint64_t now) {
   if (r->last_call_at != 0 && now >= r->last_call_at &&
       r->state == DR_JOB_FORMING)
     dr__rdzv_last_call_due(r);
+  if (r->replace_at != 0 && now >= r->replace_at &&
+      r->state == DR_JOB_FORMING) {
+    char reason[1100];
+    snprintf(reason, sizeof(reason), "%s, and no replacement joined within "
+             "%.0f s", r->replace_why,
+             r->cfg.replacement_timeout_ms / 1000.0);
+    r->replace_at = 0;
+    dr__rdzv_stop(r, r->replace_code, reason);
+  }
   /* Silent nodes first: a node lost by now is the root cause of the echo
    * held, which its loss ends. */
   while (r->state == DR_JOB_RUNNING && one_silent(r, now)) {
@@ -212,10 +221,11 @@ void dr_rdzv_tick(dr_rdzv_t *r, uint64_t now) {
 
 uint64_t dr_rdzv_next_due(const dr_rdzv_t *r) {
   uint64_t due = 0;
-  uint64_t at[3] = {r->state == DR_JOB_FORMING ? r->last_call_at : 0,
+  uint64_t at[4] = {r->state == DR_JOB_FORMING ? r->last_call_at : 0,
                     r->holding ? r->hold_at : 0,
-                    r->resuming || r->claiming ? r->resume_deadline + 1 : 0};
-  for (int i = 0; i < 3; i++)
+                    r->resuming || r->claiming ? r->resume_deadline + 1 : 0,
+                    r->state == DR_JOB_FORMING ? r->replace_at : 0};
+  for (int i = 0; i < 4; i++)
     if (at[i] != 0 && (due == 0 || at[i] < due))
       due = at[i];
   return due;

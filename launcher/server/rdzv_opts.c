@@ -156,6 +156,10 @@ static const dr_flag_t rows[] = {
   {"last-call-timeout", 0, DR_FLAG_VALUE, ARGV, "S", "1",
    "wait S seconds for more nodes once MIN have joined", NULL, set_seconds,
    OFF(cfg.last_call_timeout_ms)},
+  {"replacement-timeout", 0, DR_FLAG_VALUE, ARGV, "S", "60",
+   "a job of fixed size (--nnodes N) that loses a node waits S seconds for "
+   "a replacement before it stops; 0 = stop at once", NULL, set_seconds,
+   OFF(cfg.replacement_timeout_ms)},
   {"handshake-timeout", 0, DR_FLAG_VALUE, ARGV, "S", "5",
    "drop connections that do not say HELLO within S seconds", NULL,
    set_timeout, OFF(cfg.handshake_timeout_ms)},

@@ -52,6 +52,7 @@ int dr__rdzv_init(dr_server_t *s) {
                         s->cfg.max_restarts,
                         s->cfg.heartbeat_timeout_ms,
                         s->cfg.last_call_timeout_ms,
+                        s->cfg.replacement_timeout_ms,
                         s->cfg.allow_mixed_nproc,
                         s->events != NULL};
   uv_timer_init(s->loop, &s->rdzv_timer);

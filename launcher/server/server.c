@@ -23,6 +23,7 @@ void dr_server_config_default(dr_server_config_t *cfg) {
   cfg->max_nodes = 1;
   cfg->heartbeat_timeout_ms = 2000;
   cfg->last_call_timeout_ms = 1000;
+  cfg->replacement_timeout_ms = 60000;
   cfg->handshake_timeout_ms = 5000;
   cfg->idle_timeout_ms = 60000;
   cfg->frame_timeout_ms = 30000;

@@ -25,6 +25,9 @@ typedef struct {
   uint32_t max_restarts;   /* failures the job may restart from */
   uint32_t heartbeat_timeout_ms; /* silent node declared dead after this */
   uint32_t last_call_timeout_ms; /* wait after min nodes joined */
+  /* A job of fixed size (MIN = MAX) that loses a node waits this long for a
+   * replacement before it stops; 0: it stops at once. */
+  uint32_t replacement_timeout_ms;
   uint32_t handshake_timeout_ms; /* HELLO (and AUTH) must arrive within */
   /* Past the handshake, for connections that are not nodes of the job
    * (store clients, tools; a node is judged by its heartbeats): */

@@ -204,6 +204,12 @@ static int build_exec(dr_h_server_t *s, const char *const *args,
     argv[a++] = (char *)"--log-level";
     argv[a++] = (char *)"info";
   }
+  /* A fixed-size job that loses a node stops at once, as these tests of
+   * other rules expect; the wait for a replacement has its own tests. */
+  if (!has_arg(args, "--replacement-timeout")) {
+    argv[a++] = (char *)"--replacement-timeout";
+    argv[a++] = (char *)"0";
+  }
   for (size_t i = 0; i < n_args; i++)
     argv[a++] = (char *)args[i];
   argv[a] = NULL;

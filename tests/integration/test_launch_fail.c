@@ -339,7 +339,8 @@ DR_L_TEST(agent_sigkill_2x2) {
    * left. */
   const char *id = "job-kill";
   uint16_t port = dr_l_rdzv(fx, DR_H_ARGS("--nnodes", "2", "--rdzv-id", id,
-                                          "--heartbeat-timeout", "1"));
+                                          "--heartbeat-timeout", "1",
+                                          "--replacement-timeout", "0"));
   char endpoint[64];
   snprintf(endpoint, sizeof(endpoint), "127.0.0.1:%u", port);
   dr_l_proc_t *nodes[2];

@@ -29,9 +29,12 @@ server() {
   local tag=$1 nn=$2 k=$3
   shift 3
   log_dir "$tag"
+  # A fixed-size job that loses a node stops at once unless a test sets
+  # replace_secs (the wait for a replacement has its own cases).
   start_server "$tag" "$job_secs" --port "${srv_port:-0}" --nnodes "$nn" \
     --rdzv-id "$id" --max-restarts "$k" --heartbeat-timeout "$hb" \
-    --last-call-timeout 1 --log-dir "$tmp/log.$tag" "$@"
+    --last-call-timeout 1 --replacement-timeout "${replace_secs:-0}" \
+    --log-dir "$tmp/log.$tag" "$@"
 }
 # agent TAG NNODES K PROGRAM...: one node of job $id, 2 workers; extra
 # ddprun options in the array agent_opts, environment in agent_env.

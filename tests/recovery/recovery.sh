@@ -17,8 +17,14 @@
 #                   resumes from it on two nodes (world 4, batch 12 per rank
 #                   instead of 8) and ends with the loss of an uninterrupted
 #                   2x2 run; the lost agent's workers die.
-#   nodeloss_fixed  --nnodes 3, the same kill: the survivors stop with exit 3
-#                   and a message that names the lost node.
+#   nodeloss_fixed  --nnodes 3, the same kill, no replacement within the
+#                   server's --replacement-timeout 3: the survivors stop with
+#                   exit 3 and a message that names the lost node and the
+#                   wait.
+#   replace         --nnodes 3, the same kill, and a new ddprun (a
+#                   replacement, as Kubernetes starts a pod again) joins
+#                   within the wait: the job goes on in generation 2 on 3
+#                   nodes without spending its budget of 0, and ends 0.
 #   latejoin        --nnodes 2:3 running on two nodes: a third joins, the
 #                   group restarts to take it in (world 6, no restart spent).
 #   hang            a worker SIGSTOPped mid-step with --hang-timeout 3: the
@@ -195,7 +201,7 @@ budget)
   echo "budget: 3 attempts on both nodes, counts 0 1 2 on ranks 0-3, exit 13"
   ;;
 
-nodeloss | nodeloss_fixed)
+nodeloss | nodeloss_fixed | replace)
   if [ "$mode" = nodeloss ]; then
     nn=2:3
     # One global batch for every world size: generation 2 (world 4)
@@ -212,6 +218,8 @@ nodeloss | nodeloss_fixed)
   else
     nn=3
     echo 30000 >"$tmp/hold"
+    replace_secs=3
+    [ "$mode" = replace ] && replace_secs=60
   fi
   server srv "$nn" 0
   s=$srv_pid
@@ -242,6 +250,12 @@ nodeloss | nodeloss_fixed)
   gone_s=$(elapsed "$t_kill")
   survivors=
   for n in n0 n1 n2; do [ $n != "$v" ] && survivors="$survivors $n"; done
+  if [ "$mode" = replace ]; then
+    # The replacement: a new ddprun of the job, as a restarted pod is.
+    agent n3 "$nn" 0 "$train" "${train_args[@]}" --ckpt-dir "$tmp/ckpt"
+    apid[n3]=$agent_pid
+    survivors="$survivors n3"
+  fi
   want=0
   [ "$mode" = nodeloss_fixed ] && want=3
   for n in $survivors; do
@@ -274,9 +288,20 @@ nodeloss | nodeloss_fixed)
       fail "final loss $loss after the resume on world 4, $ref_loss uninterrupted"
     echo "nodeloss: node 1 lost, the job resumed at step 5 on world 4 and" \
       "ended with loss $loss (uninterrupted: $ref_loss)"
+  elif [ "$mode" = replace ]; then
+    for n in $survivors; do
+      events "$(ev $n)" assign | grep -q '"gen":2,.*"nnodes":3,"world_size":6,' ||
+        fail "$n: generation 2 is not 3 nodes of world 6"
+    done
+    events "$(ev srv)" restart | grep -q "waiting up to 60 s for a replacement" ||
+      fail "the server did not wait for a replacement"
+    grep -q '"restart_count":0' "$(ev srv)" && ! grep -q '"restart_count":1' "$(ev srv)" ||
+      fail "the replacement spent the budget"
+    grep -q '^\[rank0\]:final ' "$tmp/all" || fail "the job did not end"
+    echo "replace: node 1 lost, a replacement joined, the job ended 0 on 3 nodes"
   else
     for n in $survivors; do
-      grep -q "node 1 ('[^']*') lost (.*); 2 nodes remain and the job needs at least 3" \
+      grep -q "node 1 ('[^']*') lost (.*); 2 nodes remain and the job needs at least 3, and no replacement joined within 3 s" \
         "$tmp/$n.err" || { show $n; fail "$n did not say why it stopped"; }
     done
     events "$(ev srv)" stop | grep -q '"exit_code":3,.*node 1' ||

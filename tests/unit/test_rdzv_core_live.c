@@ -360,6 +360,73 @@ static void test_success_needs_every_node(void **state) {
   assert_int_equal(f->r.exit_code, 0);
 }
 
+/* A job of fixed size (2 of 2) that loses a node waits for a replacement:
+ * the survivor restarts into the next round, which a new node completes;
+ * without one by the deadline the job stops with the loss's code. */
+static int setup_fixed(void **state) {
+  dr_rdzv_config_t c = fx_config();
+  c.min_nodes = c.max_nodes = 2;
+  c.replacement_timeout_ms = 5000;
+  return fx_setup_with(state, &c);
+}
+
+static void test_fixed_job_waits_for_replacement(void **state) {
+  fx_t *f = *state;
+  f->now = 1000;
+  fx_run(f, 2);
+  fx_close(f, 1, "node went away");
+  const fx_order_t *o = fx_must(f, DR_RDZV_RESTART, 0);
+  assert_int_equal(o->gen, 2);
+  assert_int_equal(o->restart_count, 0); /* a loss spends nothing */
+  fx_assert_has(o->text, "needs at least 2");
+  fx_assert_has(o->text, "waiting up to 5 s for a replacement");
+  assert_null(fx_find(f, DR_RDZV_STOP, FX_ANY));
+  assert_int_equal(dr_rdzv_next_due(&f->r), 1000 + 5000);
+  f->now = 3000;
+  fx_join(f, 0, 2, DR_NONE); /* the survivor, after its restart */
+  fx_join(f, 2, 2, DR_NONE); /* the replacement */
+  assert_int_equal(fx_count(f, DR_RDZV_ASSIGN, FX_ANY), 2);
+  assert_int_equal(f->r.state, DR_JOB_RUNNING);
+  assert_int_equal(f->r.gen, 2);
+  assert_int_equal(f->r.replace_at, 0);
+  fx_at(f, 7000); /* past the old deadline: nothing */
+  assert_null(fx_find(f, DR_RDZV_STOP, FX_ANY));
+}
+
+static void test_fixed_job_stops_without_replacement(void **state) {
+  fx_t *f = *state;
+  f->now = 1000;
+  fx_run(f, 2);
+  fx_close(f, 1, "node went away");
+  f->now = 2000;
+  fx_join(f, 0, 2, DR_NONE);
+  fx_at(f, 5999);
+  assert_null(fx_find(f, DR_RDZV_STOP, FX_ANY));
+  fx_at(f, 6000);
+  const fx_order_t *s = fx_must(f, DR_RDZV_STOP, 0);
+  assert_int_equal(s->code, 3);
+  fx_assert_has(s->text, "lost (node went away)");
+  fx_assert_has(s->text, "no replacement joined within 5 s");
+  assert_int_equal(fx_must(f, DR_RDZV_DONE, FX_NOPEER)->code, 3);
+}
+
+/* Without the wait (0), and for MIN:MAX, a fixed job stops at once, as
+ * test_closed_node_below_min_stops shows for the elastic one. */
+static int setup_fixed_nowait(void **state) {
+  dr_rdzv_config_t c = fx_config();
+  c.min_nodes = c.max_nodes = 2;
+  return fx_setup_with(state, &c);
+}
+
+static void test_fixed_job_without_wait_stops(void **state) {
+  fx_t *f = *state;
+  f->now = 1000;
+  fx_run(f, 2);
+  fx_close(f, 1, "node went away");
+  assert_int_equal(fx_must(f, DR_RDZV_STOP, 0)->code, 3);
+  assert_null(fx_find(f, DR_RDZV_RESTART, FX_ANY));
+}
+
 int main(void) {
   dr_log_level = -1; /* the core's log is for operators; tests read orders */
 #define T(name) cmocka_unit_test_setup_teardown(name, fx_setup, fx_teardown)
@@ -384,6 +451,9 @@ int main(void) {
       T(test_hold_outlasts_silent_node),
       T(test_failure_of_other_generation_ignored),
       T(test_success_needs_every_node),
+      TS(test_fixed_job_waits_for_replacement, setup_fixed),
+      TS(test_fixed_job_stops_without_replacement, setup_fixed),
+      TS(test_fixed_job_without_wait_stops, setup_fixed_nowait),
   };
 #undef T
 #undef TS
