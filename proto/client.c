@@ -362,6 +362,7 @@ void dr_assignment_free(dr_assignment_t *a) {
     return;
   free(a->master_addr);
   free(a->bootstrap);
+  free(a->peers);
   memset(a, 0, sizeof(*a));
 }
 

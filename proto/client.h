@@ -119,6 +119,13 @@ int dr_client_barrier(dr_client_t *c, uint64_t gen, const char *name,
 
 /* ---- rendezvous -------------------------------------------------------- */
 
+/* A peer of the node for its checkpoints (wire.h, dr_peer_rec_t). */
+typedef struct {
+  uint32_t node_rank, port, roles; /* roles: DR_PEER_* */
+  uint64_t ckpt_step;              /* DR_NONE: none */
+  char addr[DR_HOST_MAX + 1];
+} dr_peer_t;
+
 /* An owned copy of an assignment. Free with dr_assignment_free(). */
 typedef struct {
   uint64_t gen;
@@ -131,6 +138,9 @@ typedef struct {
   int64_t clock_offset_us;       /* server's clock minus this node's */
   uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
   uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* what a RESUME of gen needs */
+  uint64_t ckpt_step;  /* the round's newest checkpoint, DR_NONE: none */
+  dr_peer_t *peers;    /* n_peers, for checkpoints (replicas, holders) */
+  size_t n_peers;
 } dr_assignment_t;
 
 void dr_assignment_free(dr_assignment_t *a);

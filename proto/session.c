@@ -107,7 +107,10 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   memset(out, 0, sizeof(*out));
   out->master_addr = malloc((size_t)a->master_addr.len + 1);
   out->bootstrap = malloc((size_t)a->bootstrap.len + 1);
-  if (out->master_addr == NULL || out->bootstrap == NULL) {
+  out->peers = calloc(a->peers.count > 0 ? a->peers.count : 1,
+                      sizeof(*out->peers));
+  if (out->master_addr == NULL || out->bootstrap == NULL ||
+      out->peers == NULL) {
     dr_assignment_free(out);
     return -ENOMEM;
   }
@@ -128,6 +131,18 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   out->clock_offset_us = a->clock_offset_us;
   out->clock_uncertainty_us = a->clock_uncertainty_us;
   memcpy(out->resume_token, a->resume_token, sizeof(out->resume_token));
+  out->ckpt_step = a->ckpt_step;
+  uint32_t pos = 0;
+  dr_peer_rec_t p;
+  while (dr_peer_rec_next(&a->peers, &pos, &p)) { /* checked by the view */
+    dr_peer_t *q = &out->peers[out->n_peers++];
+    q->node_rank = p.node_rank;
+    q->port = p.port;
+    q->roles = p.roles;
+    q->ckpt_step = p.ckpt_step;
+    memcpy(q->addr, p.addr.p, p.addr.len);
+    q->addr[p.addr.len] = '\0';
+  }
   return 0;
 }
 

@@ -42,7 +42,7 @@
 #define DR_PROTO_MAGIC 0x4452u
 #define DR_PROTO_VERSION 3u
 #define DR_FRAME_HDR_LEN 12u
-#define DR_MAX_FIELDS 13u
+#define DR_MAX_FIELDS 16u
 #define DR_NONE UINT64_MAX
 #define DR_NONCE_LEN 32u
 #define DR_MAC_LEN 32u
@@ -85,17 +85,25 @@
   X(CHECK, 15, "uK", "gen, keys")                                            \
   X(BARRIER, 16, "ukuu", "gen, name, n, wait_ms")                            \
   /* rendezvous; echo_us, echo_rx_us, tx_us: a dr_clock_stamp_t */          \
-  X(JOIN, 17, "sssuuubuuu",                                                  \
+  /* ckpt_port: the port of the agent's checkpoint peer (0: none);        \
+   * ckpt_step: the newest complete checkpoint in its --ckpt-dir          \
+   * (DR_NONE: none) */                                                      \
+  X(JOIN, 17, "sssuuubuuuuu",                                                \
     "run_id, host, addr, nproc, node_rank (DR_NONE = any), "                 \
-    "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us")        \
+    "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us, "       \
+    "ckpt_port, ckpt_step")                                                  \
   /* clock_offset_us: server minus node (two's complement), the estimate   \
    * the workers of this generation get; clock_uncertainty_us: its bound   \
    * (half a round trip), DR_NONE when the server has no estimate;         \
-   * resume_token: DR_RESUME_TOKEN_LEN bytes */                              \
-  X(ASSIGN, 18, "uuuuusubuuuub",                                             \
+   * resume_token: DR_RESUME_TOKEN_LEN bytes; ckpt_step: the newest        \
+   * checkpoint any node of the round holds (DR_NONE: none); peers: the    \
+   * nodes this one copies its checkpoints to and restores from (peer      \
+   * records, at most DR_PEERS_MAX) */                                       \
+  X(ASSIGN, 18, "uuuuusubuuuubuB",                                           \
     "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
     "master_port, bootstrap, restart_count, max_restarts, "                  \
-    "clock_offset_us, clock_uncertainty_us, resume_token")                   \
+    "clock_offset_us, clock_uncertainty_us, resume_token, ckpt_step, "       \
+    "peers")                                                                 \
   /* both ways; the server's carries only its tx_us */                       \
   X(HEARTBEAT, 19, "uuuu", "gen, echo_us, echo_rx_us, tx_us")                \
   /* message: at most DR_FAILURE_MSG_MAX bytes */                            \
@@ -304,6 +312,8 @@ typedef struct {
   uint32_t master_port_offer; /* a port free on this node, 0 = none */
   dr_bytes_t bootstrap_offer; /* used as the bootstrap if this is node 0 */
   dr_clock_stamp_t clock;
+  uint32_t ckpt_port;   /* its agent's checkpoint peer, 0 = none */
+  uint64_t ckpt_step;   /* newest complete checkpoint it holds, DR_NONE */
 } dr_join_t;
 
 typedef struct {
@@ -320,6 +330,12 @@ typedef struct {
   int64_t clock_offset_us;       /* server's clock minus this node's */
   uint64_t clock_uncertainty_us; /* its bound; DR_NONE: not measured */
   uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* for a RESUME of gen */
+  uint64_t ckpt_step;   /* newest checkpoint of the round, DR_NONE: none */
+  /* Encoding: n_peer_recs records at peer_recs. Decoded: the list, read
+   * with dr_peer_rec_next(). */
+  const struct dr_peer_rec *peer_recs;
+  size_t n_peer_recs;
+  dr_list_t peers;
 } dr_assign_t;
 
 /* How a worker failed, as its agent saw it. X(NAME, value, doc). */
@@ -469,10 +485,13 @@ int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
  *                      step_age_ms u64, rate_milli u64
  *   stack (16 + text)  rank u32, node_rank u32, pid u32, code u32, text
  *   missing (4)        node_rank u32
+ *   peer  (24 + addr)  node_rank u32, port u32, roles u32, 0 u32,
+ *                      ckpt_step u64, addr (ASSIGN's peers)
  *
  * The views check every record of a message (its length, its states, the
  * host's length); the iterators below then only read them. */
 #define DR_NODE_REC_LEN 32u
+#define DR_PEER_REC_LEN 24u
 #define DR_RANK_REC_LEN 52u
 #define DR_STACK_REC_LEN 16u
 #define DR_HOST_MAX 255u
@@ -634,11 +653,29 @@ int dr_msg_job_status(const dr_msg_t *msg, dr_job_status_t *out);
 int dr_msg_stacks(const dr_msg_t *msg, dr_stacks_req_t *out);
 int dr_msg_stack_dump(const dr_msg_t *msg, dr_stack_dump_t *out);
 
+/* A node's peer for its checkpoints, in its ASSIGN. roles: DR_PEER_*. */
+#define DR_PEER_REPLICA 1u /* one of the next nodes by node rank: this
+                              node's new checkpoints are copied there */
+#define DR_PEER_HOLDER 2u  /* holds the round's newest checkpoint: a node
+                              without it restores it from there */
+#define DR_PEERS_MAX 12u   /* records in one ASSIGN at most */
+typedef struct dr_peer_rec {
+  uint32_t node_rank;
+  uint32_t port;       /* its agent's checkpoint port */
+  uint32_t roles;
+  uint64_t ckpt_step;  /* the newest complete checkpoint it holds, DR_NONE */
+  dr_bytes_t addr;     /* at most DR_HOST_MAX bytes */
+} dr_peer_rec_t;
+
 /* Iterate the record lists of a checked view, as dr_list_next(): 1 and
  * *out (borrowed like the message), or 0 at the end. */
 int dr_node_rec_next(const dr_list_t *l, uint32_t *pos, dr_node_rec_t *out);
 int dr_rank_rec_next(const dr_list_t *l, uint32_t *pos, dr_rank_rec_t *out);
 int dr_stack_rec_next(const dr_list_t *l, uint32_t *pos, dr_stack_rec_t *out);
 int dr_rank_u32_next(const dr_list_t *l, uint32_t *pos, uint32_t *out);
+int dr_peer_rec_next(const dr_list_t *l, uint32_t *pos, dr_peer_rec_t *out);
+/* 0 when every item of l is a peer record and there are at most
+ * DR_PEERS_MAX, else DR_EBADARG (dr_msg_assign's check). */
+int dr_peer_list_check(const dr_list_t *l);
 
 #endif /* DR_WIRE_H */

@@ -269,8 +269,12 @@ int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j) {
   put_u64(&f, j->master_port_offer);
   put_bytes(&f, j->bootstrap_offer);
   put_clock(&f, &j->clock);
+  put_u64(&f, j->ckpt_port);
+  put_u64(&f, j->ckpt_step);
   return frame_end(&f);
 }
+
+static void put_peer_recs(frame_t *f, const dr_peer_rec_t *v, size_t n);
 
 int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a) {
   frame_t f = frame_begin(b, DR_MSG_ASSIGN, req);
@@ -287,6 +291,8 @@ int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a) {
   put_u64(&f, (uint64_t)a->clock_offset_us);
   put_u64(&f, a->clock_uncertainty_us);
   put_bytes(&f, (dr_bytes_t){a->resume_token, DR_RESUME_TOKEN_LEN});
+  put_u64(&f, a->ckpt_step);
+  put_peer_recs(&f, a->peer_recs, a->n_peer_recs);
   return frame_end(&f);
 }
 
@@ -372,6 +378,18 @@ static void put_item(frame_t *f, const uint8_t *head, size_t n_head,
   dr_buf_append(f->b, x, sizeof(x));
   dr_buf_append(f->b, head, n_head);
   dr_buf_append(f->b, tail.p, tail.len);
+}
+
+static void put_peer_recs(frame_t *f, const dr_peer_rec_t *v, size_t n) {
+  put_len(f, DR_FIELD_LIST, n);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t h[DR_PEER_REC_LEN] = {0};
+    dr__store_be32(h, v[i].node_rank);
+    dr__store_be32(h + 4, v[i].port);
+    dr__store_be32(h + 8, v[i].roles);
+    dr__store_be64(h + 16, v[i].ckpt_step);
+    put_item(f, h, sizeof(h), v[i].addr);
+  }
 }
 
 static const dr_bytes_t no_tail = {NULL, 0};

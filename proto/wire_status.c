@@ -70,6 +70,12 @@ static int stack_ok(dr_bytes_t it) {
 
 static int u32_ok(dr_bytes_t it) { return it.len == 4 ? 0 : DR_EBADARG; }
 
+static int peer_ok(dr_bytes_t it) {
+  return it.len >= DR_PEER_REC_LEN && it.len - DR_PEER_REC_LEN <= DR_HOST_MAX
+             ? 0
+             : DR_EBADARG;
+}
+
 static int check_list(const dr_list_t *l, int (*ok)(dr_bytes_t)) {
   uint32_t pos = 0;
   dr_bytes_t it;
@@ -213,4 +219,23 @@ int dr_msg_stack_dump(const dr_msg_t *m, dr_stack_dump_t *o) {
   o->id = m->f[0].u;
   o->stacks = m->f[1].l;
   return 0;
+}
+
+int dr_peer_list_check(const dr_list_t *l) {
+  if (l->count > DR_PEERS_MAX)
+    return DR_EBADARG;
+  return check_list(l, peer_ok);
+}
+
+int dr_peer_rec_next(const dr_list_t *l, uint32_t *pos, dr_peer_rec_t *o) {
+  dr_bytes_t it;
+  if (!dr_list_next(l, pos, &it))
+    return 0;
+  o->node_rank = dr__load_be32(it.p);
+  o->port = dr__load_be32(it.p + 4);
+  o->roles = dr__load_be32(it.p + 8);
+  o->ckpt_step = dr__load_be64(it.p + 16);
+  o->addr.p = it.p + DR_PEER_REC_LEN;
+  o->addr.len = it.len - DR_PEER_REC_LEN;
+  return 1;
 }

@@ -126,6 +126,10 @@ int dr_msg_join(const dr_msg_t *m, dr_join_t *o) {
   o->master_port_offer = (uint32_t)m->f[5].u;
   o->bootstrap_offer = m->f[6].b;
   o->clock = clock_at(m, 7);
+  if (!fits_u32(m->f[10].u) || m->f[10].u > 65535)
+    return DR_EBADARG;
+  o->ckpt_port = (uint32_t)m->f[10].u;
+  o->ckpt_step = m->f[11].u;
   return 0;
 }
 
@@ -150,6 +154,12 @@ int dr_msg_assign(const dr_msg_t *m, dr_assign_t *o) {
   if (m->f[12].b.len != DR_RESUME_TOKEN_LEN)
     return DR_EBADARG;
   memcpy(o->resume_token, m->f[12].b.p, DR_RESUME_TOKEN_LEN);
+  o->ckpt_step = m->f[13].u;
+  if (dr_peer_list_check(&m->f[14].l) != 0)
+    return DR_EBADARG;
+  o->peer_recs = NULL;
+  o->n_peer_recs = 0;
+  o->peers = m->f[14].l;
   return 0;
 }
 

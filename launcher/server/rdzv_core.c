@@ -222,6 +222,12 @@ void dr__rdzv_try_complete(dr_rdzv_t *r) {
       master->boot_len > 0 ? master->boot_len : (uint32_t)sizeof(r->boot);
   a->restart_count = r->restarts_used;
   a->max_restarts = r->cfg.max_restarts;
+  a->ckpt_step = DR_NONE; /* the newest checkpoint any node holds */
+  for (size_t i = 0; i < n; i++) {
+    uint64_t st = r->round[i]->ckpt_step;
+    if (st != DR_NONE && (a->ckpt_step == DR_NONE || st > a->ckpt_step))
+      a->ckpt_step = st;
+  }
   /* A token of the generation's own, for its nodes' RESUMEs. */
   uint8_t nonce[DR_NONCE_LEN];
   dr_auth_nonce(nonce);

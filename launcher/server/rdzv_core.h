@@ -78,6 +78,8 @@ struct dr_node {
   uint32_t nproc;
   uint64_t req_rank;      /* DR_NONE when any */
   uint32_t port_offer;
+  uint32_t ckpt_port;     /* its agent's checkpoint peer, 0: none */
+  uint64_t ckpt_step;     /* the newest checkpoint it holds, DR_NONE */
   uint8_t *boot;          /* bootstrap offer */
   uint32_t boot_len;
   uint32_t node_rank;     /* valid once assigned */
@@ -297,6 +299,19 @@ typedef struct {
 } dr_round_fig_t;
 void dr_rdzv_round_figures(const dr_rdzv_t *r, uint64_t now,
                            dr_round_fig_t *out);
+/* The peers of the running generation's node node_rank for its
+ * checkpoints, into out[max] (max <= DR_PEERS_MAX): the next nodes by node
+ * rank (DR_PEER_REPLICA, up to DR_PEERS_REPLICAS, those with a checkpoint
+ * port), then, when the node lacks the round's newest checkpoint (asg's
+ * ckpt_step), nodes that hold it (DR_PEER_HOLDER, up to DR_PEERS_HOLDERS,
+ * the next ones after it first, so that restores spread over the holders).
+ * A node in both lists is listed once with both roles. Records borrow the
+ * nodes' addresses. Returns how many. */
+#define DR_PEERS_REPLICAS 8u
+#define DR_PEERS_HOLDERS 4u
+size_t dr_rdzv_peers(const dr_rdzv_t *r, uint32_t node_rank,
+                     dr_peer_rec_t *out, size_t max);
+
 /* The resume window after a restart of the server: two heartbeat timeouts
  * and a second (agents retry at least once a second). */
 uint64_t dr_rdzv_resume_window_ms(const dr_rdzv_t *r);

@@ -59,6 +59,8 @@ static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
   n->nproc = j->nproc;
   n->req_rank = j->node_rank;
   n->port_offer = j->master_port_offer;
+  n->ckpt_port = j->ckpt_port;
+  n->ckpt_step = j->ckpt_step;
   return n;
 }
 

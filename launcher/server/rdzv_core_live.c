@@ -262,3 +262,48 @@ void dr_rdzv_round_figures(const dr_rdzv_t *r, uint64_t now,
   if (r->last_call_at != 0)
     f->last_call_ms = r->last_call_at > now ? r->last_call_at - now : 0;
 }
+
+/* ---- checkpoints' peers -------------------------------------------------- */
+
+/* The record of node k in out[0..*n), added with role when missing. */
+static void add_peer(const dr_rdzv_t *r, size_t k, uint32_t role,
+                     dr_peer_rec_t *out, size_t *n, size_t max) {
+  const dr_node_t *x = r->round[k];
+  for (size_t i = 0; i < *n; i++)
+    if (out[i].node_rank == x->node_rank) {
+      out[i].roles |= role;
+      return;
+    }
+  if (*n == max)
+    return;
+  dr_peer_rec_t p = {x->node_rank, x->ckpt_port, role, x->ckpt_step,
+                     dr_str(x->addr)};
+  out[(*n)++] = p;
+}
+
+size_t dr_rdzv_peers(const dr_rdzv_t *r, uint32_t node_rank,
+                     dr_peer_rec_t *out, size_t max) {
+  size_t nn = r->n_round, n = 0;
+  if (r->state != DR_JOB_RUNNING || node_rank >= nn)
+    return 0;
+  size_t replicas = 0;
+  for (size_t d = 1; d < nn && replicas < DR_PEERS_REPLICAS; d++) {
+    size_t k = (node_rank + d) % nn;
+    if (r->round[k]->ckpt_port == 0)
+      continue;
+    add_peer(r, k, DR_PEER_REPLICA, out, &n, max);
+    replicas++;
+  }
+  uint64_t newest = r->asg.ckpt_step;
+  if (newest == DR_NONE || r->round[node_rank]->ckpt_step == newest)
+    return n;
+  size_t holders = 0;
+  for (size_t d = 1; d < nn && holders < DR_PEERS_HOLDERS; d++) {
+    size_t k = (node_rank + d) % nn;
+    if (r->round[k]->ckpt_step != newest || r->round[k]->ckpt_port == 0)
+      continue;
+    add_peer(r, k, DR_PEER_HOLDER, out, &n, max);
+    holders++;
+  }
+  return n;
+}

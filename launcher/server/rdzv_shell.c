@@ -84,8 +84,11 @@ static void carry_out(dr_server_t *s, const dr_rdzv_order_t *o) {
     return;
   case DR_RDZV_ASSIGN: {
     dr_assign_t a = r->asg;
+    dr_peer_rec_t peers[DR_PEERS_MAX];
     a.node_rank = o->node_rank;
     a.first_rank = o->first_rank;
+    a.peer_recs = peers;
+    a.n_peer_recs = dr_rdzv_peers(r, o->node_rank, peers, DR_PEERS_MAX);
     dr__clock_assign(c, &a);
     rc = dr_enc_assign(&s->out, o->req, &a);
     break;

@@ -269,6 +269,7 @@ static void on_welcome(sim_t *s, uint32_t i, const dr_msg_t *m) {
   j.node_rank = DR_NONE;
   j.master_port_offer = MASTER_PORT_OFFER;
   j.bootstrap_offer = dr_str("rdzv_scale-bootstrap");
+  j.ckpt_step = DR_NONE;
   dr_buf_reset(&s->out);
   int rc = dr_enc_join(&s->out, JOIN_REQ, &j);
   if (rc != 0) {

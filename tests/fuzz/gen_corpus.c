@@ -20,9 +20,12 @@ static int encode(dr_buf_t *b, uint8_t type) {
                                1699999999750400ull};
   const dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"),
                        8,              DR_NONE,          29500,
-                       id,             ck};
+                       id,             ck,               41000,
+                       12};
+  const dr_peer_rec_t peers[1] = {
+      {0, 41000, DR_PEER_HOLDER, 12, {(const uint8_t *)"10.0.0.1", 8}}};
   const dr_assign_t a = {3,  1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1,
-                         3, 250000, 150};
+                         3, 250000, 150, {0}, 12, peers, 1, {0, NULL, 0}};
   const dr_resume_t q = {dr_str("job7"), dr_str("node-a"), 3, 1, 2, 16, 8, 1,
                          ck};
   const dr_leave_t l = {3, 15, dr_str("ddprun on 'node-a' received SIGTERM")};

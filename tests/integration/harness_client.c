@@ -37,6 +37,7 @@ void dr_h_join_fill(dr_join_t *j, const char *run_id, const char *host,
   j->node_rank = node_rank;
   j->master_port_offer = master_port_offer;
   j->bootstrap_offer = dr_str(bootstrap_offer);
+  j->ckpt_step = DR_NONE;
 }
 
 static void copy_bytes(char *dst, size_t cap, dr_bytes_t b) {

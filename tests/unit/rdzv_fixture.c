@@ -121,6 +121,7 @@ dr_join_t fx_join_msg(fx_t *f, int i, uint32_t nproc, uint64_t rank) {
   j.nproc = nproc;
   j.node_rank = rank;
   j.master_port_offer = 29500u + (uint32_t)i;
+  j.ckpt_step = DR_NONE;
   return j;
 }
 

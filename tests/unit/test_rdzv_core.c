@@ -159,6 +159,60 @@ static void test_order_by_prev_rank_host_arrival(void **state) {
   assert_int_equal(fx_must(f, DR_RDZV_ASSIGN, 0)->node_rank, 2);
 }
 
+/* The checkpoints' peers: the round's newest step in every ASSIGN; each
+ * node's next nodes by rank that have a checkpoint port, as replicas; and
+ * for a node that lacks the newest step, the holders of it, the next ones
+ * after it first. */
+static int setup4(void **state) {
+  dr_rdzv_config_t c = fx_config();
+  c.min_nodes = c.max_nodes = 4;
+  return fx_setup_with(state, &c);
+}
+
+static void test_checkpoint_peers(void **state) {
+  fx_t *f = *state;
+  static const uint64_t steps[4] = {20, 20, 10, DR_NONE};
+  for (int i = 0; i < 4; i++) {
+    dr_join_t j = fx_join_msg(f, i, 2, (uint64_t)i);
+    j.ckpt_port = 41000u + (uint32_t)i;
+    j.ckpt_step = steps[i];
+    fx_join_with(f, i, &j);
+  }
+  assert_int_equal(f->r.state, DR_JOB_RUNNING);
+  assert_int_equal(f->r.asg.ckpt_step, 20);
+  dr_peer_rec_t p[DR_PEERS_MAX];
+  /* Node 3 (a replacement: nothing): replicas 0, 1, 2; holders 0, 1. */
+  size_t n = dr_rdzv_peers(&f->r, 3, p, DR_PEERS_MAX);
+  assert_int_equal(n, 3);
+  static const uint32_t roles3[3] = {DR_PEER_REPLICA | DR_PEER_HOLDER,
+                                     DR_PEER_REPLICA | DR_PEER_HOLDER,
+                                     DR_PEER_REPLICA};
+  for (uint32_t k = 0; k < 3; k++) {
+    assert_int_equal(p[k].node_rank, k);
+    assert_int_equal(p[k].port, 41000 + k);
+    assert_int_equal(p[k].roles, roles3[k]);
+    assert_int_equal(p[k].ckpt_step, steps[k]);
+    assert_memory_equal(p[k].addr.p, f->peer[k].ip, p[k].addr.len);
+  }
+  /* Node 2 (an older step): replicas 3, 0, 1, of which 0 and 1 hold; the
+   * holders after it come first. */
+  n = dr_rdzv_peers(&f->r, 2, p, DR_PEERS_MAX);
+  assert_int_equal(n, 3);
+  assert_int_equal(p[0].node_rank, 3);
+  assert_int_equal(p[0].roles, DR_PEER_REPLICA);
+  assert_int_equal(p[1].node_rank, 0);
+  assert_int_equal(p[1].roles, DR_PEER_REPLICA | DR_PEER_HOLDER);
+  /* Node 0 holds the newest: replicas only. */
+  n = dr_rdzv_peers(&f->r, 0, p, DR_PEERS_MAX);
+  assert_int_equal(n, 3);
+  for (size_t k = 0; k < n; k++)
+    assert_int_equal(p[k].roles, DR_PEER_REPLICA);
+  /* A cap is a cap. */
+  assert_int_equal(dr_rdzv_peers(&f->r, 3, p, 2), 2);
+  /* Without checkpoint ports there is no one to copy to. */
+  assert_int_equal(dr_rdzv_peers(&f->r, 9, p, DR_PEERS_MAX), 0);
+}
+
 /* Node 0's address, port and bootstrap offer; a resume token shared by the
  * generation's nodes and new with every generation. */
 static void test_assign_contents(void **state) {
@@ -409,6 +463,8 @@ int main(void) {
       T(test_refuse_beyond_max),
       T(test_refuse_mixed_nproc),
       T(test_nproc_of_a_node_gone),
+      cmocka_unit_test_setup_teardown(test_checkpoint_peers, setup4,
+                                      fx_teardown),
       T(test_refuse_bad_nproc),
       T(test_refuse_second_join),
       T(test_refuse_after_end),

@@ -631,8 +631,8 @@ static int view_of(const fx_t *f, const raw_t *r) {
   return dr_msg_failure(&m, &x);
 }
 
-static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
-                       uint64_t port) {
+static void join_frame_ckpt(raw_t *r, uint64_t nproc, uint64_t node_rank,
+                            uint64_t port, uint64_t ckpt_port) {
   raw_begin(r, DR_MSG_JOIN);
   raw_bytesf(r, 1, 1);
   raw_bytesf(r, 1, 1);
@@ -643,7 +643,21 @@ static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
   raw_bytesf(r, 0, 0);
   for (int i = 0; i < 3; i++) /* the clock stamp: any values */
     raw_u64f(r, UINT64_MAX - (uint64_t)i);
+  raw_u64f(r, ckpt_port);
+  raw_u64f(r, DR_NONE); /* ckpt_step: a full u64 */
   raw_end(r);
+}
+
+static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
+                       uint64_t port) {
+  join_frame_ckpt(r, nproc, node_rank, port, 0);
+}
+
+/* Field i of type's schema is the resume token (ASSIGN's 12th, RESUME's
+ * last). */
+static int is_token(uint8_t type, const char *schema, int i) {
+  return (type == DR_MSG_ASSIGN && i == 12) ||
+         (type == DR_MSG_RESUME && schema[i + 1] == '\0');
 }
 
 /* u64 values: the one at index `big` is 2^32, the others small. */
@@ -651,13 +665,12 @@ static void u64_frame(raw_t *r, uint8_t type, int big) {
   const char *schema = dr_msg_schema(type);
   raw_begin(r, type);
   for (int i = 0; schema[i] != '\0'; i++) {
-    /* The last field of ASSIGN and RESUME is the resume token. */
-    int token = schema[i + 1] == '\0' &&
-                (type == DR_MSG_ASSIGN || type == DR_MSG_RESUME);
     if (schema[i] == 'u')
       raw_u64f(r, i == big ? (1ull << 32) : 1);
-    else if (token)
+    else if (is_token(type, schema, i))
       raw_bytesf(r, DR_RESUME_TOKEN_LEN, DR_RESUME_TOKEN_LEN);
+    else if (schema[i] == 'B')
+      raw_listf(r, 0);
     else
       raw_bytesf(r, 1, 1);
   }
@@ -679,8 +692,10 @@ static void test_views_reject_short_tokens(void **state) {
       for (int i = 0; schema[i] != '\0'; i++) {
         if (schema[i] == 'u')
           raw_u64f(&r, 1);
-        else if (schema[i + 1] == '\0')
+        else if (is_token(types[t], schema, i))
           raw_bytesf(&r, lens[l], lens[l]);
+        else if (schema[i] == 'B')
+          raw_listf(&r, 0);
         else
           raw_bytesf(&r, 1, 1);
       }
@@ -690,11 +705,47 @@ static void test_views_reject_short_tokens(void **state) {
   }
 }
 
+/* An ASSIGN's peers: at most DR_PEERS_MAX, each a whole record. */
+static void assign_with_peers(raw_t *r, uint32_t count, uint32_t len) {
+  const char *schema = dr_msg_schema(DR_MSG_ASSIGN);
+  raw_begin(r, DR_MSG_ASSIGN);
+  for (int i = 0; schema[i] != '\0'; i++) {
+    if (schema[i] == 'u')
+      raw_u64f(r, 1);
+    else if (is_token(DR_MSG_ASSIGN, schema, i))
+      raw_bytesf(r, DR_RESUME_TOKEN_LEN, DR_RESUME_TOKEN_LEN);
+    else if (schema[i] == 'B') {
+      raw_listf(r, count);
+      for (uint32_t k = 0; k < count; k++)
+        raw_item(r, len, len);
+    } else
+      raw_bytesf(r, 1, 1);
+  }
+  raw_end(r);
+}
+
+static void test_views_check_peers(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  assign_with_peers(&r, DR_PEERS_MAX, DR_PEER_REC_LEN + 3);
+  assert_int_equal(view_of(f, &r), 0);
+  assign_with_peers(&r, DR_PEERS_MAX + 1, DR_PEER_REC_LEN);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  assign_with_peers(&r, 1, DR_PEER_REC_LEN - 1);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  assign_with_peers(&r, 1, DR_PEER_REC_LEN + DR_HOST_MAX + 1);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+}
+
 static void test_views_reject_wide_integers(void **state) {
   fx_t *f = *state;
   raw_t r;
   join_frame(&r, 8, DR_NONE, 29500); /* node_rank is a full u64 */
   assert_int_equal(view_of(f, &r), 0);
+  join_frame_ckpt(&r, 8, 0, 0, 65535); /* the checkpoint port: a port */
+  assert_int_equal(view_of(f, &r), 0);
+  join_frame_ckpt(&r, 8, 0, 0, 65536);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
   join_frame(&r, 1ull << 32, 0, 0);
   assert_int_equal(view_of(f, &r), DR_EBADARG);
   join_frame(&r, 1, 0, 1ull << 32);
@@ -982,6 +1033,7 @@ int main(void) {
       T(test_views_reject_other_types),
       T(test_views_reject_wide_integers),
       T(test_views_reject_short_tokens),
+      T(test_views_check_peers),
       T(test_status_views_other_types),
       T(test_status_views_strict),
       T(test_record_list_cap),

@@ -50,14 +50,34 @@ static void assert_clock(dr_clock_stamp_t got) {
 static dr_join_t sample_join(void) {
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"), 8,
                  3,              29500,            mk(bin, sizeof(bin)),
-                 sample_clock};
+                 sample_clock,   41000,            0x0102030405ull};
   return j;
 }
 
+/* An ASSIGN's peers: a replica and a holder of the newest checkpoint. */
+static const dr_peer_rec_t sample_peers[2] = {
+    {2, 41002, DR_PEER_REPLICA, DR_NONE, {(const uint8_t *)"10.0.0.3", 8}},
+    {0, 41000, DR_PEER_HOLDER, 777, {(const uint8_t *)"10.0.0.1", 8}}};
+
 static dr_assign_t sample_assign(void) {
   /* A negative offset travels in two's complement. */
-  dr_assign_t a = {0x1122334455667788ull, 1, 2, 16, 8, dr_str("10.0.0.1"),
-                   29501, mk(nonce, sizeof(nonce)), 2, 3, -250123, 42, {0}};
+  dr_assign_t a = {0x1122334455667788ull,
+                   1,
+                   2,
+                   16,
+                   8,
+                   dr_str("10.0.0.1"),
+                   29501,
+                   mk(nonce, sizeof(nonce)),
+                   2,
+                   3,
+                   -250123,
+                   42,
+                   {0},
+                   777,
+                   sample_peers,
+                   2,
+                   {0, NULL, 0}};
   memcpy(a.resume_token, nonce + 7, sizeof(a.resume_token));
   return a;
 }
@@ -432,6 +452,8 @@ void check_sample(const dr_msg_t *m) {
     assert_bytes(j.bootstrap_offer, wj.bootstrap_offer.p,
                  wj.bootstrap_offer.len);
     assert_clock(j.clock);
+    assert_int_equal(j.ckpt_port, 41000);
+    assert_int_equal(j.ckpt_step, 0x0102030405ull);
     break;
   case DR_MSG_ASSIGN:
     assert_int_equal(dr_msg_assign(m, &a), 0);
@@ -449,6 +471,19 @@ void check_sample(const dr_msg_t *m) {
     assert_int_equal(f[10].u, (uint64_t)(int64_t)-250123);
     assert_int_equal(a.clock_uncertainty_us, 42);
     assert_memory_equal(a.resume_token, wa.resume_token, DR_RESUME_TOKEN_LEN);
+    assert_int_equal(a.ckpt_step, 777);
+    assert_int_equal(a.peers.count, 2);
+    {
+      uint32_t pos = 0;
+      dr_peer_rec_t p;
+      for (int k = 0; dr_peer_rec_next(&a.peers, &pos, &p); k++) {
+        assert_int_equal(p.node_rank, sample_peers[k].node_rank);
+        assert_int_equal(p.port, sample_peers[k].port);
+        assert_int_equal(p.roles, sample_peers[k].roles);
+        assert_int_equal(p.ckpt_step, sample_peers[k].ckpt_step);
+        assert_memory_equal(p.addr.p, sample_peers[k].addr.p, p.addr.len);
+      }
+    }
     break;
   case DR_MSG_HEARTBEAT:
     assert_int_equal(f[0].u, 9);
