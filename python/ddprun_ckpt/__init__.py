@@ -36,6 +36,7 @@ needs nothing but the standard library.
 """
 
 import errno
+import inspect
 import os
 import re
 import secrets
@@ -252,7 +253,6 @@ def save(state, step, *, name=None, dir=None, keep=DEFAULT_KEEP):
 def _load_kwargs(torch, map_location, weights_only):
     kw = {"map_location": map_location}
     try:
-        import inspect
         if "weights_only" in inspect.signature(torch.load).parameters:
             kw["weights_only"] = weights_only
     except (TypeError, ValueError):
