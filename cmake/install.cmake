@@ -1,7 +1,7 @@
 # What `cmake --install` and the .deb put beside the programs: the systemd
 # unit of ddprun-rdzv and its environment file, the Slurm batch script, the
-# progress module and the README. A wheel (SKBUILD) carries the programs and
-# the progress module only (pyproject.toml).
+# progress and checkpoint modules and the README. A wheel (SKBUILD) carries
+# the programs and the Python modules only (pyproject.toml).
 if(SKBUILD)
   return()
 endif()
@@ -16,7 +16,7 @@ install(PROGRAMS ${CMAKE_SOURCE_DIR}/deploy/slurm/ddprun.sbatch
         DESTINATION ${CMAKE_INSTALL_DATADIR}/ddprun/slurm)
 install(FILES ${CMAKE_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
-# The progress module where the system's python3 finds it under /usr
+# The Python modules where the system's python3 finds them under /usr
 # (Debian's dist-packages); elsewhere beside the Slurm script, for
 # PYTHONPATH.
 if(CMAKE_INSTALL_PREFIX STREQUAL "/usr")
@@ -25,5 +25,6 @@ else()
   set(DDPRUN_INSTALL_PYDIR ${CMAKE_INSTALL_DATADIR}/ddprun/python)
 endif()
 install(DIRECTORY ${CMAKE_SOURCE_DIR}/python/ddprun_progress
+                  ${CMAKE_SOURCE_DIR}/python/ddprun_ckpt
         DESTINATION ${DDPRUN_INSTALL_PYDIR}
         PATTERN __pycache__ EXCLUDE)

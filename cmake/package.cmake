@@ -1,9 +1,10 @@
 # `cpack -G DEB` in a build directory makes ddprun_<version>_<arch>.deb:
 # the programs, the systemd unit and its environment file (a conffile),
-# the Slurm batch script, the progress module and the README (what
-# cmake/install.cmake installs). Its run-time dependencies are the library
-# packages that dpkg-shlibdeps finds for the programs (libuv1, libsodium23,
-# libopenblas0, ...), so `apt-get install ./ddprun_*.deb` pulls them.
+# the Slurm batch script, the progress and checkpoint modules and the
+# README (what cmake/install.cmake installs). Its run-time dependencies are
+# the library packages that dpkg-shlibdeps finds for the programs (libuv1,
+# libsodium23, libopenblas0, ...), so `apt-get install ./ddprun_*.deb`
+# pulls them.
 # A Debian package installs under /usr: configure with
 # -DCMAKE_INSTALL_PREFIX=/usr (deploy/deb.sh does).
 if(SKBUILD)

@@ -33,7 +33,8 @@ dpkg-deb -c "$deb" | awk '{print $6}' >"$tmp/contents.txt"
 for f in ./usr/bin/ddprun ./usr/bin/ddprun-rdzv ./usr/bin/train \
          ./usr/lib/systemd/system/ddprun-rdzv.service ./etc/ddprun/ddprun-rdzv.env \
          ./usr/share/ddprun/slurm/ddprun.sbatch ./usr/share/doc/ddprun/README.md \
-         ./usr/lib/python3/dist-packages/ddprun_progress/__init__.py; do
+         ./usr/lib/python3/dist-packages/ddprun_progress/__init__.py \
+         ./usr/lib/python3/dist-packages/ddprun_ckpt/__init__.py; do
   grep -qx "$f" "$tmp/contents.txt" || fail "the package lacks $f"
 done
 ! grep -q '^\./usr/local/' "$tmp/contents.txt" || fail "the package installs under /usr/local"

@@ -17,7 +17,8 @@ run 60 install cmake --install "$build" --prefix "$p"
   fail "cmake --install --prefix $p wrote outside it"
 for f in bin/ddprun bin/ddprun-rdzv bin/train etc/ddprun/ddprun-rdzv.env \
          lib/systemd/system/ddprun-rdzv.service share/ddprun/slurm/ddprun.sbatch \
-         share/ddprun/python/ddprun_progress/__init__.py share/doc/ddprun/README.md; do
+         share/ddprun/python/ddprun_progress/__init__.py \
+         share/ddprun/python/ddprun_ckpt/__init__.py share/doc/ddprun/README.md; do
   [ -f "$p/$f" ] || fail "cmake --install put no $f in the prefix"
 done
 unit=$p/lib/systemd/system/ddprun-rdzv.service

@@ -42,7 +42,8 @@ echo "wheel: $(basename "$wheel"), $(du -k "$wheel" | cut -f1) KiB;" \
 # The sdist holds what the build needs and no build output.
 tar tzf "$work/dist/ddprun-$version.tar.gz" >"$tmp/sdist.txt"
 for f in pyproject.toml CMakeLists.txt cmake/version.cmake \
-         python/ddprun_progress/__init__.py worker/train/train_main.c PKG-INFO; do
+         python/ddprun_progress/__init__.py python/ddprun_ckpt/__init__.py \
+         worker/train/train_main.c PKG-INFO; do
   grep -qx "ddprun-$version/$f" "$tmp/sdist.txt" || fail "the sdist lacks $f"
 done
 ! grep -qE "^ddprun-$version/build[^/]*/" "$tmp/sdist.txt" ||
@@ -52,7 +53,7 @@ done
 "$tools/bin/python" -m zipfile -l "$wheel" | awk '{print $1}' >"$tmp/wheel.txt"
 for f in ddprun.scripts/ddprun ddprun.scripts/ddprun-rdzv ddprun.scripts/train \
          "ddprun-$version.data/scripts/ddprun" "ddprun-$version.data/scripts/train" \
-         ddprun_progress/__init__.py; do
+         ddprun_progress/__init__.py ddprun_ckpt/__init__.py; do
   grep -qx "$f" "$tmp/wheel.txt" || fail "the wheel lacks $f"
 done
 for lib in libuv libsodium libinih libjansson libopenblas libgfortran; do

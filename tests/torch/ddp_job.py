@@ -13,12 +13,20 @@ launchers that hand out the same ranks produce the same weights.
   --fail-rank R --fail-step S
                      rank R raises RuntimeError before step S, on the job's
                      first attempt only (TORCHELASTIC_RESTART_COUNT 0)
+  --ddprun-ckpt N    with ddprun_ckpt (python/ on PYTHONPATH): every rank
+                     resumes from load_latest() of DDPRUN_CKPT_DIR; rank 0
+                     saves model, optimizer and step every N steps
+  --kill-rank R --kill-step S [--kill-in-save]
+                     rank R SIGKILLs itself before step S, or inside its
+                     save of step S (while torch.save writes the temporary),
+                     on the job's first attempt only
 
 Prints "rank R of W local_rank L restart K" first and, last, on every rank,
 "final crc=0x... loss=..." with the CRC-32 of the float32 weights.
 """
 import argparse
 import os
+import signal
 import struct
 import zlib
 
@@ -44,6 +52,22 @@ def weights_crc(model):
     return crc
 
 
+class KillOnPickle:
+    """Dies as torch.save pickles it: a save cut short by SIGKILL."""
+
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def load_state(a):
+    if a.ddprun_ckpt:
+        import ddprun_ckpt
+        return ddprun_ckpt.load_latest(map_location="cpu")
+    if a.ckpt and os.path.exists(a.ckpt):
+        return torch.load(a.ckpt)
+    return None
+
+
 @record
 def main():
     ap = argparse.ArgumentParser()
@@ -51,6 +75,10 @@ def main():
     ap.add_argument("--ckpt", default="")
     ap.add_argument("--fail-rank", type=int, default=-1)
     ap.add_argument("--fail-step", type=int, default=-1)
+    ap.add_argument("--ddprun-ckpt", type=int, default=0)
+    ap.add_argument("--kill-rank", type=int, default=-1)
+    ap.add_argument("--kill-step", type=int, default=-1)
+    ap.add_argument("--kill-in-save", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -72,8 +100,8 @@ def main():
                                 torch.nn.Linear(32, 4))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     start = 0
-    if a.ckpt and os.path.exists(a.ckpt):
-        state = torch.load(a.ckpt)
+    state = load_state(a)
+    if state is not None:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         start = state["step"]
@@ -95,6 +123,9 @@ def main():
                 break
             if rank == a.fail_rank and step == a.fail_step and restart == 0:
                 raise RuntimeError(f"injected failure before step {step}")
+            kill = rank == a.kill_rank and restart == 0
+            if kill and step == a.kill_step and not a.kill_in_save:
+                os.kill(os.getpid(), signal.SIGKILL)
             opt.zero_grad()
             loss = torch.nn.functional.cross_entropy(ddp(xb), yb)
             loss.backward()
@@ -105,6 +136,13 @@ def main():
                 torch.save({"model": model.state_dict(),
                             "opt": opt.state_dict(), "step": step}, tmp)
                 os.replace(tmp, a.ckpt)
+            if a.ddprun_ckpt and rank == 0 and step % a.ddprun_ckpt == 0:
+                import ddprun_ckpt
+                state = {"model": model.state_dict(), "opt": opt.state_dict(),
+                         "step": step}
+                if kill and a.kill_in_save and step == a.kill_step:
+                    state["kill"] = KillOnPickle()
+                ddprun_ckpt.save(state, step)
             # No rank runs ahead of rank 0's checkpoint.
             dist.barrier()
     total = loss.detach().clone()
