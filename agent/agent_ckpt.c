@@ -58,6 +58,13 @@ static void pushed(dr_agent_t *ag, const dr_xfer_job_t *j) {
     const dr_xfer_peer_t *p = &j->peers[i];
     if (p->rc == -ECANCELED)
       continue; /* ddprun is stopping */
+    if (p->rc == DR_ENOTFOUND) {
+      /* Pruned (by the workers or by --ckpt-keep) before its turn: the
+       * newer ones that replaced it are copied in theirs. */
+      DR_SAY(DR_LOG_DEBUG, "checkpoint %s was removed before it could be "
+             "copied", j->name);
+      return;
+    }
     if (p->rc != 0)
       DR_SAY(DR_LOG_WARN, "checkpoint %s was not copied to node %u "
              "(%s:%u): %s", j->name, p->node_rank, p->addr, p->port, p->why);

@@ -68,8 +68,9 @@ typedef struct {
 
 /* Copies checkpoint name of ctx->store to the peer at host:port, written
  * by node rank origin, paced by pace (NULL: at full speed). 0 (also when
- * the peer holds it already: moved->had_it), or a negative code with a
- * one-line reason in why (the peer's own words when it refused). */
+ * the peer holds it already: moved->had_it); DR_ENOTFOUND when name is no
+ * longer in the directory; or a negative code with a one-line reason in
+ * why (the peer's own words when it refused). */
 int dr_ckpt_push(const dr_ckpt_ctx_t *ctx, const char *host, uint16_t port,
                  const char *name, uint32_t origin, dr_tbucket_t *pace,
                  dr_ckpt_moved_t *moved, char *why, size_t why_len);
