@@ -180,7 +180,7 @@ static void on_renamed(void *arg, const char *name) {
   replicate(ag, name);
 }
 
-/* ---- the agent's calls ---------------------------------------------------- */
+/* ---- the agent's calls --------------------------------------------------- */
 
 int dr__ckpt_start(dr_agent_t *ag) {
   const dr_agent_opts_t *o = ag->o;

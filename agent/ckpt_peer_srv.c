@@ -254,7 +254,7 @@ static void *conn_main(void *arg) {
   return NULL;
 }
 
-/* ---- accepting ------------------------------------------------------------ */
+/* ---- accepting ----------------------------------------------------------- */
 
 /* A free slot, joining the threads that have ended: NULL when all run. */
 static slot_t *free_slot(struct dr_ckpt_srv *s) {

@@ -314,6 +314,21 @@ void dr_ckpt_store_discard(dr_ckpt_store_t *s, const char *tmp) {
 
 static int retain_locked(dr_ckpt_store_t *s);
 
+/* Renames name from one directory to the other, never over an entry of
+ * that name: -EEXIST then. A file system without RENAME_NOREPLACE gets a
+ * look first; only this store renames into DIR under its lock, and the
+ * workers' names are theirs to replace. */
+static int rename_new(int from, int to, const char *name) {
+  if (renameat2(from, name, to, name, RENAME_NOREPLACE) == 0)
+    return 0;
+  if (errno != EINVAL && errno != ENOSYS)
+    return -errno;
+  struct stat st;
+  if (fstatat(to, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+    return -EEXIST;
+  return renameat(from, name, to, name) == 0 ? 0 : -errno;
+}
+
 int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
                          const char *name, uint32_t origin) {
   pthread_mutex_lock(&s->mu);
@@ -327,8 +342,8 @@ int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
   uint32_t before = dr_ckpt_index_get(&s->idx, name);
   if ((rc = dr_ckpt_index_set(&s->idx, name, origin)) == 0)
     rc = dr_ckpt_index_save(&s->idx, s->metafd);
-  if (rc == 0 && renameat2(from, name, s->dirfd, name, RENAME_NOREPLACE) != 0)
-    rc = -errno;
+  if (rc == 0)
+    rc = rename_new(from, s->dirfd, name);
   if (rc != 0) {
     /* What DIR already holds under that name keeps the origin it had. */
     if (before == DR_CKPT_LOCAL)

@@ -162,7 +162,7 @@ void dr_ckpt_src_close(dr_ckpt_src_t *src) {
   src->n = src->cap = 0;
 }
 
-/* ---- the frames ----------------------------------------------------------- */
+/* ---- the frames ---------------------------------------------------------- */
 
 /* A file of a directory checkpoint: each component opened without
  * following a link. */
