@@ -144,6 +144,12 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
   ag->n_fails = 0;
   ag->spawn_failed = -1;
   ag->state = DR_AG_RUNNING;
+  if (dr__ckpt_on_assign(ag))
+    return; /* the workers start once the round's checkpoint is here */
+  dr__agent_spawn(ag);
+}
+
+void dr__agent_spawn(dr_agent_t *ag) {
   /* The reservation is released only now, as the workers start: rank 0
    * binds the port next. */
   dr__agent_release_port(ag);
@@ -221,6 +227,7 @@ void dr__agent_finish(dr_agent_t *ag) {
   dr_arz_close(&ag->arz);
   dr__agent_release_port(ag);
   dr__workers_close(ag);
+  dr__ckpt_stop(ag);
   uv_close((uv_handle_t *)&ag->kill_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hb_timer, close_cb);
   uv_close((uv_handle_t *)&ag->join_timer, close_cb);
@@ -366,7 +373,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   if (dr__hang_start(ag, dr__agent_hang_verdict) != 0)
     DR_SAY(DR_LOG_WARN, "out of memory: --hang-timeout is not watched");
   ag->start_ms = uv_now(&ag->loop);
-  if (dr__agent_session_start(ag) != 0) {
+  /* The checkpoint directory and port first: the JOIN says them. */
+  if (dr__ckpt_start(ag) != 0 || dr__agent_session_start(ag) != 0) {
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
     dr__agent_finish(ag);
   }
@@ -376,6 +384,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   dr_events_close(&ag->events);
   dr__hang_free(ag);
   dr_progress_close(&ag->progress);
+  dr__ckpt_free(ag);
   nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
   dr_watchdog_stop(&ag->watchdog_fd, cfg->watchdog_pid);
   uv_loop_close(&ag->loop);

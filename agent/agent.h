@@ -53,6 +53,11 @@ typedef struct {
   const char *log_prefix_template;
   const char *signals_to_handle;  /* "SIGTERM,SIGINT,...", NULL = default */
   const char *secret_file;        /* handed to workers, or NULL */
+  const char *ckpt_dir;           /* --ckpt-dir, or NULL: no checkpoint
+                                     plane (agent_ckpt.c) */
+  uint32_t ckpt_replicas;         /* copies of each new checkpoint */
+  uint64_t ckpt_rate;             /* bytes/s of the copies, 0: no cap */
+  uint32_t ckpt_keep;             /* checkpoints kept per origin */
   dr_bind_opts_t bind;
 } dr_agent_opts_t;
 

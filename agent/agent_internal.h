@@ -123,6 +123,8 @@ typedef struct {
   const dr_binding_t *bind;
   int64_t clock_offset_us;       /* the assignment's; see dr_assign_t */
   uint64_t clock_uncertainty_us; /* DR_NONE: not measured */
+  uint64_t ckpt_step;            /* DDPRUN_CKPT_STEP with --ckpt-dir;
+                                    DR_NONE: absent */
 } dr_env_t;
 
 /* Builds a worker's environment: this process's environment, minus the
@@ -275,6 +277,7 @@ struct dr_agent {
   char round_said[1024];
   uint64_t round_said_ms;
   uint64_t ranks_digest, ranks_sent_ms;
+  struct dr_ckpt_plane *ckpt; /* --ckpt-dir's (agent_ckpt.c), or NULL */
 };
 
 /* agent_workers.c */
@@ -313,8 +316,11 @@ void dr__agent_end(dr_agent_t *ag, dr_end_cause_t cause, int code);
 /* Ends the agent now with the recorded exit code. */
 void dr__agent_finish(dr_agent_t *ag);
 /* An assignment while joining (*a is taken over): start the generation's
- * workers. */
+ * workers, once the round's newest checkpoint is here (agent_ckpt.c). */
 void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a);
+/* Starts the workers of the generation assigned (state RUNNING, none
+ * started yet). */
+void dr__agent_spawn(dr_agent_t *ag);
 
 /* hang.c: --hang-timeout's watch of the local workers: progress reports,
  * CPU time and GPU use, the culprit, and every rank's stack. */
@@ -395,6 +401,25 @@ void dr__agent_on_resumed(dr_agent_t *ag);
 /* agent_orders.c: the server's messages, as a dr_arz_cb_t's on_event
  * (arg is the agent). */
 void dr__agent_on_event(void *arg, const dr_sess_event_t *ev);
+
+/* agent_ckpt.c: the checkpoint plane of --ckpt-dir (nothing without it). */
+/* Opens the directory, listens for peers and watches it: 0, or -1 said on
+ * stderr (a directory that cannot be made or written: exit 2). Before the
+ * first JOIN. */
+int dr__ckpt_start(dr_agent_t *ag);
+/* A JOIN's checkpoint port and the newest step in the directory. */
+void dr__ckpt_join(dr_agent_t *ag, dr_join_t *j);
+/* ag->asg is new: 1 when the round's newest checkpoint is being fetched
+ * first (dr__agent_spawn follows once it is done, whether or not it
+ * came), 0 when the workers may start now. */
+int dr__ckpt_on_assign(dr_agent_t *ag);
+/* The newest step in the directory (DDPRUN_CKPT_STEP), DR_NONE: none. */
+uint64_t dr__ckpt_newest(dr_agent_t *ag);
+/* Ends every transfer at once and closes the plane's handles (the loop
+ * then frees them); from dr__agent_finish. */
+void dr__ckpt_stop(dr_agent_t *ag);
+/* After the loop has ended: the directory's lock and the rest. */
+void dr__ckpt_free(dr_agent_t *ag);
 
 /* agent_ranks.c: the workers as `ddprun status` shows them. */
 /* Worker w's DR_RS_* state. */

@@ -72,8 +72,7 @@ void dr__agent_send_join(dr_agent_t *ag) {
   j.node_rank = ag->o->node_rank >= 0 ? (uint64_t)ag->o->node_rank : DR_NONE;
   j.master_port_offer =
       ag->cfg->master_port != 0 ? ag->cfg->master_port : ag->port_offer;
-  j.ckpt_port = 0;        /* no checkpoint peer (yet): see --ckpt-dir */
-  j.ckpt_step = DR_NONE;
+  dr__ckpt_join(ag, &j); /* 0 and DR_NONE without --ckpt-dir */
   dr_arz_join(ag->arz, &j);
   dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
 }

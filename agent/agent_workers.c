@@ -169,7 +169,7 @@ static void print_summary(dr_agent_t *ag, dr_worker_t *w) {
           a->max_restarts, ag->o->rdzv_id);
 }
 
-static int start_one(dr_agent_t *ag, dr_worker_t *w) {
+static int start_one(dr_agent_t *ag, dr_worker_t *w, uint64_t ckpt_step) {
   const dr_assignment_t *a = &ag->asg;
   char dir[900];
   int rc = rank_dir(ag, w->rank, dir, sizeof(dir));
@@ -207,6 +207,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w) {
   e.bind = &ag->bind[w->local_rank];
   e.clock_offset_us = a->clock_offset_us;
   e.clock_uncertainty_us = a->clock_uncertainty_us;
+  e.ckpt_step = ckpt_step;
   char **env = dr_env_build(&e);
   if (env == NULL)
     return -ENOMEM;
@@ -291,13 +292,14 @@ int dr__workers_start(dr_agent_t *ag) {
       DR_SAY(DR_LOG_INFO, "binding: local rank %u: %s", i, desc);
     }
   }
+  uint64_t ckpt_step = dr__ckpt_newest(ag); /* one for every rank */
   for (uint32_t i = 0; i < ag->nproc; i++) {
     dr_worker_t *w = &ag->w[i];
     w->ag = ag;
     w->local_rank = i;
     w->rank = ag->asg.first_rank + i;
     w->file_fd[0] = w->file_fd[1] = -1;
-    int rc = start_one(ag, w);
+    int rc = start_one(ag, w, ckpt_step);
     if (rc != 0) {
       w->alive = 0;
       w->group_gone = 1;

@@ -20,7 +20,8 @@ static const char *const owned[] = {
     "DDPRUN_NODE_RANK", "DDPRUN_NNODES", "DDPRUN_ERROR_FILE",
     "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
     "DDPRUN_PROGRESS_FILE", "DDPRUN_CLOCK_OFFSET_US",
-    "DDPRUN_CLOCK_UNCERTAINTY_US", "DDPRUN_SHM_PREFIX", NULL};
+    "DDPRUN_CLOCK_UNCERTAINTY_US", "DDPRUN_SHM_PREFIX", "DDPRUN_CKPT_DIR",
+    "DDPRUN_CKPT_STEP", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -109,6 +110,13 @@ char **dr_env_build(const dr_env_t *e) {
     put(x, "DDPRUN_SHM_PREFIX", "%s", e->shm_prefix);
   if (e->o->secret_file != NULL)
     put(x, "DDPRUN_SECRET_FILE", "%s", e->o->secret_file);
+  /* The node-local checkpoints, and the newest complete one there as the
+   * workers start (after any restore). */
+  if (e->o->ckpt_dir != NULL) {
+    put(x, "DDPRUN_CKPT_DIR", "%s", e->o->ckpt_dir);
+    if (e->ckpt_step != DR_NONE)
+      put(x, "DDPRUN_CKPT_STEP", "%llu", (unsigned long long)e->ckpt_step);
+  }
   if (e->bind != NULL && e->bind->have_cpus) {
     char cpus[512];
     put(x, "DDPRUN_CPUS", "%s",

@@ -54,7 +54,8 @@
   X(DR_EBADARG, "invalid argument")                                          \
   X(DR_ESEQUENCE, "message not allowed in this state")                       \
   X(DR_EUNEXPECTED, "unexpected message type in reply")                     \
-  X(DR_ENOTREG, "not a regular file (a FIFO, device or socket)")
+  X(DR_ENOTREG, "not a regular file (a FIFO, device or socket)")            \
+  X(DR_ECHECKSUM, "checksum mismatch (the data changed on the way)")
 
 /* The process group of train (worker/comm/pg.h): collectives. */
 #define DR_PG_ERRNO_MAP(X)                                                   \

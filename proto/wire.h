@@ -140,7 +140,22 @@
   /* server -> agents, pushed: send the workers' stacks as STACK_DUMP id */  \
   X(STACKS, 30, "uu", "id, gen")                                             \
   /* agent -> server, unanswered: the answer to STACKS id */                 \
-  X(STACK_DUMP, 31, "uB", "id, stacks (stack records)")
+  X(STACK_DUMP, 31, "uB", "id, stacks (stack records)")                    \
+  /* Agent to agent, the checkpoint peers (below, "Checkpoint peers"),    \
+   * after the handshake above. A checkpoint follows: kind DR_CKPT_FILE or \
+   * DR_CKPT_DIR; total_bytes: of its files; step: from its name; origin: \
+   * the node rank that wrote it */                                        \
+  X(CKPT_PUT, 32, "ssuuuu", "run_id, name, kind, total_bytes, step, origin") \
+  /* one entry of a directory checkpoint: its path inside it, its kind,   \
+   * the bytes of its DATA that follow (0 for a directory) */              \
+  X(CKPT_ENTRY, 33, "suu", "path, kind, n_bytes")                            \
+  /* the next bytes of the current file, at most DR_CKPT_CHUNK */          \
+  X(CKPT_DATA, 34, "v", "bytes")                                             \
+  /* the end of a checkpoint: its BLAKE2b-256 checksum */                   \
+  X(CKPT_END, 35, "b", "checksum")                                           \
+  /* a checkpoint wanted: by name, or by step when the name is empty      \
+   * (answered by CKPT_PUT, ENTRY, DATA and END, or ERROR) */               \
+  X(CKPT_GET, 36, "ssu", "run_id, name, step")
 
 typedef enum {
 #define DR__MSG_ENUM(name, id, schema, doc) DR_MSG_##name = id,
@@ -677,5 +692,61 @@ int dr_peer_rec_next(const dr_list_t *l, uint32_t *pos, dr_peer_rec_t *out);
 /* 0 when every item of l is a peer record and there are at most
  * DR_PEERS_MAX, else DR_EBADARG (dr_msg_assign's check). */
 int dr_peer_list_check(const dr_list_t *l);
+
+/* ---- checkpoint peers ----------------------------------------------------
+ *
+ * Agents copy checkpoints to each other over connections of their own
+ * (agent/ckpt_peer.h), with the handshake of the rendezvous (HELLO,
+ * WELCOME, AUTH when the job has a secret). A checkpoint travels as
+ *   CKPT_PUT, then for a directory one CKPT_ENTRY per entry (a directory
+ *   before what it holds), each file's bytes in CKPT_DATA frames of at
+ *   most DR_CKPT_CHUNK bytes, then CKPT_END
+ * and its checksum is BLAKE2b-256 (libsodium's crypto_generichash, no
+ * key) over the files' bytes in that order, each entry of a directory
+ * preceded by its path, a NUL, its kind (one byte) and its n_bytes (8
+ * bytes, big-endian): a file checkpoint's checksum is that of its bytes
+ * (b2sum -l 256). docs/wire-protocol.md has the exchanges. */
+#define DR_CKPT_FILE 1u
+#define DR_CKPT_DIR 2u
+#define DR_CKPT_CHUNK (1u << 20)
+#define DR_CKPT_SUM_LEN 32u
+
+typedef struct {
+  dr_bytes_t run_id;
+  dr_bytes_t name;      /* its name in the checkpoint directory */
+  uint32_t kind;        /* DR_CKPT_FILE or DR_CKPT_DIR */
+  uint64_t total_bytes; /* of its files' contents */
+  uint64_t step;
+  uint32_t origin;      /* the node rank that wrote it */
+} dr_ckpt_put_t;
+
+typedef struct {
+  dr_bytes_t path;      /* relative to the checkpoint, '/'-separated */
+  uint32_t kind;        /* DR_CKPT_FILE or DR_CKPT_DIR */
+  uint64_t n_bytes;     /* a file's; 0 for a directory */
+} dr_ckpt_entry_t;
+
+typedef struct {
+  dr_bytes_t run_id;
+  dr_bytes_t name;      /* empty: the checkpoint of step */
+  uint64_t step;        /* DR_NONE with a name */
+} dr_ckpt_get_t;
+
+/* Encoders; DATA over DR_CKPT_CHUNK and END of another length than
+ * DR_CKPT_SUM_LEN are DR_EBADARG, as the views below refuse them. */
+int dr_enc_ckpt_put(dr_buf_t *b, uint32_t req, const dr_ckpt_put_t *p);
+int dr_enc_ckpt_entry(dr_buf_t *b, uint32_t req, const dr_ckpt_entry_t *e);
+int dr_enc_ckpt_data(dr_buf_t *b, uint32_t req, dr_bytes_t bytes);
+int dr_enc_ckpt_end(dr_buf_t *b, uint32_t req, dr_bytes_t checksum);
+int dr_enc_ckpt_get(dr_buf_t *b, uint32_t req, const dr_ckpt_get_t *g);
+
+/* Views, as the others: DR_EUNEXPECTED for another type; DR_EBADARG for a
+ * kind that is neither, an origin over 32 bits, a directory entry with
+ * bytes, DATA over DR_CKPT_CHUNK, a checksum of another length. */
+int dr_msg_ckpt_put(const dr_msg_t *msg, dr_ckpt_put_t *out);
+int dr_msg_ckpt_entry(const dr_msg_t *msg, dr_ckpt_entry_t *out);
+int dr_msg_ckpt_data(const dr_msg_t *msg, dr_bytes_t *bytes);
+int dr_msg_ckpt_end(const dr_msg_t *msg, dr_bytes_t *checksum);
+int dr_msg_ckpt_get(const dr_msg_t *msg, dr_ckpt_get_t *out);
 
 #endif /* DR_WIRE_H */

@@ -75,6 +75,9 @@ static int check(dr_options_t *o, char *err, size_t err_len) {
                          "--node-rank %lld is out of range for --nnodes %s "
                          "(0..%u)",
                          (long long)o->node_rank, nn, o->max_nodes - 1);
+  /* Copies need another node: by default one where there may be one. */
+  if (o->ckpt_replicas < 0)
+    o->ckpt_replicas = o->max_nodes > 1 ? 1 : 0;
   if (o->prog_argv == NULL)
     return dr_flags_fail(err, err_len,
                          "no program to run: ddprun [options] PROGRAM "
@@ -124,6 +127,7 @@ void dr_options_free(dr_options_t *o) {
                     &o->signals_to_handle,
                     &o->cpu_list,
                     &o->secret_file,
+                    &o->ckpt_dir,
                     &o->config_file,
                     &o->notice};
   for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
@@ -159,5 +163,9 @@ void dr_options_agent(const dr_options_t *o, dr_agent_opts_t *a) {
   a->log_prefix_template = o->log_prefix_template;
   a->signals_to_handle = o->signals_to_handle;
   a->secret_file = o->secret_file;
+  a->ckpt_dir = o->ckpt_dir;
+  a->ckpt_replicas = o->ckpt_replicas > 0 ? (uint32_t)o->ckpt_replicas : 0;
+  a->ckpt_rate = o->ckpt_rate;
+  a->ckpt_keep = o->ckpt_keep;
   a->bind = dr_options_bind(o);
 }

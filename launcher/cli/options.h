@@ -101,6 +101,14 @@ typedef struct {
                                          CPUs < CPU_SETSIZE); else NULL */
   char *secret_file;                  /* --secret-file */
   uint32_t hang_timeout_ms;           /* --hang-timeout, 0 = off */
+  /* checkpoints in node memory */
+  char *ckpt_dir;                     /* --ckpt-dir, NULL = none */
+  int32_t ckpt_replicas;              /* --ckpt-replicas 0..8; after a
+                                         parse, 1 when not given and MAX
+                                         nodes > 1, else 0 */
+  uint64_t ckpt_rate;                 /* --ckpt-replicate-rate, bytes/s,
+                                         default 64 MiB/s, 0 = no cap */
+  uint32_t ckpt_keep;                 /* --ckpt-keep, default 3 */
   char *config_file;                  /* --config or PET_CONFIG */
   char *notice;                       /* one line for ddprun to print: the
                                          settings a scheduler gave; NULL */

@@ -1,7 +1,8 @@
 /* Internals of ddprun's command line, shared by options.c (the entry
  * points; the checks across flags), options_table.c (one row per flag, over
  * the generic flag tables of launcher/flags.h), options_set.c and
- * options_set_workers.c (the value parsers the rows point to),
+ * options_set_workers.c and options_set_ckpt.c (the value parsers the rows
+ * point to),
  * options_usage.c (what --help says around the rows) and options_sched.c
  * (what a scheduler's environment implies). */
 #ifndef DR_OPTIONS_INTERNAL_H
@@ -80,6 +81,13 @@ int dr__set_gpu_bind(void *dst, const dr_flag_t *row, const char *val,
 int dr__set_cpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
 int dr__set_log_level(void *dst, const dr_flag_t *row, const char *val,
+                      const char *what, char *err, size_t err_len);
+/* options_set_ckpt.c: --ckpt-replicas, --ckpt-replicate-rate, --ckpt-keep. */
+int dr__set_ckpt_replicas(void *dst, const dr_flag_t *row, const char *val,
+                          const char *what, char *err, size_t err_len);
+int dr__set_ckpt_rate(void *dst, const dr_flag_t *row, const char *val,
+                      const char *what, char *err, size_t err_len);
+int dr__set_ckpt_keep(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len);
 
 /* options_sched.c: turns --rdzv-backend slurm/k8s (or a Slurm job

@@ -128,6 +128,27 @@ const dr_flag_t dr__opt_table[] = {
    "Time between SIGTERM and SIGKILL when workers are stopped.",
    NULL, dr_flag_set_seconds, OFF(stop_grace_ms)},
 
+  {"ckpt-dir", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "DIR", "none",
+   "A node-local directory (tmpfs or local disk) for the workers' "
+   "checkpoints, made (mode 0700) if missing; workers get "
+   "DDPRUN_CKPT_DIR and DDPRUN_CKPT_STEP. Each checkpoint renamed into it "
+   "is copied to the next nodes, and a node that lacks the newest "
+   "checkpoint any node holds fetches it before its workers start.",
+   "Checkpoints in node memory", dr_flag_set_str, OFF(ckpt_dir)},
+  {"ckpt-replicas", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "R",
+   "1 when --nnodes allows other nodes, else 0",
+   "Copies of each new checkpoint, on the next R nodes by node rank, 0 to "
+   "8; 0: none.",
+   NULL, dr__set_ckpt_replicas, 0},
+  {"ckpt-replicate-rate", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "RATE", "64M",
+   "The most bytes per second the copies take, with K, M or G (1024-based), "
+   "so that they never starve the training's collectives; 0: no cap.",
+   NULL, dr__set_ckpt_rate, 0},
+  {"ckpt-keep", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "K", "3",
+   "Checkpoints kept in --ckpt-dir of each node that wrote some: the newest "
+   "K of this node's own, and of each peer's copies.",
+   NULL, dr__set_ckpt_keep, 0},
+
   {"gpu-bind", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "none|isolate", "none",
    "isolate: CUDA_VISIBLE_DEVICES holds only the worker's own GPU.",
    "Placement, security and ddprun itself", dr__set_gpu_bind, 0},
@@ -202,6 +223,9 @@ int dr__opt_defaults(dr_options_t *o) {
   o->gpu_bind = DR_GPU_BIND_NONE;
   o->cpu_bind = DR_CPU_BIND_NONE;
   o->log_level = DR_LOG_INFO;
+  o->ckpt_replicas = -1;
+  o->ckpt_rate = 64ull << 20;
+  o->ckpt_keep = 3;
   o->rdzv_id = strdup("none");
   o->role = strdup("default");
   o->signals_to_handle = strdup("SIGTERM,SIGINT,SIGHUP,SIGQUIT");

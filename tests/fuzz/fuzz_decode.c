@@ -180,6 +180,38 @@ static void check_msg(const dr_decoder_t *d, const dr_msg_t *m,
     check_inside(a.bootstrap, body, end);
   if (rf == 0)
     check_inside(x.message, body, end);
+  /* The checkpoint peers' views: what they accept lies inside the frame
+   * and within their bounds. */
+  dr_ckpt_put_t cp;
+  dr_ckpt_entry_t ce;
+  dr_ckpt_get_t cg;
+  dr_bytes_t cd, cs;
+  int rcp = dr_msg_ckpt_put(m, &cp), rce = dr_msg_ckpt_entry(m, &ce),
+      rcd = dr_msg_ckpt_data(m, &cd), rcs = dr_msg_ckpt_end(m, &cs),
+      rcg = dr_msg_ckpt_get(m, &cg);
+  CHECK(m->type == DR_MSG_CKPT_PUT ? rcp == 0 || rcp == DR_EBADARG
+                                   : rcp == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_CKPT_ENTRY ? rce == 0 || rce == DR_EBADARG
+                                     : rce == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_CKPT_DATA ? rcd == 0 || rcd == DR_EBADARG
+                                    : rcd == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_CKPT_END ? rcs == 0 || rcs == DR_EBADARG
+                                   : rcs == DR_EUNEXPECTED);
+  CHECK(m->type == DR_MSG_CKPT_GET ? rcg == 0 : rcg == DR_EUNEXPECTED);
+  if (rcp == 0) {
+    CHECK(cp.kind == DR_CKPT_FILE || cp.kind == DR_CKPT_DIR);
+    check_inside(cp.name, body, end);
+  }
+  if (rce == 0)
+    check_inside(ce.path, body, end);
+  if (rcd == 0) {
+    CHECK(cd.len <= DR_CKPT_CHUNK);
+    check_inside(cd, body, end);
+  }
+  if (rcs == 0)
+    CHECK(cs.len == DR_CKPT_SUM_LEN);
+  if (rcg == 0)
+    check_inside(cg.name, body, end);
 }
 
 static int is_decode_error(int err) {

@@ -112,6 +112,23 @@ static int encode(dr_buf_t *b, uint8_t type) {
     return dr_enc_stacks(b, 0, 7, 3);
   case DR_MSG_STACK_DUMP:
     return dr_enc_stack_dump(b, 0, 7, stacks, 2);
+  case DR_MSG_CKPT_PUT: {
+    const dr_ckpt_put_t p = {dr_str("job7"), dr_str("ckpt-0000000190.bin"),
+                             DR_CKPT_FILE, 6, 190, 0};
+    return dr_enc_ckpt_put(b, 17, &p);
+  }
+  case DR_MSG_CKPT_ENTRY: {
+    const dr_ckpt_entry_t e = {dr_str("shards/0.pt"), DR_CKPT_FILE, 6};
+    return dr_enc_ckpt_entry(b, 17, &e);
+  }
+  case DR_MSG_CKPT_DATA:
+    return dr_enc_ckpt_data(b, 17, dr_str("value!"));
+  case DR_MSG_CKPT_END:
+    return dr_enc_ckpt_end(b, 17, id);
+  case DR_MSG_CKPT_GET: {
+    const dr_ckpt_get_t g = {dr_str("job7"), dr_str(""), 190};
+    return dr_enc_ckpt_get(b, 18, &g);
+  }
   default:
     return DR_ETYPE;
   }

@@ -86,6 +86,10 @@ static void test_defaults(void **state) {
   assert_int_equal(o->hang_timeout_ms, 0);
   assert_null(o->config_file);
   assert_int_equal(o->log_level, DR_LOG_INFO);
+  assert_null(o->ckpt_dir);
+  assert_int_equal(o->ckpt_replicas, 0); /* one node: nobody to copy to */
+  assert_int_equal(o->ckpt_rate, 64ull << 20);
+  assert_int_equal(o->ckpt_keep, 3);
   assert_int_equal(o->prog_argc, 1);
   assert_string_equal(o->prog_argv[0], "train");
   assert_null(o->prog_argv[1]);
@@ -264,6 +268,18 @@ static void ck_hang(const dr_options_t *o) {
 static void ck_log_level(const dr_options_t *o) {
   assert_int_equal(o->log_level, DR_LOG_DEBUG);
 }
+static void ck_ckpt_dir(const dr_options_t *o) {
+  assert_string_equal(o->ckpt_dir, "/dev/shm/ckpt");
+}
+static void ck_ckpt_replicas(const dr_options_t *o) {
+  assert_int_equal(o->ckpt_replicas, 2);
+}
+static void ck_ckpt_rate(const dr_options_t *o) {
+  assert_int_equal(o->ckpt_rate, 100ull << 20);
+}
+static void ck_ckpt_keep(const dr_options_t *o) {
+  assert_int_equal(o->ckpt_keep, 5);
+}
 
 static const struct {
   const char *name;  /* dashed */
@@ -299,6 +315,10 @@ static const struct {
     {"secret-file", "/etc/secret", ck_secret},
     {"hang-timeout", "300", ck_hang},
     {"log-level", "debug", ck_log_level},
+    {"ckpt-dir", "/dev/shm/ckpt", ck_ckpt_dir},
+    {"ckpt-replicas", "2", ck_ckpt_replicas},
+    {"ckpt-replicate-rate", "100M", ck_ckpt_rate},
+    {"ckpt-keep", "5", ck_ckpt_keep},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -979,6 +999,49 @@ static void test_cross_checks(void **state) {
 
 /* ---- ownership ----------------------------------------------------------- */
 
+/* The checkpoint plane's values: replicas by default where another node
+ * may be, rates with their suffixes, and the bounds of each. */
+static void test_ckpt_values(void **state) {
+  fx_t *f = *state;
+  fx_assert_ok(f, fx_parse(f, "--nnodes", "1:2", "--rdzv-endpoint", "h",
+                           "train", NULL));
+  assert_int_equal(f->o.ckpt_replicas, 1);
+  fx_assert_ok(f, fx_parse(f, "--nnodes", "4", "--rdzv-endpoint", "h",
+                           "--ckpt-replicas", "0", "train", NULL));
+  assert_int_equal(f->o.ckpt_replicas, 0);
+  static const struct {
+    const char *v;
+    uint64_t bytes;
+  } rates[] = {{"0", 0},          {"1234", 1234},       {"8k", 8192},
+               {"64M", 64 << 20}, {"2G", 2ull << 30},  {"1024G", 1ull << 40}};
+  for (size_t i = 0; i < sizeof(rates) / sizeof(rates[0]); i++) {
+    fx_assert_ok(f, fx_parse(f, "--ckpt-replicate-rate", rates[i].v, "train",
+                             NULL));
+    assert_int_equal(f->o.ckpt_rate, rates[i].bytes);
+  }
+  fx_assert_err(f, fx_parse(f, "--ckpt-replicate-rate", "fast", "train",
+                            NULL),
+                "--ckpt-replicate-rate 'fast': must be bytes per second");
+  fx_assert_err(f, fx_parse(f, "--ckpt-replicate-rate", "M", "train", NULL),
+                "must be bytes per second");
+  fx_assert_err(f, fx_parse(f, "--ckpt-replicate-rate", "1025G", "train",
+                            NULL),
+                "must be at most 1024G");
+  fx_assert_err(f, fx_parse(f, "--ckpt-replicate-rate", "-1", "train", NULL),
+                "must be bytes per second");
+  fx_assert_err(f, fx_parse(f, "--ckpt-replicas", "9", "train", NULL),
+                "--ckpt-replicas '9': must be a number of nodes from 0 to 8");
+  fx_assert_err(f, fx_parse(f, "--ckpt-keep", "0", "train", NULL),
+                "--ckpt-keep '0': must be a number of checkpoints from 1");
+  fx_assert_err(f, fx_parse(f, "--ckpt-dir", "", "train", NULL),
+                "--ckpt-dir");
+  /* From the environment and the file, as every flag. */
+  fx_set_env(f, "PET_CKPT_DIR=/tmp/x", "PET_CKPT_KEEP=7", NULL);
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
+  assert_string_equal(f->o.ckpt_dir, "/tmp/x");
+  assert_int_equal(f->o.ckpt_keep, 7);
+}
+
 static void test_free_after_failure(void **state) {
   fx_t *f = *state;
   /* strings set by every layer, then a failure at the end */
@@ -1045,6 +1108,7 @@ int main(void) {
       T(test_cpu_bind),
       T(test_filter_and_template),
       T(test_cross_checks),
+      T(test_ckpt_values),
       T(test_free_after_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -132,6 +132,13 @@ static dr_job_status_t sample_job(void) {
   return js;
 }
 
+/* A directory checkpoint wider than 32 bits, written by node 3. */
+static dr_ckpt_put_t sample_put(void) {
+  dr_ckpt_put_t p = {dr_str("job7"), dr_str("epoch3-step190"), DR_CKPT_DIR,
+                     0x123456789ull, 190, 3};
+  return p;
+}
+
 int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
   dr_join_t j = sample_join();
   dr_assign_t a = sample_assign();
@@ -210,6 +217,23 @@ int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     return dr_enc_stacks(b, req, 0x123456789ull, 17);
   case DR_MSG_STACK_DUMP:
     return dr_enc_stack_dump(b, req, 0x123456789ull, s_stacks, 2);
+  case DR_MSG_CKPT_PUT: {
+    dr_ckpt_put_t p = sample_put();
+    return dr_enc_ckpt_put(b, req, &p);
+  }
+  case DR_MSG_CKPT_ENTRY: {
+    dr_ckpt_entry_t e = {dr_str("shards/rank0.pt"), DR_CKPT_FILE,
+                         0x100000002ull};
+    return dr_enc_ckpt_entry(b, req, &e);
+  }
+  case DR_MSG_CKPT_DATA:
+    return dr_enc_ckpt_data(b, req, mk(bin, sizeof(bin)));
+  case DR_MSG_CKPT_END:
+    return dr_enc_ckpt_end(b, req, mk(nonce, DR_CKPT_SUM_LEN));
+  case DR_MSG_CKPT_GET: {
+    dr_ckpt_get_t g = {dr_str("job7"), dr_str(""), 190};
+    return dr_enc_ckpt_get(b, req, &g);
+  }
   default:
     fail_msg("no sample for type %u", type);
     return -1;
@@ -292,6 +316,8 @@ static void check_stacks(const dr_list_t *l) {
   assert_int_equal(i, 2);
 }
 
+static void check_ckpt_sample(const dr_msg_t *m);
+
 static void check_status_sample(const dr_msg_t *m) {
   switch (m->type) {
   case DR_MSG_ROUND_STATUS: {
@@ -358,7 +384,7 @@ static void check_status_sample(const dr_msg_t *m) {
     break;
   }
   default:
-    fail_msg("unexpected type %u", m->type);
+    check_ckpt_sample(m);
   }
 }
 
@@ -532,5 +558,52 @@ void check_sample(const dr_msg_t *m) {
     break;
   default:
     check_status_sample(m);
+  }
+}
+
+/* The checkpoint peers' messages, through their views. */
+static void check_ckpt_sample(const dr_msg_t *m) {
+  switch (m->type) {
+  case DR_MSG_CKPT_PUT: {
+    dr_ckpt_put_t p, w = sample_put();
+    assert_int_equal(dr_msg_ckpt_put(m, &p), 0);
+    assert_str(p.run_id, "job7");
+    assert_str(p.name, "epoch3-step190");
+    assert_int_equal(p.kind, w.kind);
+    assert_int_equal(p.total_bytes, w.total_bytes);
+    assert_int_equal(p.step, 190);
+    assert_int_equal(p.origin, 3);
+    break;
+  }
+  case DR_MSG_CKPT_ENTRY: {
+    dr_ckpt_entry_t e;
+    assert_int_equal(dr_msg_ckpt_entry(m, &e), 0);
+    assert_str(e.path, "shards/rank0.pt");
+    assert_int_equal(e.kind, DR_CKPT_FILE);
+    assert_int_equal(e.n_bytes, 0x100000002ull);
+    break;
+  }
+  case DR_MSG_CKPT_DATA: {
+    dr_bytes_t d;
+    assert_int_equal(dr_msg_ckpt_data(m, &d), 0);
+    assert_bytes(d, bin, sizeof(bin));
+    break;
+  }
+  case DR_MSG_CKPT_END: {
+    dr_bytes_t sum;
+    assert_int_equal(dr_msg_ckpt_end(m, &sum), 0);
+    assert_bytes(sum, nonce, DR_CKPT_SUM_LEN);
+    break;
+  }
+  case DR_MSG_CKPT_GET: {
+    dr_ckpt_get_t g;
+    assert_int_equal(dr_msg_ckpt_get(m, &g), 0);
+    assert_str(g.run_id, "job7");
+    assert_int_equal(g.name.len, 0);
+    assert_int_equal(g.step, 190);
+    break;
+  }
+  default:
+    fail_msg("unexpected type %u", m->type);
   }
 }
