@@ -35,8 +35,7 @@ struct dr_ckpt_store {
   unsigned seq;
 };
 
-/* mkdir -p with mode 0700 for every directory it makes. */
-static int make_dirs(const char *path) {
+int dr_ckpt_mkdirs(const char *path) {
   char p[4096];
   if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
     return -ENAMETOOLONG;
@@ -111,7 +110,7 @@ int dr_ckpt_store_open(const char *dir, uint32_t keep, dr_ckpt_store_t **out,
   s->keep = keep > 0 ? keep : 1;
   pthread_mutex_init(&s->mu, NULL);
   const char *what = "create";
-  int rc = make_dirs(dir);
+  int rc = dr_ckpt_mkdirs(dir);
   if (rc == 0 && (rc = s->dirfd = open_dir_at(AT_FDCWD, dir)) >= 0)
     rc = 0;
   if (rc == 0) {
@@ -182,12 +181,10 @@ static int newest_first(const void *a, const void *b) {
   return strcmp(x->name, y->name);
 }
 
-/* The inventory, under the lock. */
-static int list_locked(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
-                       size_t *n) {
+int dr_ckpt_list_at(int dirfd, dr_ckpt_item_t **items, size_t *n) {
   *items = NULL;
   *n = 0;
-  int fd = open_dir_at(s->dirfd, ".");
+  int fd = open_dir_at(dirfd, ".");
   DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
   if (d == NULL) {
     int e = fd < 0 ? fd : -errno;
@@ -203,7 +200,7 @@ static int list_locked(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
     struct stat st;
     if (!dr_ckpt_name_step(de->d_name, &step) ||
         strlen(de->d_name) > DR_CKPT_NAME_MAX ||
-        fstatat(s->dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
         (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)))
       continue;
     dr_ckpt_item_t *g = dr_grow(a, &cap, k + 1, sizeof(*a), 16);
@@ -216,7 +213,7 @@ static int list_locked(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
     snprintf(a[k].name, sizeof(a[k].name), "%s", de->d_name);
     a[k].step = step;
     a[k].is_dir = S_ISDIR(st.st_mode);
-    a[k].origin = dr_ckpt_index_get(&s->idx, de->d_name);
+    a[k].origin = DR_CKPT_LOCAL;
     k++;
   }
   closedir(d);
@@ -225,6 +222,15 @@ static int list_locked(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
   *items = a;
   *n = k;
   return 0;
+}
+
+/* The inventory, under the lock, with each checkpoint's origin. */
+static int list_locked(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
+                       size_t *n) {
+  int rc = dr_ckpt_list_at(s->dirfd, items, n);
+  for (size_t i = 0; rc == 0 && i < *n; i++)
+    (*items)[i].origin = dr_ckpt_index_get(&s->idx, (*items)[i].name);
+  return rc;
 }
 
 int dr_ckpt_store_list(dr_ckpt_store_t *s, dr_ckpt_item_t **items,
@@ -314,19 +320,16 @@ void dr_ckpt_store_discard(dr_ckpt_store_t *s, const char *tmp) {
 
 static int retain_locked(dr_ckpt_store_t *s);
 
-/* Renames name from one directory to the other, never over an entry of
- * that name: -EEXIST then. A file system without RENAME_NOREPLACE gets a
- * look first; only this store renames into DIR under its lock, and the
- * workers' names are theirs to replace. */
-static int rename_new(int from, int to, const char *name) {
-  if (renameat2(from, name, to, name, RENAME_NOREPLACE) == 0)
+int dr_ckpt_rename_new(int from_dir, const char *from, int to_dir,
+                       const char *to) {
+  if (renameat2(from_dir, from, to_dir, to, RENAME_NOREPLACE) == 0)
     return 0;
   if (errno != EINVAL && errno != ENOSYS)
     return -errno;
   struct stat st;
-  if (fstatat(to, name, &st, AT_SYMLINK_NOFOLLOW) == 0)
+  if (fstatat(to_dir, to, &st, AT_SYMLINK_NOFOLLOW) == 0)
     return -EEXIST;
-  return renameat(from, name, to, name) == 0 ? 0 : -errno;
+  return renameat(from_dir, from, to_dir, to) == 0 ? 0 : -errno;
 }
 
 int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
@@ -340,10 +343,17 @@ int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
   /* The index first: a reader that finds the name in DIR also finds its
    * origin. */
   uint32_t before = dr_ckpt_index_get(&s->idx, name);
-  if ((rc = dr_ckpt_index_set(&s->idx, name, origin)) == 0)
+  if (origin == DR_CKPT_LOCAL) {
+    if (dr_ckpt_index_drop(&s->idx, name)) /* this node's own: no line */
+      rc = dr_ckpt_index_save(&s->idx, s->metafd);
+  } else if ((rc = dr_ckpt_index_set(&s->idx, name, origin)) == 0) {
     rc = dr_ckpt_index_save(&s->idx, s->metafd);
+  }
+  /* Only this store renames into DIR, under its lock, and the workers'
+   * names are theirs to replace: where the file system lacks
+   * RENAME_NOREPLACE, the look that stands in for it leaves no window. */
   if (rc == 0)
-    rc = rename_new(from, s->dirfd, name);
+    rc = dr_ckpt_rename_new(from, name, s->dirfd, name);
   if (rc != 0) {
     /* What DIR already holds under that name keeps the origin it had. */
     if (before == DR_CKPT_LOCAL)
@@ -413,15 +423,14 @@ int dr_ckpt_store_retain(dr_ckpt_store_t *s) {
   return rc;
 }
 
-int dr_ckpt_store_open_item(dr_ckpt_store_t *s, const char *name, int *fd,
-                            int *is_dir) {
+int dr_ckpt_open_at(int dirfd, const char *name, int *fd, int *is_dir) {
   struct stat st;
-  if (fstatat(s->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+  if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
     return errno == ENOENT ? DR_ENOTFOUND : -errno;
   if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
     return DR_ENOTFOUND;
   *is_dir = S_ISDIR(st.st_mode);
-  *fd = openat(s->dirfd, name,
+  *fd = openat(dirfd, name,
                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK |
                    (*is_dir ? O_DIRECTORY : 0));
   if (*fd < 0)
@@ -434,6 +443,11 @@ int dr_ckpt_store_open_item(dr_ckpt_store_t *s, const char *name, int *fd,
     return DR_ENOTFOUND;
   }
   return 0;
+}
+
+int dr_ckpt_store_open_item(dr_ckpt_store_t *s, const char *name, int *fd,
+                            int *is_dir) {
+  return dr_ckpt_open_at(s->dirfd, name, fd, is_dir);
 }
 
 int dr_ckpt_store_room(dr_ckpt_store_t *s, uint64_t *bytes) {

@@ -79,8 +79,9 @@ int dr_ckpt_store_incoming(dr_ckpt_store_t *s, char *tmp, size_t n,
 
 /* Moves incoming/tmp/name into DIR as name, never over an existing entry
  * (-EEXIST then, and the copy is discarded), with origin recorded in the
- * index first; then applies retention. Removes incoming/tmp in every
- * case. 0 or a negative code. */
+ * index first (a node rank; DR_CKPT_LOCAL for one that counts as this
+ * node's own, a restore from --ckpt-persist); then applies retention.
+ * Removes incoming/tmp in every case. 0 or a negative code. */
 int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
                          const char *name, uint32_t origin);
 /* Removes incoming/tmp and whatever it holds. */
@@ -99,6 +100,25 @@ int dr_ckpt_store_open_item(dr_ckpt_store_t *s, const char *name, int *fd,
 
 /* Bytes free for this user on DIR's file system. 0 or -errno. */
 int dr_ckpt_store_room(dr_ckpt_store_t *s, uint64_t *bytes);
+
+/* The checkpoints by the name rule in directory dirfd (regular files and
+ * directories, never links), newest step first (then by name), origin
+ * DR_CKPT_LOCAL: *items malloc'd (free() it), *n how many. 0 or -errno. */
+int dr_ckpt_list_at(int dirfd, dr_ckpt_item_t **items, size_t *n);
+
+/* mkdir -p, mode 0700 for every directory it makes. 0 or -errno. */
+int dr_ckpt_mkdirs(const char *path);
+
+/* Opens name under dirfd for reading as dr_ckpt_store_open_item does: a
+ * regular file or a directory, never through a link. */
+int dr_ckpt_open_at(int dirfd, const char *name, int *fd, int *is_dir);
+
+/* Renames from_dir/from to to_dir/to, never over an existing entry:
+ * -EEXIST then. A file system without RENAME_NOREPLACE (NFS) gets a look
+ * first, which leaves a window only to another writer of that name. 0 or
+ * -errno. */
+int dr_ckpt_rename_new(int from_dir, const char *from, int to_dir,
+                       const char *to);
 
 /* Removes name under dirfd, a directory with everything in it (at most 64
  * levels deep), never following a link. 0 (also when name is gone) or the
