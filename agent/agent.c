@@ -373,8 +373,10 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   if (dr__hang_start(ag, dr__agent_hang_verdict) != 0)
     DR_SAY(DR_LOG_WARN, "out of memory: --hang-timeout is not watched");
   ag->start_ms = uv_now(&ag->loop);
-  /* The checkpoint directory and port first: the JOIN says them. */
-  if (dr__ckpt_start(ag) != 0 || dr__agent_session_start(ag) != 0) {
+  /* The checkpoint directory and port first: the JOIN says them. A
+   * restore into it from --ckpt-persist starts the session once done. */
+  int crc = dr__ckpt_start(ag);
+  if (crc < 0 || (crc == 0 && dr__agent_session_start(ag) != 0)) {
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_CONFIG);
     dr__agent_finish(ag);
   }

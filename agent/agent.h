@@ -57,7 +57,11 @@ typedef struct {
                                      plane (agent_ckpt.c) */
   uint32_t ckpt_replicas;         /* copies of each new checkpoint */
   uint64_t ckpt_rate;             /* bytes/s of the copies, 0: no cap */
-  uint32_t ckpt_keep;             /* checkpoints kept per origin */
+  uint32_t ckpt_keep;             /* checkpoints kept per origin, and
+                                     in ckpt_persist */
+  const char *ckpt_persist;       /* --ckpt-persist, or NULL: no persist
+                                     tier (agent_persist.c) */
+  uint32_t ckpt_persist_every_ms; /* the least time between two copies */
   dr_bind_opts_t bind;
 } dr_agent_opts_t;
 

@@ -35,13 +35,14 @@ struct dr_ckpt_plane {
   dr_ckpt_watch_t *watch;
   dr_ckpt_ctx_t ctx;
   int stop_fd;
+  int keep_store;       /* a thread that would not end may still use it */
   uint64_t restore_id;  /* the fetch the workers wait for, 0: none */
   uint64_t restore_ms;  /* when it was asked for (loop ms) */
 };
 
 /* ---- reports ------------------------------------------------------------ */
 
-static const char *size_text(uint64_t bytes, char *out, size_t n) {
+const char *dr__size_text(uint64_t bytes, char *out, size_t n) {
   if (bytes >= (1ull << 30))
     snprintf(out, n, "%.2f GiB", bytes / 1073741824.0);
   else if (bytes >= (1ull << 20))
@@ -71,7 +72,7 @@ static void pushed(dr_agent_t *ag, const dr_xfer_job_t *j) {
     else
       DR_SAY(DR_LOG_DEBUG, "checkpoint %s copied to node %u (%s:%u): %s in "
              "%.2f s", j->name, p->node_rank, p->addr, p->port,
-             size_text(j->moved.bytes, size, sizeof(size)), j->ms / 1000.0);
+             dr__size_text(j->moved.bytes, size, sizeof(size)), j->ms / 1000.0);
   }
 }
 
@@ -85,7 +86,7 @@ static void restored(dr_agent_t *ag, const dr_xfer_job_t *j) {
     DR_SAY(DR_LOG_INFO, "restored checkpoint %s (step %" PRIu64 ") from "
            "node %u (%s:%u): %s in %.2f s", j->moved.name, j->step,
            h->node_rank, h->addr, h->port,
-           size_text(j->moved.bytes, size, sizeof(size)), j->ms / 1000.0);
+           dr__size_text(j->moved.bytes, size, sizeof(size)), j->ms / 1000.0);
     dr_events_emit(ag->events, "restore", ",\"step\":%" PRIu64 ",\"from\":%u"
                    ",\"bytes\":%" PRIu64 ",\"ms\":%" PRIu64, j->step,
                    h->node_rank, j->moved.bytes, j->ms);
@@ -157,6 +158,7 @@ static void replicate(dr_agent_t *ag, const char *name) {
 static void on_renamed(void *arg, const char *name) {
   dr_agent_t *ag = arg;
   struct dr_ckpt_plane *p = ag->ckpt;
+  dr__persist_nudge(ag); /* any checkpoint, a peer's copy too */
   if (name == NULL) {
     /* Events were lost: the newest of this node's own stands for them (a
      * peer that holds it says so before any byte moves). */
@@ -235,10 +237,17 @@ int dr__ckpt_start(dr_agent_t *ag) {
     snprintf(copies, sizeof(copies), "%u cop%s of each on the next nodes "
              "(%s)", o->ckpt_replicas, o->ckpt_replicas == 1 ? "y" : "ies",
              rate);
-  DR_SAY(DR_LOG_INFO, "checkpoints in %s (newest step: %s), %s; peers "
-         "served on port %u", o->ckpt_dir, step, copies,
+  char persist[4200] = "";
+  if (o->ckpt_persist != NULL)
+    snprintf(persist, sizeof(persist), "; the newest persisted to %s at "
+             "most every %.0f s by node 0", o->ckpt_persist,
+             o->ckpt_persist_every_ms / 1000.0);
+  DR_SAY(DR_LOG_INFO, "checkpoints in %s (newest step: %s), %s%s; peers "
+         "served on port %u", o->ckpt_dir, step, copies, persist,
          dr_ckpt_srv_port(p->srv));
-  return 0;
+  /* After the watch: a restore from --ckpt-persist is renamed in as a
+   * copy, which the watch knows from the workers' own. */
+  return dr__persist_start(ag, p->store);
 }
 
 void dr__ckpt_join(dr_agent_t *ag, dr_join_t *j) {
@@ -255,6 +264,7 @@ int dr__ckpt_on_assign(dr_agent_t *ag) {
   if (p == NULL)
     return 0;
   p->restore_id = 0; /* a restore of an earlier round starts nothing */
+  dr__persist_on_assign(ag);
   dr_ckpt_srv_set_node_rank(p->srv, ag->asg.node_rank);
   uint64_t want = ag->asg.ckpt_step, have = dr_ckpt_store_newest(p->store);
   if (want == DR_NONE || (have != DR_NONE && have >= want))
@@ -299,6 +309,8 @@ void dr__ckpt_stop(dr_agent_t *ag) {
   struct dr_ckpt_plane *p = ag->ckpt;
   if (p == NULL)
     return;
+  /* First: the last copy at the job's end reads the directory. */
+  p->keep_store = dr__persist_stop(ag);
   if (p->stop_fd >= 0) {
     uint64_t one = 1;
     /* Every wait of every transfer ends at once. */
@@ -314,7 +326,9 @@ void dr__ckpt_free(dr_agent_t *ag) {
   struct dr_ckpt_plane *p = ag->ckpt;
   if (p == NULL)
     return;
-  dr_ckpt_store_close(&p->store);
+  dr__persist_free(ag);
+  if (!p->keep_store)
+    dr_ckpt_store_close(&p->store);
   if (p->stop_fd >= 0)
     close(p->stop_fd);
   free(p);

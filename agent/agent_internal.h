@@ -278,6 +278,8 @@ struct dr_agent {
   uint64_t round_said_ms;
   uint64_t ranks_digest, ranks_sent_ms;
   struct dr_ckpt_plane *ckpt; /* --ckpt-dir's (agent_ckpt.c), or NULL */
+  struct dr_persist_plane *persist; /* --ckpt-persist's (agent_persist.c),
+                                       or NULL */
 };
 
 /* agent_workers.c */
@@ -405,7 +407,9 @@ void dr__agent_on_event(void *arg, const dr_sess_event_t *ev);
 /* agent_ckpt.c: the checkpoint plane of --ckpt-dir (nothing without it). */
 /* Opens the directory, listens for peers and watches it: 0, or -1 said on
  * stderr (a directory that cannot be made or written: exit 2). Before the
- * first JOIN. */
+ * first JOIN. 1: --ckpt-persist restores into the empty directory first,
+ * and starts the session with the server (dr__agent_session_start) once
+ * it is done. */
 int dr__ckpt_start(dr_agent_t *ag);
 /* A JOIN's checkpoint port and the newest step in the directory. */
 void dr__ckpt_join(dr_agent_t *ag, dr_join_t *j);
@@ -420,6 +424,27 @@ uint64_t dr__ckpt_newest(dr_agent_t *ag);
 void dr__ckpt_stop(dr_agent_t *ag);
 /* After the loop has ended: the directory's lock and the rest. */
 void dr__ckpt_free(dr_agent_t *ag);
+
+/* "1.2 MiB": a size for messages, into out[n]. Returns out. */
+const char *dr__size_text(uint64_t bytes, char *out, size_t n);
+
+/* agent_persist.c: the persist tier of --ckpt-persist (nothing without
+ * it), driven by agent_ckpt.c on store, the plane's directory. */
+struct dr_ckpt_store;
+/* Starts its thread: 0; 1 when store holds no checkpoint and a restore
+ * from DIR2 runs first (the session with the server starts once it is
+ * done); -1 said on stderr. */
+int dr__persist_start(dr_agent_t *ag, struct dr_ckpt_store *store);
+/* ag->asg is new: the agent of node rank 0 copies, the others do not. */
+void dr__persist_on_assign(dr_agent_t *ag);
+/* A checkpoint appeared in the directory: copied once it is due. */
+void dr__persist_nudge(dr_agent_t *ag);
+/* At the end (dr__ckpt_stop): after a job that ended well, the last copy
+ * on the copying node, waited for within a bound; then the thread ends.
+ * 1 when the thread would not end: the store must outlive ddprun. */
+int dr__persist_stop(dr_agent_t *ag);
+/* After the loop has ended. */
+void dr__persist_free(dr_agent_t *ag);
 
 /* agent_ranks.c: the workers as `ddprun status` shows them. */
 /* Worker w's DR_RS_* state. */

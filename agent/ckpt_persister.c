@@ -24,7 +24,7 @@ struct dr_persister {
   pthread_cond_t cv_last; /* the last copy finished */
   int stopping;                        /* under mu */
   dr_persist_job_t *todo, *todo_tail;  /* under mu */
-  dr_persist_job_t *done;              /* under mu: for the loop, newest first */
+  dr_persist_job_t *done;              /* under mu: newest first */
   atomic_int cancel;      /* ends the copy under way at its next chunk */
   int wedged;             /* loop thread: the thread would not end */
   uv_async_t async;

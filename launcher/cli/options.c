@@ -20,6 +20,16 @@ static const char *nnodes_str(const dr_options_t *o, char *buf, size_t n) {
   return buf;
 }
 
+/* The same path, but for trailing slashes. */
+static int same_dir(const char *a, const char *b) {
+  size_t na = strlen(a), nb = strlen(b);
+  while (na > 1 && a[na - 1] == '/')
+    na--;
+  while (nb > 1 && b[nb - 1] == '/')
+    nb--;
+  return na == nb && memcmp(a, b, na) == 0;
+}
+
 static int check(dr_options_t *o, char *err, size_t err_len) {
   char nn[32];
   nnodes_str(o, nn, sizeof(nn));
@@ -75,6 +85,16 @@ static int check(dr_options_t *o, char *err, size_t err_len) {
                          "--node-rank %lld is out of range for --nnodes %s "
                          "(0..%u)",
                          (long long)o->node_rank, nn, o->max_nodes - 1);
+  if (o->ckpt_persist != NULL && o->ckpt_dir == NULL)
+    return dr_flags_fail(err, err_len,
+                         "--ckpt-persist '%s' needs --ckpt-dir: it keeps "
+                         "copies of that directory's checkpoints",
+                         o->ckpt_persist);
+  if (o->ckpt_persist != NULL && same_dir(o->ckpt_persist, o->ckpt_dir))
+    return dr_flags_fail(err, err_len,
+                         "--ckpt-persist '%s' is --ckpt-dir itself: give it "
+                         "storage that outlives the nodes",
+                         o->ckpt_persist);
   /* Copies need another node: by default one where there may be one. */
   if (o->ckpt_replicas < 0)
     o->ckpt_replicas = o->max_nodes > 1 ? 1 : 0;
@@ -128,6 +148,7 @@ void dr_options_free(dr_options_t *o) {
                     &o->cpu_list,
                     &o->secret_file,
                     &o->ckpt_dir,
+                    &o->ckpt_persist,
                     &o->config_file,
                     &o->notice};
   for (size_t i = 0; i < sizeof(owned) / sizeof(owned[0]); i++) {
@@ -167,5 +188,7 @@ void dr_options_agent(const dr_options_t *o, dr_agent_opts_t *a) {
   a->ckpt_replicas = o->ckpt_replicas > 0 ? (uint32_t)o->ckpt_replicas : 0;
   a->ckpt_rate = o->ckpt_rate;
   a->ckpt_keep = o->ckpt_keep;
+  a->ckpt_persist = o->ckpt_persist;
+  a->ckpt_persist_every_ms = o->ckpt_persist_every_ms;
   a->bind = dr_options_bind(o);
 }

@@ -109,6 +109,9 @@ typedef struct {
   uint64_t ckpt_rate;                 /* --ckpt-replicate-rate, bytes/s,
                                          default 64 MiB/s, 0 = no cap */
   uint32_t ckpt_keep;                 /* --ckpt-keep, default 3 */
+  char *ckpt_persist;                 /* --ckpt-persist, NULL = none */
+  uint32_t ckpt_persist_every_ms;     /* --ckpt-persist-every, default
+                                         300 s */
   char *config_file;                  /* --config or PET_CONFIG */
   char *notice;                       /* one line for ddprun to print: the
                                          settings a scheduler gave; NULL */

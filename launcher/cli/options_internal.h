@@ -82,13 +82,17 @@ int dr__set_cpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
 int dr__set_log_level(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len);
-/* options_set_ckpt.c: --ckpt-replicas, --ckpt-replicate-rate, --ckpt-keep. */
+/* options_set_ckpt.c: --ckpt-replicas, --ckpt-replicate-rate, --ckpt-keep,
+ * --ckpt-persist-every. */
 int dr__set_ckpt_replicas(void *dst, const dr_flag_t *row, const char *val,
                           const char *what, char *err, size_t err_len);
 int dr__set_ckpt_rate(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len);
 int dr__set_ckpt_keep(void *dst, const dr_flag_t *row, const char *val,
                       const char *what, char *err, size_t err_len);
+int dr__set_ckpt_persist_every(void *dst, const dr_flag_t *row,
+                               const char *val, const char *what, char *err,
+                               size_t err_len);
 
 /* options_sched.c: turns --rdzv-backend slurm/k8s (or a Slurm job
  * detected from SLURM_JOB_ID) into c10d settings; see options.h. Called

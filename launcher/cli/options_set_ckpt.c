@@ -1,6 +1,7 @@
 /* The value parsers behind the rows of options_table.c for checkpoints in
- * node memory: --ckpt-replicas, --ckpt-replicate-rate, --ckpt-keep
- * (--ckpt-dir is a plain string). */
+ * node memory: --ckpt-replicas, --ckpt-replicate-rate, --ckpt-keep,
+ * --ckpt-persist-every (--ckpt-dir and --ckpt-persist are plain
+ * strings). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -67,5 +68,18 @@ int dr__set_ckpt_keep(void *dst, const dr_flag_t *row, const char *val,
   if (rc != 0 || n == 0)
     FAIL("must be a number of checkpoints from 1 to %u", MAX_KEEP);
   o->ckpt_keep = (uint32_t)n;
+  return 0;
+}
+
+int dr__set_ckpt_persist_every(void *dst, const dr_flag_t *row,
+                               const char *val, const char *what, char *err,
+                               size_t err_len) {
+  dr_options_t *o = dst;
+  uint32_t ms;
+  /* Under a second, each look at DIR2 (a listing on shared storage)
+   * would come faster than any checkpoint worth keeping. */
+  if (dr_parse_seconds_ms(val, 1000, &ms) != 0)
+    FAIL("must be a number of seconds from 1 to 86400, such as 300");
+  o->ckpt_persist_every_ms = ms;
   return 0;
 }

@@ -148,6 +148,18 @@ const dr_flag_t dr__opt_table[] = {
    "Checkpoints kept in --ckpt-dir of each node that wrote some: the newest "
    "K of this node's own, and of each peer's copies.",
    NULL, dr__set_ckpt_keep, 0},
+  {"ckpt-persist", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "DIR2", "none",
+   "Slower shared storage (NFS, a bucket mount) that outlives every node, "
+   "made (mode 0700) if missing; needs --ckpt-dir. The agent of node 0 "
+   "copies the newest checkpoint of --ckpt-dir there in the background, "
+   "at most once per --ckpt-persist-every, keeping the newest --ckpt-keep; "
+   "a node whose --ckpt-dir holds none at start copies DIR2's newest in "
+   "first.",
+   NULL, dr_flag_set_str, OFF(ckpt_persist)},
+  {"ckpt-persist-every", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS",
+   "300",
+   "The least time between two copies to --ckpt-persist, 1 to 86400.",
+   NULL, dr__set_ckpt_persist_every, 0},
 
   {"gpu-bind", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "none|isolate", "none",
    "isolate: CUDA_VISIBLE_DEVICES holds only the worker's own GPU.",
@@ -226,6 +238,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->ckpt_replicas = -1;
   o->ckpt_rate = 64ull << 20;
   o->ckpt_keep = 3;
+  o->ckpt_persist_every_ms = 300000;
   o->rdzv_id = strdup("none");
   o->role = strdup("default");
   o->signals_to_handle = strdup("SIGTERM,SIGINT,SIGHUP,SIGQUIT");

@@ -20,6 +20,18 @@
 #             next node holds the same tree, which appeared by rename.
 #   baddir    --ckpt-dir under a regular file: exit 2 and one line, before
 #             any worker starts.
+#   persist   train with --ckpt-persist P (another directory, a copy at most
+#             every second), held at step 15: node 0's agent has copied step
+#             10 to P byte for byte, under a hidden name first; then every
+#             ddprun and ddprun-rdzv is SIGKILLed and every --ckpt-dir
+#             emptied (every node lost); the job started again restores step
+#             10 from P on each node before the first JOIN (one line each),
+#             resumes from it, ends with the weights of an uninterrupted run,
+#             and leaves P holding its newest checkpoint and no more than
+#             --ckpt-keep.
+#   persistro --ckpt-persist under a regular file (shared storage gone): one
+#             warning that names it and the reason, however many copies
+#             fail, and the job ends 0.
 #
 # Usage: ckpt_plane.sh MODE DDPRUN-RDZV DDPRUN TRAIN RTOOL CKWATCH CKPEER
 set -u
@@ -266,6 +278,115 @@ baddir)
     "$tmp/bad.err" || fail "$(cat "$tmp/bad.err")"
   ! grep -q started "$tmp/bad.out" || fail "a worker started"
   echo "baddir: $(cat "$tmp/bad.err")"
+  ;;
+
+persist)
+  ref ref
+  echo 30000@15 >"$tmp/hold"
+  p=$tmp/nfs/persist
+  # train_cmd TAG...: train under each agent, in $DDPRUN_CKPT_DIR.
+  persist_job() {
+    local n d
+    for n in "$@"; do
+      d=$tmp/ck.${n/m/n}
+      agent_opts=(--ckpt-dir "$d" --ckpt-persist "$p" --ckpt-persist-every 1
+        --log-level debug)
+      agent "$n" 2 0 "${hold_wrapper[@]}" /bin/sh -c \
+        'exec "$0" "$@" --ckpt-dir "$DDPRUN_CKPT_DIR"' \
+        "$train" "${train_args[@]}"
+      apid[$n]=$agent_pid
+    done
+  }
+  server srv 2 0
+  s=$srv_pid
+  persist_job n0 n1
+  started 1 n0 n1
+  w=$(holder 1 0 n0 n1) || exit 1
+  [ "$(node_of "$w" 1)" = 0 ] || fail "rank 0 is not on node 0"
+  held_step=15 held n0 n1
+  f=ckpt-0000000010.bin
+  wait_for "$wait_secs" "$tmp/$w.err" \
+    "^ddprun: persisted checkpoint $f (step 10) to --ckpt-persist $p: " ||
+    { show "$w"; fail "$w did not persist step 10"; }
+  cmp "$tmp/ck.$w/$f" "$p/$f" || fail "the persisted $f differs"
+  ! grep -q "persisted checkpoint" "$tmp/$([ "$w" = n0 ] && echo n1 ||
+    echo n0).err" || fail "node 1 persisted checkpoints too"
+  # Every node is lost at once: the server (first: it would end the job
+  # when it sees a node go), agents and workers.
+  victims=$(events "$(ev n0)" spawn | field pid | tr '\n' ' ')
+  victims="$victims $(events "$(ev n1)" spawn | field pid | tr '\n' ' ')"
+  for t in "$s" "${apid[n0]}" "${apid[n1]}"; do
+    kill -KILL "$(child_of "$t")" || fail "cannot kill the child of $t"
+  done
+  for n in n0 n1; do
+    finish "${apid[$n]}"; expect_rc "$n" "$rc" 137
+  done
+  finish "$s"; expect_rc srv "$rc" 137
+  # shellcheck disable=SC2086
+  "$rtool" gone 10 $victims >/dev/null || fail "the workers still run"
+  rm -f "$tmp/hold"
+  rm -rf "$tmp/ck.n0" "$tmp/ck.n1"
+  # The job again, on nodes whose directories are empty.
+  server srv2 2 0
+  s=$srv_pid
+  persist_job m0 m1
+  for n in m0 m1; do
+    finish "${apid[$n]}"; expect_rc "$n" "$rc" 0
+  done
+  finish "$s"; expect_rc srv2 "$rc" 0
+  for n in m0 m1; do
+    grep -q "^ddprun: restored checkpoint $f (step 10) from --ckpt-persist $p: [0-9.]* \(bytes\|KiB\|MiB\) in [0-9.]* s$" \
+      "$tmp/$n.err" || { show $n; fail "$n did not restore step 10 from $p"; }
+    # Before its first JOIN, which says it.
+    r=$(grep -n "restored checkpoint" "$tmp/$n.err" | head -n 1 | cut -d: -f1)
+    b=$(grep -n "^ddprun: binding: local rank 0" "$tmp/$n.err" | head -n 1 |
+      cut -d: -f1)
+    [ -n "$b" ] && [ "$r" -lt "$b" ] || fail "$n started workers before the restore"
+    grep -q '"event":"join".*' "$(ev $n)" || fail "$n did not join"
+  done
+  all m0 m1
+  r0=$(holder 1 0 m0 m1) || exit 1
+  grep -q "resuming at step 10 of 40 .* from $tmp/ck.${r0/m/n}/" "$tmp/all" ||
+    fail "rank 0 ($r0) did not resume at step 10"
+  crc=$(crc_of "$tmp/all")
+  [ "$crc" = "$ref_crc" ] ||
+    fail "weights $crc after the loss of every node differ from the uninterrupted $ref_crc"
+  # The end: P holds node 0's newest, whole, and at most --ckpt-keep (3).
+  last=$(cd "$tmp/ck.${r0/m/n}" && ls -1 ckpt-*.bin | tail -n 1)
+  cmp "$tmp/ck.${r0/m/n}/$last" "$p/$last" ||
+    fail "P lacks the newest checkpoint $last at the end: $(ls -A "$p")"
+  grep -q "^ddprun: \(persisted checkpoint $last (step [0-9]*) to --ckpt-persist $p at the job's end\|--ckpt-persist $p holds the newest checkpoint (step [0-9]*) at the job's end\)" \
+    "$tmp/$r0.err" || { show "$r0"; fail "$r0 said nothing of the last copy"; }
+  kept=$(ls -A "$p" | tr '\n' ' ')
+  case $kept in
+  *.ddprun-partial*) fail "a partial copy is left in P: $kept" ;;
+  esac
+  [ "$(ls -A "$p" | wc -l)" -le 3 ] || fail "P keeps more than 3: $kept"
+  echo "persist: step 10 persisted, every node lost, restored from P on" \
+    "both, and the job ended with $crc = $ref_crc; P holds $kept"
+  ;;
+
+persistro)
+  : >"$tmp/go"
+  : >"$tmp/file"
+  p=$tmp/file/persist
+  server srv 1 0
+  s=$srv_pid
+  agent_opts=(--ckpt-dir "$tmp/ck.n0" --ckpt-persist "$p"
+    --ckpt-persist-every 1 --log-level debug)
+  agent n0 1 0 "$ckworker" "$tmp/go" files 3 6
+  apid[n0]=$agent_pid
+  # A second copy that fails the same way, said in debug only.
+  wait_for "$wait_secs" "$tmp/n0.err" "not persisted to --ckpt-persist $p: .* (as before)$" ||
+    { show n0; fail "no second copy was tried"; }
+  go
+  finish "${apid[n0]}"; expect_rc n0 "$rc" 0
+  finish "$s"; expect_rc srv "$rc" 0
+  [ "$(grep -c "^ddprun: cannot persist checkpoint" "$tmp/n0.err")" = 1 ] ||
+    { show n0; fail "not one warning"; }
+  grep -q "^ddprun: cannot persist checkpoint ckpt-[0-9]*.bin (step [0-9]*) to --ckpt-persist $p: cannot open the directory (Not a directory); the job goes on" \
+    "$tmp/n0.err" || { show n0; fail "the warning does not name $p and why"; }
+  echo "persistro: $(grep "^ddprun: cannot persist" "$tmp/n0.err")"
   ;;
 
 *)

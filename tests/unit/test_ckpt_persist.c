@@ -421,7 +421,7 @@ static void test_restore_falls_back(void **state) {
                       ".ddprun step_20");
 }
 
-/* ---- the thread ----------------------------------------------------------- */
+/* ---- the thread ---------------------------------------------------------- */
 
 typedef struct {
   uv_loop_t loop;

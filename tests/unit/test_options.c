@@ -90,6 +90,8 @@ static void test_defaults(void **state) {
   assert_int_equal(o->ckpt_replicas, 0); /* one node: nobody to copy to */
   assert_int_equal(o->ckpt_rate, 64ull << 20);
   assert_int_equal(o->ckpt_keep, 3);
+  assert_null(o->ckpt_persist);
+  assert_int_equal(o->ckpt_persist_every_ms, 300000);
   assert_int_equal(o->prog_argc, 1);
   assert_string_equal(o->prog_argv[0], "train");
   assert_null(o->prog_argv[1]);
@@ -280,6 +282,12 @@ static void ck_ckpt_rate(const dr_options_t *o) {
 static void ck_ckpt_keep(const dr_options_t *o) {
   assert_int_equal(o->ckpt_keep, 5);
 }
+static void ck_ckpt_persist(const dr_options_t *o) {
+  assert_string_equal(o->ckpt_persist, "/mnt/ckpt");
+}
+static void ck_ckpt_persist_every(const dr_options_t *o) {
+  assert_int_equal(o->ckpt_persist_every_ms, 60000);
+}
 
 static const struct {
   const char *name;  /* dashed */
@@ -319,6 +327,8 @@ static const struct {
     {"ckpt-replicas", "2", ck_ckpt_replicas},
     {"ckpt-replicate-rate", "100M", ck_ckpt_rate},
     {"ckpt-keep", "5", ck_ckpt_keep},
+    {"ckpt-persist", "/mnt/ckpt", ck_ckpt_persist},
+    {"ckpt-persist-every", "60", ck_ckpt_persist_every},
 };
 #define N_FLAGS (sizeof(flags) / sizeof(flags[0]))
 
@@ -328,8 +338,11 @@ static const char *const *companions(const char *name) {
   static const char *const endpoint[] = {"--rdzv-endpoint", "h", NULL};
   static const char *const two_nodes[] = {"--nnodes", "2", "--rdzv-endpoint",
                                           "h", NULL};
+  static const char *const ckpt_dir[] = {"--ckpt-dir", "/dev/shm/ckpt", NULL};
   if (strcmp(name, "nnodes") == 0)
     return endpoint;
+  if (strcmp(name, "ckpt-persist") == 0)
+    return ckpt_dir;
   if (strcmp(name, "node-rank") == 0)
     return two_nodes;
   return none;
@@ -401,6 +414,8 @@ static void test_every_flag_from_env(void **state) {
     fx_set_env(f, env, "PET_RDZV_ENDPOINT=h", NULL);
     if (strcmp(flags[i].name, "node-rank") == 0)
       fx_set_env(f, env, "PET_NNODES=2", "PET_RDZV_ENDPOINT=h", NULL);
+    if (strcmp(flags[i].name, "ckpt-persist") == 0)
+      fx_set_env(f, env, "PET_CKPT_DIR=/dev/shm/ckpt", NULL);
     if (strcmp(flags[i].name, "rdzv-endpoint") == 0 ||
         strcmp(flags[i].name, "rdzv-backend") == 0 ||
         strcmp(flags[i].name, "standalone") == 0)
@@ -1042,6 +1057,39 @@ static void test_ckpt_values(void **state) {
   assert_int_equal(f->o.ckpt_keep, 7);
 }
 
+/* --ckpt-persist: only beside --ckpt-dir and apart from it; the period's
+ * bounds. */
+static void test_ckpt_persist_values(void **state) {
+  fx_t *f = *state;
+  fx_assert_ok(f, fx_parse(f, "--ckpt-dir", "/dev/shm/a", "--ckpt-persist",
+                           "/mnt/a", "train", NULL));
+  assert_string_equal(f->o.ckpt_persist, "/mnt/a");
+  assert_int_equal(f->o.ckpt_persist_every_ms, 300000);
+  fx_assert_ok(f, fx_parse(f, "--ckpt-dir", "/dev/shm/a", "--ckpt-persist",
+                           "/mnt/a", "--ckpt-persist-every", "2.5", "train",
+                           NULL));
+  assert_int_equal(f->o.ckpt_persist_every_ms, 2500);
+  fx_assert_err(f, fx_parse(f, "--ckpt-persist", "/mnt/a", "train", NULL),
+                "--ckpt-persist '/mnt/a' needs --ckpt-dir");
+  fx_assert_err(f, fx_parse(f, "--ckpt-dir", "/dev/shm/a", "--ckpt-persist",
+                            "/dev/shm/a/", "train", NULL),
+                "--ckpt-persist '/dev/shm/a/' is --ckpt-dir itself");
+  fx_assert_err(f, fx_parse(f, "--ckpt-dir", "/dev/shm/a", "--ckpt-persist",
+                            "", "train", NULL),
+                "--ckpt-persist");
+  static const char *const periods[] = {"0", "0.5", "-1", "86401", "5m", ""};
+  for (size_t i = 0; i < sizeof(periods) / sizeof(periods[0]); i++)
+    fx_assert_err(f, fx_parse(f, "--ckpt-persist-every", periods[i], "train",
+                              NULL),
+                  "must be a number of seconds from 1 to 86400");
+  /* From the environment, as every flag. */
+  fx_set_env(f, "PET_CKPT_DIR=/tmp/x", "PET_CKPT_PERSIST=/nfs/x",
+             "PET_CKPT_PERSIST_EVERY=60", NULL);
+  fx_assert_ok(f, fx_parse(f, "train", NULL));
+  assert_string_equal(f->o.ckpt_persist, "/nfs/x");
+  assert_int_equal(f->o.ckpt_persist_every_ms, 60000);
+}
+
 static void test_free_after_failure(void **state) {
   fx_t *f = *state;
   /* strings set by every layer, then a failure at the end */
@@ -1109,6 +1157,7 @@ int main(void) {
       T(test_filter_and_template),
       T(test_cross_checks),
       T(test_ckpt_values),
+      T(test_ckpt_persist_values),
       T(test_free_after_failure),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
