@@ -37,7 +37,7 @@ struct dr_persist_plane {
   int want;           /* DIR may hold one newer than DIR2 */
   int restoring;      /* the restore before the first JOIN runs */
   int ending;         /* the agent stops: no new copy */
-  int copied;         /* a copy has begun since the start: last_ms holds */
+  int copied;         /* a copy was tried since the start: last_ms holds */
   uint64_t last_ms;   /* loop time the last copy that counts began */
   uint64_t job_ms;    /* loop time the copy under way was asked for */
   char said[SAID_MAX][sizeof(((dr_persist_res_t *)0)->why)];
