@@ -3,7 +3,8 @@
  * copies the newest checkpoint of --ckpt-dir to DIR2, at most once per
  * --ckpt-persist-every and only when DIR2 holds none as new; a copy that
  * fails is a warning, said once per reason until one goes through again,
- * never a failure of the job; a job that ends well gets a last copy. At
+ * never a failure of the job; a job that ends well, or is preempted (exit
+ * 75: every node may be gone before it runs again), gets a last copy. At
  * start, a node whose directory holds no checkpoint copies DIR2's newest
  * in before its first JOIN, which then says it.
  *
@@ -23,7 +24,8 @@
 #include "exit_codes.h"
 #include "log.h"
 
-/* How long a job that ended well waits for its last copy. */
+/* How long a job that ended well or was preempted waits for its last
+ * copy (Slurm's grace after SIGUSR1 is typically minutes). */
 #define LAST_BOUND_MS 120000u
 /* Distinct reasons a failing copy is warned of, at most, until one goes
  * through again. */
@@ -219,7 +221,8 @@ void dr__persist_nudge(dr_agent_t *ag) {
   kick(ag);
 }
 
-/* The job ended well: DIR2 gets the newest checkpoint if it lacks it. */
+/* The job ended well, or was preempted: DIR2 gets the newest checkpoint if
+ * it lacks it. */
 static void last_copy(dr_agent_t *ag) {
   dr_persist_job_t j;
   int rc = dr_persister_last(ag->persist->th, LAST_BOUND_MS, &j);
@@ -250,7 +253,7 @@ int dr__persist_stop(dr_agent_t *ag) {
   p->ending = 1;
   uv_close((uv_handle_t *)&p->timer, close_cb);
   if (p->th != NULL && p->active && ag->stop.cause == DR_END_SERVER &&
-      ag->stop.exit_code == 0)
+      (ag->stop.exit_code == 0 || ag->stop.exit_code == DR_EXIT_PREEMPTED))
     last_copy(ag);
   if (dr_persister_stop(&p->th) != 0) {
     DR_SAY(DR_LOG_WARN, "a copy to --ckpt-persist %s did not stop; "
