@@ -178,7 +178,9 @@ static void on_renamed(void *arg, const char *name) {
     return; /* a copy this node took in from a peer */
   DR_SAY(DR_LOG_DEBUG, "new checkpoint %s in %s", name,
          dr_ckpt_store_dir(p->store));
-  dr_ckpt_store_retain(p->store);
+  uint64_t step;
+  dr_ckpt_store_retain(p->store,
+                       dr_ckpt_name_step(name, &step) == 1 ? step : UINT64_MAX);
   replicate(ag, name);
 }
 

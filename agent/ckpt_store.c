@@ -318,7 +318,7 @@ void dr_ckpt_store_discard(dr_ckpt_store_t *s, const char *tmp) {
   dr_ckpt_rm_at(s->infd, tmp);
 }
 
-static int retain_locked(dr_ckpt_store_t *s);
+static int retain_locked(dr_ckpt_store_t *s, uint64_t upto);
 
 int dr_ckpt_rename_new(int from_dir, const char *from, int to_dir,
                        const char *to) {
@@ -369,14 +369,18 @@ int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
   close(from);
 out:
   dr_ckpt_rm_at(s->infd, tmp);
+  uint64_t step;
   if (rc == 0)
-    retain_locked(s);
+    retain_locked(s, dr_ckpt_name_step(name, &step) == 1 ? step : UINT64_MAX);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }
 
-/* The newest `keep` of each origin stay. */
-static int retain_locked(dr_ckpt_store_t *s) {
+/* The newest `keep` of each origin up to step `upto` stay; what is later
+ * than upto (a checkpoint of another run, one planted or damaged under a
+ * later name) is neither removed nor counted, so that it never costs the
+ * checkpoints the job can resume from. */
+static int retain_locked(dr_ckpt_store_t *s, uint64_t upto) {
   dr_ckpt_item_t *a;
   size_t n;
   int rc = list_locked(s, &a, &n);
@@ -384,9 +388,11 @@ static int retain_locked(dr_ckpt_store_t *s) {
     return rc;
   int removed = 0, dropped = 0, first = 0;
   for (size_t i = 0; i < n; i++) {
+    if (a[i].step > upto)
+      continue;
     uint32_t seen = 0; /* newer ones of the same origin (a is newest first) */
     for (size_t j = 0; j < i; j++)
-      seen += a[j].origin == a[i].origin;
+      seen += a[j].origin == a[i].origin && a[j].step <= upto;
     if (seen < s->keep)
       continue;
     int r = dr_ckpt_rm_at(s->dirfd, a[i].name);
@@ -416,9 +422,9 @@ static int retain_locked(dr_ckpt_store_t *s) {
   return first != 0 ? first : removed;
 }
 
-int dr_ckpt_store_retain(dr_ckpt_store_t *s) {
+int dr_ckpt_store_retain(dr_ckpt_store_t *s, uint64_t upto) {
   pthread_mutex_lock(&s->mu);
-  int rc = retain_locked(s);
+  int rc = retain_locked(s, upto);
   pthread_mutex_unlock(&s->mu);
   return rc;
 }

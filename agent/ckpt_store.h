@@ -87,10 +87,12 @@ int dr_ckpt_store_commit(dr_ckpt_store_t *s, const char *tmp,
 /* Removes incoming/tmp and whatever it holds. */
 void dr_ckpt_store_discard(dr_ckpt_store_t *s, const char *tmp);
 
-/* Keeps the newest `keep` checkpoints of each origin and removes the
- * others. Returns how many were removed, or a negative code (the first
- * failure; the rest were still tried). */
-int dr_ckpt_store_retain(dr_ckpt_store_t *s);
+/* Keeps the newest `keep` checkpoints of each origin among those of step
+ * upto or less and removes the others of those; a later one is left alone
+ * and not counted (UINT64_MAX: all count). A commit retains up to the
+ * step it committed. Returns how many were removed, or a negative code
+ * (the first failure; the rest were still tried). */
+int dr_ckpt_store_retain(dr_ckpt_store_t *s, uint64_t upto);
 
 /* Opens checkpoint name for reading, without following a link: *fd (a
  * regular file, or an O_DIRECTORY descriptor; caller closes) and

@@ -21,10 +21,9 @@
 # and a directory named as one (epoch9-step9998): every rank skips each
 # with one line on stderr at each start, and neither is removed; a job
 # leaves ckpt-0000000012.pt, ...15.pt and ...18.pt (keep 3) and no
-# temporary. `ddprun --ckpt-dir DIR` would create DIR and give the workers
-# DDPRUN_CKPT_DIR; this test sets DDPRUN_CKPT_DIR itself in ddprun's
-# environment, which ddprun passes to the workers, so it needs no
-# --ckpt-dir.
+# temporary. Each job runs under `ddprun --ckpt-dir DIR`, which gives the
+# workers DDPRUN_CKPT_DIR (ddprun owns that variable: one inherited from
+# its own environment never reaches them).
 #
 # Usage: torch_ckpt.sh DDPRUN
 set -u
@@ -102,13 +101,13 @@ ended() {
   [ "$(crcs "$1")" = "$want" ] ||
     die "$1" "weights $(crcs "$1"), the reference's $want"
   left=$(listing "$2")
-  [ "$left" = "ckpt-0000000012.pt ckpt-0000000015.pt ckpt-0000000018.pt epoch9-step9998 step_9999.pt " ] ||
+  [ "$left" = ".ddprun ckpt-0000000012.pt ckpt-0000000015.pt ckpt-0000000018.pt epoch9-step9998 step_9999.pt " ] ||
     die "$1" "the directory holds $left"
 }
 
 d=$tmp/kill.ckpt
 plant "$d"
-run 180 kill env DDPRUN_CKPT_DIR="$d" "$ddprun" "${common[@]}" --max-restarts 1 \
+run 180 kill "$ddprun" "${common[@]}" --ckpt-dir "$d" --ckpt-keep 3 --max-restarts 1 \
   "$job" "${args[@]}" --ddprun-ckpt 3 --kill-rank 1 --kill-step 14
 grep -q "restart 1 of 1: rank 1 (local rank 1, pid [0-9]*) .*killed by signal SIGKILL" \
   "$tmp/kill.err" || die kill "the restart does not name rank 1's SIGKILL"
@@ -119,18 +118,18 @@ echo "ok kill: rank 1 SIGKILLed before step 14, resumed at step 12, $want; left 
 
 d=$tmp/save.ckpt
 plant "$d"
-run 180 save env DDPRUN_CKPT_DIR="$d" "$ddprun" "${common[@]}" --max-restarts 0 \
+run 180 save "$ddprun" "${common[@]}" --ckpt-dir "$d" --ckpt-keep 3 --max-restarts 0 \
   "$job" "${args[@]}" --ddprun-ckpt 3 --kill-rank 0 --kill-step 12 --kill-in-save
 [ "$rc" -eq 137 ] || die save "ddprun exited $rc, not 137 (SIGKILL)"
 grep -A1 "^ddprun: root cause (first failure):" "$tmp/save.err" |
   grep -q "rank 0 .*killed by signal SIGKILL" || die save "the root cause is not rank 0's SIGKILL"
 skipped save "$d" 1
 left=$(listing "$d")
-[[ $left =~ ^\.ckpt-0000000012\.pt\.[A-Za-z0-9_-]*\.[0-9]+-[0-9a-f]{8}\.tmp\ ckpt-0000000003\.pt\ ckpt-0000000006\.pt\ ckpt-0000000009\.pt\ epoch9-step9998\ step_9999\.pt\ $ ]] ||
+[[ $left =~ ^\.ckpt-0000000012\.pt\.[A-Za-z0-9_-]*\.[0-9]+-[0-9a-f]{8}\.tmp\ \.ddprun\ ckpt-0000000003\.pt\ ckpt-0000000006\.pt\ ckpt-0000000009\.pt\ epoch9-step9998\ step_9999\.pt\ $ ]] ||
   die save "after the SIGKILL in the save of step 12, the directory holds $left"
 echo "ok save: rank 0 SIGKILLed in its save of step 12; left $left"
 
-run 180 rerun env DDPRUN_CKPT_DIR="$d" "$ddprun" "${common[@]}" \
+run 180 rerun "$ddprun" "${common[@]}" --ckpt-dir "$d" --ckpt-keep 3 \
   "$job" "${args[@]}" --ddprun-ckpt 3
 resumed rerun 9 0
 skipped rerun "$d" 1

@@ -409,7 +409,7 @@ static void test_retention_per_origin(void **state) {
     commit_from(s, name, 1);
   }
   commit_from(s, "from2-1", 2);
-  assert_true(dr_ckpt_store_retain(s) >= 0);
+  assert_true(dr_ckpt_store_retain(s, UINT64_MAX) >= 0);
   static const char *const kept[] = {"ckpt-0000000040.bin",
                                      "ckpt-0000000030.bin", "from1-8",
                                      "from1-7", "from2-1"};
@@ -423,6 +423,40 @@ static void test_retention_per_origin(void **state) {
   /* The index forgot what was removed. */
   assert_int_equal(dr_ckpt_store_origin(s, "from1-5"), DR_CKPT_LOCAL);
   assert_int_equal(dr_ckpt_store_origin(s, "from1-8"), 1);
+  dr_ckpt_store_close(&s);
+}
+
+/* A checkpoint later than the one just written (another run's, or one
+ * damaged under a later name) neither goes nor counts: the job keeps the
+ * newest K it can resume from. */
+static void test_retention_upto(void **state) {
+  fx_t *f = *state;
+  dr_ckpt_store_t *s;
+  char err[256], name[64];
+  assert_int_equal(dr_ckpt_store_open(f->dir, 2, &s, err, sizeof(err)), 0);
+  put_file(f, "step_9999.pt", 4);
+  for (int st = 1; st <= 3; st++) {
+    snprintf(name, sizeof(name), "ckpt-%010d.pt", st * 3);
+    put_file(f, name, 4);
+  }
+  assert_int_equal(dr_ckpt_store_retain(s, 9), 1);
+  assert_true(exists(f, "step_9999.pt"));
+  assert_true(exists(f, "ckpt-0000000009.pt"));
+  assert_true(exists(f, "ckpt-0000000006.pt"));
+  assert_false(exists(f, "ckpt-0000000003.pt"));
+  /* A commit retains up to its own step. */
+  commit_from(s, "ckpt-0000000012.pt", DR_CKPT_LOCAL);
+  commit_from(s, "ckpt-0000000015.pt", DR_CKPT_LOCAL);
+  commit_from(s, "ckpt-0000000018.pt", DR_CKPT_LOCAL);
+  assert_true(exists(f, "step_9999.pt"));
+  assert_false(exists(f, "ckpt-0000000012.pt"));
+  assert_true(exists(f, "ckpt-0000000015.pt"));
+  assert_true(exists(f, "ckpt-0000000018.pt"));
+  /* Without a bound the later one counts, as before. */
+  assert_int_equal(dr_ckpt_store_retain(s, UINT64_MAX), 1);
+  assert_true(exists(f, "step_9999.pt"));
+  assert_true(exists(f, "ckpt-0000000018.pt"));
+  assert_false(exists(f, "ckpt-0000000015.pt"));
   dr_ckpt_store_close(&s);
 }
 
@@ -466,6 +500,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_index_persists, setup, teardown),
       cmocka_unit_test_setup_teardown(test_retention_per_origin, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(test_retention_upto, setup, teardown),
       cmocka_unit_test_setup_teardown(test_rm_never_follows_links, setup,
                                       teardown),
   };
