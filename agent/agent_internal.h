@@ -181,6 +181,7 @@ typedef struct {
   uint64_t start_ns;       /* uv_hrtime() at its start */
   uint64_t held;           /* signals (bit sig-1) waiting until it handles
                               them (sighold.c) */
+  uint64_t held_said;      /* those of held already said to be held */
   /* Its progress as `ddprun status` shows it (agent_ranks.c): the
    * slot's last reading, when its step last changed (loop ms, 0: never),
    * and its step rate (steps/s, < 0 unknown), smoothed over samples

@@ -61,24 +61,35 @@ static void on_hold_timer(uv_timer_t *t) {
   dr_agent_t *ag = t->data;
   int holding = 0;
   uint64_t now = uv_hrtime();
-  for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
-    holding |= deliver(ag, &ag->w[i], now);
+  for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++) {
+    dr_worker_t *w = &ag->w[i];
+    holding |= deliver(ag, w, now);
+    uint64_t news = w->held & ~w->held_said;
+    w->held_said = w->held;
+    for (int sig = 1; sig < 64; sig++)
+      if (news & (1ull << (sig - 1)))
+        DR_SAY(DR_LOG_INFO, "SIG%s held for local rank %u until it handles "
+                "it (at most %.1f s after its start, --signal-hold)",
+                sigabbrev_np(sig), w->local_rank,
+                (double)ag->o->signal_hold_ms / 1000.0);
+  }
   if (!holding)
     uv_timer_stop(t);
 }
 
+/* Marks sig for worker W; the timer delivers it within this turn of the
+ * loop. A signal costs the agent a bit, whatever the rate it arrives at: a
+ * storm of them (a Slurm script that resends SIGUSR1) coalesces, and the
+ * loop goes on reaping workers and sending heartbeats between them. */
 static void hold(dr_agent_t *ag, dr_worker_t *w, int sig) {
   uint64_t bit = 1ull << (sig - 1);
-  int again = (w->held & bit) != 0; /* a resend (a storm) says nothing */
+  if (w->held & bit)
+    return; /* still on its way: a resend adds nothing */
   w->held |= bit;
-  if (!deliver(ag, w, uv_hrtime()) || again)
-    return;
-  DR_SAY(DR_LOG_INFO, "SIG%s held for local rank %u until it handles "
-          "it (at most %.1f s after its start, --signal-hold)",
-          sigabbrev_np(sig), w->local_rank,
-          (double)ag->o->signal_hold_ms / 1000.0);
-  if (!uv_is_active((uv_handle_t *)&ag->hold_timer))
-    uv_timer_start(&ag->hold_timer, on_hold_timer, HOLD_POLL_MS, HOLD_POLL_MS);
+  w->held_said &= ~bit;
+  if (uv_timer_get_due_in(&ag->hold_timer) > 0 ||
+      !uv_is_active((uv_handle_t *)&ag->hold_timer))
+    uv_timer_start(&ag->hold_timer, on_hold_timer, 0, HOLD_POLL_MS);
 }
 
 void dr__sighold_init(dr_agent_t *ag) {
@@ -106,6 +117,7 @@ void dr__sighold_forward(dr_agent_t *ag, int sig) {
 void dr__sighold_started(dr_agent_t *ag, dr_worker_t *w) {
   w->start_ns = uv_hrtime();
   w->held = 0;
+  w->held_said = 0;
   if (ag->held_next == 0)
     return;
   for (int sig = 1; sig < 64; sig++)
