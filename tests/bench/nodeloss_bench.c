@@ -4,7 +4,8 @@
  *   nodeloss_bench [--mode kill|stop] [--nproc 4] [--runs 5] [--timeout 30]
  *                  [--ddprun PATH] [--server PATH]
  *
- * Per run: ddprun-rdzv (--nnodes 2, default heartbeat settings, port 0)
+ * Per run: ddprun-rdzv (--nnodes 2, default heartbeat settings, port 0,
+ * --replacement-timeout 0: the job ends rather than waiting for a new node)
  * and two ddprun (--nnodes 2 --nproc-per-node N, is_host=0, default
  * heartbeat_timeout) on 127.0.0.1, whose workers are this program in its
  * worker mode: each stamps itself into a file and waits. Once all 2N have
@@ -158,8 +159,11 @@ static int measure(const bench_repeat_t *b, bench_job_t *j, workers_t *w,
 
 static int run_once(const bench_repeat_t *b, bench_scratch_t *s, uint32_t run,
                     double fig[2], char *err, size_t err_len) {
+  /* No wait for a replacement node: the survivor exits 3 at once. */
+  static const char *const server_args[] = {"--replacement-timeout", "0",
+                                            NULL};
   static const char *const ddprun_args[] = {"--stop-grace", "2", NULL};
-  const bench_job_spec_t spec = {NULL, ddprun_args,
+  const bench_job_spec_t spec = {server_args, ddprun_args,
                                  {"ddprun (survivor)", "ddprun (lost)"}, 1};
   static bench_stamp_t st[2 * MAX_NPROC];
   workers_t w = {.n_surv = 0};
