@@ -26,14 +26,14 @@
 # tests/torch).
 #
 # Usage: diagnose_torch.sh [--smoke] [--runs N] DDPRUN
-#   defaults: 5 runs of each cap; --smoke: 1 run of each, 1 what-if job, no
-#   targets.
+#   defaults: 5 runs of each cap; --smoke: the recommendation without the
+#   runs that time it, 1 what-if job, no targets.
 set -u
 name=diagnose_torch_bench
 runs=5 jobs=3 smoke=0
 while [ $# -gt 0 ]; do
   case $1 in
-    --smoke) smoke=1 runs=1 jobs=1; shift ;;
+    --smoke) smoke=1 runs=0 jobs=1; shift ;;
     --runs) runs=${2:?}; shift 2 ;;
     *) break ;;
   esac
@@ -82,15 +82,17 @@ for i in $(seq 1 "$runs"); do
   job "rec$i" --bucket-cap-mb "$rec"; rs+=("$step")
   job "d25$i" --bucket-cap-mb 25; ds+=("$step")
 done
-read -r mr rspread < <(stats "${rs[@]}")
-read -r md dspread < <(stats "${ds[@]}")
-echo "$name advice_mib=$rec advice_ms=$mr default_ms=$md runs=$runs" \
-  "(${rs[*]} against ${ds[*]})"
-if [ "$smoke" -eq 0 ]; then
+if [ "$runs" -gt 0 ]; then
+  read -r mr rspread < <(stats "${rs[@]}")
+  read -r md dspread < <(stats "${ds[@]}")
+  echo "$name advice_mib=$rec advice_ms=$mr default_ms=$md runs=$runs" \
+    "(${rs[*]} against ${ds[*]})"
   awk -v r="$mr" -v d="$md" -v a="$rspread" -v b="$dspread" 'BEGIN {
     n = 0.10 * d; if (a > n) n = a; if (b > n) n = b; exit !(r <= d + n) }' ||
     echo "$name: target missed: bucket_cap_mb=$rec takes $mr ms, slower than" \
       "25's $md ms beyond the noise" >&2
+else
+  echo "$name advice_mib=$rec (not timed)"
 fi
 
 bind=(--cpu-bind auto)
