@@ -242,7 +242,16 @@ preempt_and_resume() {
     sleep 0.2
   done
   # Slurm makes a requeued batch job eligible two minutes later
-  # (EligibleTime); start it now instead of waiting.
+  # (EligibleTime); start it now instead of waiting, once both nodes are
+  # done with the job's first run (idle again): a launch while a node
+  # still tears it down is refused ("Job N already killed, do not launch
+  # batch job") and the job fails.
+  deadline=$((SECONDS + 60))
+  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ]; do
+    [ "$SECONDS" -lt "$deadline" ] ||
+      die "$tag" "the nodes are not idle 60 s after the requeue: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')"
+    sleep 0.2
+  done
   scontrol update JobId="$job" StartTime=now || die "$tag" "scontrol update failed"
   wait_state 120 COMPLETED "$tag"
   grep -q "requeueing job $job" "$tmp/$tag.out" ||
