@@ -243,11 +243,15 @@ preempt_and_resume() {
   done
   # Slurm makes a requeued batch job eligible two minutes later
   # (EligibleTime); start it now instead of waiting, once both nodes are
-  # done with the job's first run (idle again): a launch while a node
-  # still tears it down is refused ("Job N already killed, do not launch
-  # batch job") and the job fails.
+  # done with the job's first run (idle again) and the clock has moved to
+  # a new second: slurmd refuses a launch whose credential is of the same
+  # second as the job's kill ("Job N already killed, do not launch batch
+  # job"; its times are whole seconds), and the job fails.
+  local t_requeued
+  t_requeued=$(date +%s)
   deadline=$((SECONDS + 60))
-  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ]; do
+  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ] &&
+        [ "$(date +%s)" -gt "$t_requeued" ]; do
     [ "$SECONDS" -lt "$deadline" ] ||
       die "$tag" "the nodes are not idle 60 s after the requeue: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')"
     sleep 0.2
