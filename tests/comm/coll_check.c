@@ -16,10 +16,12 @@
  * fp16 sum of values that round on every add, whose bits must be the same
  * on every rank.
  *
- * Fault modes: --kill-rank R makes rank R SIGKILL itself once a large
- * all-reduce is under way; --hang-rank R makes it stop itself (SIGSTOP);
+ * Fault modes: --kill-rank R makes rank R SIGKILL itself once the first
+ * large all-reduce is under way (a thread of its own watches for the
+ * start, which is on the waiting thread itself where the group runs its
+ * collectives inline); --hang-rank R makes it stop itself (SIGSTOP);
  * --extra-rank R makes it issue an extra 4-byte all-reduce before the
- * large one (collectives out of step: every rank must fail at once). The
+ * third large one (collectives out of step: every rank must fail at once). The
  * other ranks loop on all-reduces until one fails, print the error and
  * exit 4; they ignore SIGTERM meanwhile, so their exit code is their own
  * finding and not their agent's stop order. --absent-rank R makes
@@ -31,6 +33,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -410,6 +413,26 @@ out:
   return code;
 }
 
+/* The faulting rank's watcher: once the collective has started (on the
+ * communication thread, or on the waiting one when the group runs its
+ * collectives inline), it kills or stops the whole process, inside the
+ * collective whatever the schedule. */
+typedef struct {
+  dr_work_t *w;
+  int sig;
+} fault_arg_t;
+
+static void *fault_when_started(void *p) {
+  fault_arg_t *a = p;
+  uint64_t until = mono_us() + 5000000u;
+  while (dr_work_start_us(a->w) == 0 && mono_us() < until)
+    ;
+  fprintf(stderr, "coll_check: rank %u: %s itself at t=%" PRIu64 "us\n",
+          g_rank, a->sig == SIGKILL ? "SIGKILL" : "SIGSTOP", mono_us());
+  kill(getpid(), a->sig);
+  return NULL;
+}
+
 /* The fault modes: loop on large all-reduces until one fails. */
 static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank,
                       int extra_rank) {
@@ -420,10 +443,15 @@ static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank,
     return 3;
   for (size_t i = 0; i < n; i++)
     x[i] = 0.0f;
+  /* A death or a stop comes in the first all-reduce: none runs before it
+   * under the short timeout a hang is tested with (64 MiB can take longer
+   * than that under a sanitizer on a loaded host). The extra all-reduce
+   * comes third, after two that complete (#3 in the messages). */
+  int fault_iter = extra_rank >= 0 ? 2 : 0;
   for (int iter = 0;; iter++) {
     dr_work_t *w;
     char err[512];
-    if (iter == 2 && (int)g_rank == extra_rank) {
+    if (iter == fault_iter && (int)g_rank == extra_rank) {
       float one = 1.0f;
       fprintf(stderr, "coll_check: rank %u: an extra allreduce at t=%" PRIu64
               "us\n", g_rank, mono_us());
@@ -442,16 +470,21 @@ static int fault_loop(dr_pg_t *pg, int kill_rank, int hang_rank,
       return comm_exit(rc, "queueing an allreduce", dr_strerror(rc));
     }
     int me_kill = (int)g_rank == kill_rank, me_hang = (int)g_rank == hang_rank;
-    if (iter == 2 && (me_kill || me_hang)) {
-      /* Once this rank's communication thread is inside the collective. */
-      uint64_t until = mono_us() + 5000000u;
-      while (dr_work_start_us(w) == 0 && mono_us() < until)
-        ;
-      fprintf(stderr, "coll_check: rank %u: %s itself at t=%" PRIu64 "us\n",
-              g_rank, me_kill ? "SIGKILL" : "SIGSTOP", mono_us());
-      raise(me_kill ? SIGKILL : SIGSTOP);
+    fault_arg_t fa = {w, me_kill ? SIGKILL : SIGSTOP};
+    pthread_t watcher;
+    int faulting = iter == fault_iter && (me_kill || me_hang);
+    int watching = faulting &&
+                   pthread_create(&watcher, NULL, fault_when_started, &fa) == 0;
+    if (faulting && !watching) {
+      free(x);
+      fprintf(stderr, "coll_check: rank %u: pthread_create failed\n", g_rank);
+      return 3;
     }
-    rc = dr_work_wait(&w, err, sizeof(err));
+    /* w stays valid until the watcher is done with it. */
+    rc = dr_work_wait_keep(w, err, sizeof(err));
+    if (watching)
+      pthread_join(watcher, NULL);
+    dr_work_free(&w);
     if (rc != 0) {
       int code = comm_exit(rc, "allreduce", err);
       /* The group is broken now: nothing more may be queued. */

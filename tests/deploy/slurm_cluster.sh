@@ -14,6 +14,9 @@
 #   early    the same signal as soon as the batch script starts, before
 #            srun has started ddprun (or while it does): the script sends
 #            it again until srun ends; requeued, resumed, the same CRC.
+#   Both: no worker failed before the stop. The script signals ddprun
+#   alone, which holds the signal until its workers handle it; a signal
+#   that reached the workers directly would kill one still starting.
 #
 # Needs root; installs Debian's slurmctld, slurmd, slurm-client and munge
 # with apt-get when they are missing, and is skipped (exit 77) with the
@@ -239,11 +242,32 @@ preempt_and_resume() {
     sleep 0.2
   done
   # Slurm makes a requeued batch job eligible two minutes later
-  # (EligibleTime); start it now instead of waiting.
+  # (EligibleTime); start it now instead of waiting, once both nodes are
+  # done with the job's first run (idle again) and the clock has moved to
+  # a new second: slurmd refuses a launch whose credential is of the same
+  # second as the job's kill ("Job N already killed, do not launch batch
+  # job"; its times are whole seconds), and the job fails.
+  local t_requeued
+  t_requeued=$(date +%s)
+  deadline=$((SECONDS + 60))
+  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ] &&
+        [ "$(date +%s)" -gt "$t_requeued" ]; do
+    [ "$SECONDS" -lt "$deadline" ] ||
+      die "$tag" "the nodes are not idle 60 s after the requeue: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')"
+    sleep 0.2
+  done
   scontrol update JobId="$job" StartTime=now || die "$tag" "scontrol update failed"
   wait_state 120 COMPLETED "$tag"
   grep -q "requeueing job $job" "$tmp/$tag.out" ||
     die "$tag" "the batch script did not requeue on exit 75"
+  # The signal reached the workers only through ddprun, once they handle
+  # it: none died of it (every failure is an exit 75, none restarted).
+  local ev=$tmp/$tag/logs/requeue-0/$job/events.jsonl bad
+  grep -q '"event":"stop".*"exit_code":75' "$ev" ||
+    die "$tag" "events.jsonl has no stop with exit code 75"
+  bad=$(grep -E '"event":"(failure|restart)"' "$ev" |
+        grep -v '"event":"failure".*"exit_code":75,"signal":0,')
+  [ -z "$bad" ] || die "$tag" "a worker failed before the stop: $bad"
 }
 
 submit preempt
@@ -257,9 +281,6 @@ step=$((10#$(echo "$ckpts" | sed 's/ckpt-\([0-9]*\)\.bin/\1/')))
 cat "$tmp/preempt.out" "$tmp/preempt.err" |
   grep -q "SIGUSR1 on [1-4] rank(s): stopping after step $step with its checkpoint" ||
   die preempt "rank 0 did not report the stop at step $step"
-grep -q '"event":"stop".*"exit_code":75' \
-  "$tmp/preempt/logs/requeue-0/$job/events.jsonl" ||
-  die preempt "events.jsonl has no stop with exit code 75"
 cat "$tmp/preempt.out" "$tmp/preempt.err" | grep -q "resuming at step $step " ||
   die preempt "the requeued job did not resume at step $step"
 grep -q "requeue 1, directory" "$tmp/preempt.out" ||

@@ -64,7 +64,8 @@ static int teardown(void **state) {
 
 /* Writes bytes to f->dir/name; the path is in f->path. */
 static const char *put(fx_t *f, const char *name, const void *p, size_t n) {
-  snprintf(f->path, sizeof(f->path), "%s/%s", f->dir, name);
+  int k = snprintf(f->path, sizeof(f->path), "%s/%s", f->dir, name);
+  assert_true(k > 0 && (size_t)k < sizeof(f->path));
   FILE *o = fopen(f->path, "wb");
   assert_non_null(o);
   assert_int_equal(fwrite(p, 1, n, o), n);

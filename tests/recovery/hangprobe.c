@@ -47,7 +47,11 @@ static void on_alarm(int sig) {
 
 static volatile uint64_t sink;
 
-static void busy_for(double secs) {
+/* Out of line whatever the build type: the spinning rank's stack must show
+ * a frame of its own (busy_for), apart from its waiting peers' main, or an
+ * optimised build would show both in main and the stacks could not tell
+ * them apart. */
+__attribute__((noinline, noclone)) static void busy_for(double secs) {
   double end = mono() + secs;
   while (mono() < end)
     for (int i = 0; i < 1000; i++)

@@ -3,9 +3,10 @@
 # ddprun-rdzv and one ddprun per node.
 #
 #   never_starts         --nnodes 3, two nodes started: both say "2 of 3
-#                        nodes joined (...); 1 more needed" within two
-#                        heartbeat intervals of the second's start, and
-#                        again 10 s later; /metrics and ddprun status show
+#                        nodes joined (...); 1 more needed" at the server's
+#                        next heartbeat after the second's start (bounded
+#                        by 5 s), and again 10 s later; /metrics and
+#                        ddprun status show
 #                        the forming round; the join timeout names it.
 #   never_starts_static  the same with --node-rank 0 and 1: "missing node
 #                        rank 2", in /metrics too.
@@ -32,10 +33,6 @@ command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 
 id=st_${mode}_$$
 host=$(hostname)
-# A heartbeat timeout of 2 s: the agents heartbeat, and the server tells a
-# forming round, every 2/3 s.
-hb_interval=0.667
-
 status() { "$ddprun" status --rdzv-endpoint "127.0.0.1:$port" --rdzv-id "$id" "$@"; }
 # scrape TAG: /metrics into $tmp/TAG.prom (checked by mclient.py).
 scrape() {
@@ -93,9 +90,10 @@ never_starts | never_starts_static)
       { show $n; fail "$n did not say '$want'"; }
     took=$(elapsed "$t1")
     echo "$n: '$want' $took s after the second node started"
-    # Two heartbeat intervals, and a little for ddprun to start and connect.
-    le "$took" "$(awk -v i=$hb_interval 'BEGIN { print 2 * i + 0.3 }')" ||
-      fail "$n took $took s to say who is missing"
+    # Told at the server's next heartbeat (every 2/3 s), not at the next
+    # repeat of an unchanged status (10 s on): 5 s leaves room for a
+    # loaded host.
+    le "$took" 5 || fail "$n took $took s to say who is missing"
   done
 
   scrape forming
@@ -151,7 +149,7 @@ status)
   [ "$rc" = 3 ] || fail "against nothing listening: exit $rc, not 3"
   [ "$(wc -l <"$tmp/none.err")" = 1 ] && [ ! -s "$tmp/none.out" ] ||
     fail "against nothing listening: not one line on stderr"
-  le "$took" 3 || fail "against nothing listening: $took s"
+  le "$took" 11 || fail "against nothing listening: $took s, --timeout 1"
   "$ddprun" --help | grep -q "ddprun status --rdzv-endpoint HOST:PORT" ||
     fail "ddprun --help does not list ddprun status"
 

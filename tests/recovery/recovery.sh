@@ -29,15 +29,16 @@
 #                   group restarts to take it in (world 6, no restart spent).
 #   hang            a worker SIGSTOPped mid-step with --hang-timeout 3: the
 #                   group restarts and completes with the uninterrupted
-#                   weights; a hung rank and its last step are named.
-#   hang_blame      the same stop: the rank named is the stopped one, not a
-#                   rank that waits for it in an all-reduce.
-#   hang_prompt     the same stop: the server restarts the group as soon as
-#                   the verdict on the stopped worker arrives.
+#                   weights; the rank named is the stopped one (not a rank
+#                   that waits for it in an all-reduce), with its last step
+#                   and every local rank's stack; the server restarts the
+#                   group on that verdict at once, without holding it as
+#                   the echo of another failure.
 #   hang_busy       hangprobe (train's progress reports): rank 3 busy-loops
 #                   at a step while the others wait, blocked: rank 3 is the
-#                   one named (busy on the CPU), within S + 2 s, and every
-#                   rank's stack is in the summary and in stack.txt.
+#                   one named (busy on the CPU), at S (bounded by S + 10 s),
+#                   and every rank's stack is in the summary and in
+#                   stack.txt.
 #   hang_busy_cpu   the same in a program that does not report: rank 3,
 #                   busy while its peers use no CPU, is named.
 #   hang_sleep_cpu  ... rank 3 sleeps instead: named, by its stack.
@@ -349,13 +350,13 @@ latejoin)
   echo "latejoin: a third node taken in, the job ended on world 6"
   ;;
 
-hang | hang_blame | hang_prompt)
+hang)
   # A longer job: rank 3 is stopped in the middle of its steps, where the
   # other ranks soon wait for it in an all-reduce.
   train_args=(--layers 2 --width 128 --input-dim 32 --classes 8
     --samples 8192 --eval-samples 256 --batch 16 --steps 2000 --log-every 50
     --seed 11 --ckpt-every 100)
-  [ "$mode" = hang ] && ref ref
+  ref ref
   server srv 2 1
   s=$srv_pid
   agent_opts=(--hang-timeout 3)
@@ -385,51 +386,51 @@ hang | hang_blame | hang_prompt)
   echo "rank 3 (pid $p3) stopped after step 300 of rank 0; restart" \
     "${restart_s} s later; ddprun said:"
   echo "$named"
-  if [ "$mode" = hang ]; then
-    echo "$named" | grep -q "^ddprun: rank [0-3] (local rank [01], pid [0-9]*) made no progress for [0-9.]* s after step [0-9]*; treating it as hung$" ||
-      fail "no hung rank and its last step were named"
-    echo "$first" | grep -q '"gen":1,"rank":[0-3],"exit_code":4,.*hung: no progress for [0-9.]* s after step [0-9]* (--hang-timeout 3.0 s)' ||
-      fail "the server's first failure is not a hang (exit 4): $first"
-    grep -q "resuming at step [1-9][0-9]* of 2000" "$tmp/all" ||
-      fail "the restarted group did not resume from a checkpoint"
-    crc=$(crc_of "$tmp/all")
-    [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
-    echo "hang: the group restarted and completed: $crc"
-  elif [ "$mode" = hang_prompt ]; then
-    # The verdict on a stopped worker is the root cause itself, not the
-    # echo of another failure: the server restarts on it at once.
-    f_t=$(echo "$first" | field time)
-    r_t=$(events "$(ev srv)" restart | head -n 1 | field time)
-    late=$(awk -v f="$f_t" -v r="$r_t" 'BEGIN { printf "%.3f", r - f }')
-    echo "hang_prompt: the server restarted $late s after the first verdict"
-    awk -v l="$late" 'BEGIN { exit !(l <= 0.5) }' ||
-      fail "the server restarted $late s after the hang verdict" \
-        "($(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p'))," \
-        "not at once"
-  else
-    # The rank that was stopped is the one to blame, not a rank that
-    # waits for it in a collective.
-    step=$(echo "$first" | sed -n 's/.*hung: no progress for [0-9.]* s after step \([0-9]*\).*/\1/p')
-    echo "$first" | grep -q '"gen":1,"rank":3,"exit_code":4,' ||
-      fail "the hang was blamed on another rank than the stopped rank 3:" \
-        "$(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p')"
-    [ -n "$step" ] && [ "$step" -ge 300 ] ||
-      fail "rank 3's last step ($step) is not given or before 300"
-    echo "$named" | grep -q "rank 3 (local rank 1, pid $p3) made no progress" ||
-      fail "ddprun did not name rank 3 (pid $p3) as hung"
-    grep -q "^ddprun: rank 3 is to blame: its processes are stopped" \
-      "$tmp/$k.err" || fail "rank 3 is not blamed for being stopped"
-    # Both local ranks' stacks, grouped, and in full beside their logs.
-    grep -A2 "^ddprun: where the ranks of this node are (stacks by " \
-      "$tmp/$k.err" | grep -q "^ddprun:   rank" ||
-      fail "no stacks of the ranks of $k: $(grep -A3 'where the ranks' "$tmp/$k.err")"
-    for r in 2 3; do
-      [ -s "$tmp/log.$k/$id/attempt_0/$r/stack.txt" ] ||
-        fail "no stack.txt of rank $r"
-    done
-    echo "hang_blame: rank 3 named, after step $step;" \
-      "$(grep -A3 '^ddprun: where the ranks' "$tmp/$k.err" | tr '\n' ' ')"
-  fi
+  echo "$named" | grep -q "^ddprun: rank [0-3] (local rank [01], pid [0-9]*) made no progress for [0-9.]* s after step [0-9]*; treating it as hung$" ||
+    fail "no hung rank and its last step were named"
+  echo "$first" | grep -q '"gen":1,"rank":[0-3],"exit_code":4,.*hung: no progress for [0-9.]* s after step [0-9]* (--hang-timeout 3.0 s)' ||
+    fail "the server's first failure is not a hang (exit 4): $first"
+  grep -q "resuming at step [1-9][0-9]* of 2000" "$tmp/all" ||
+    fail "the restarted group did not resume from a checkpoint"
+  crc=$(crc_of "$tmp/all")
+  [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
+  echo "hang: the group restarted and completed: $crc"
+
+  # The rank that was stopped is the one to blame, not a rank that waits
+  # for it in a collective.
+  step=$(echo "$first" | sed -n 's/.*hung: no progress for [0-9.]* s after step \([0-9]*\).*/\1/p')
+  echo "$first" | grep -q '"gen":1,"rank":3,"exit_code":4,' ||
+    fail "the hang was blamed on another rank than the stopped rank 3:" \
+      "$(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p')"
+  [ -n "$step" ] && [ "$step" -ge 300 ] ||
+    fail "rank 3's last step ($step) is not given or before 300"
+  echo "$named" | grep -q "rank 3 (local rank 1, pid $p3) made no progress" ||
+    fail "ddprun did not name rank 3 (pid $p3) as hung"
+  grep -q "^ddprun: rank 3 is to blame: its processes are stopped" \
+    "$tmp/$k.err" || fail "rank 3 is not blamed for being stopped"
+  # Both local ranks' stacks, grouped, and in full beside their logs.
+  grep -A2 "^ddprun: where the ranks of this node are (stacks by " \
+    "$tmp/$k.err" | grep -q "^ddprun:   rank" ||
+    fail "no stacks of the ranks of $k: $(grep -A3 'where the ranks' "$tmp/$k.err")"
+  for r in 2 3; do
+    [ -s "$tmp/log.$k/$id/attempt_0/$r/stack.txt" ] ||
+      fail "no stack.txt of rank $r"
+  done
+  echo "hang: rank 3 named, after step $step;" \
+    "$(grep -A3 '^ddprun: where the ranks' "$tmp/$k.err" | tr '\n' ' ')"
+
+  # The verdict on a stopped worker is the root cause itself, not the echo
+  # of another failure: the server restarts on it in the same step that
+  # records it, where an echo would be held for the heartbeat timeout
+  # (2 s here). The bound is half that hold.
+  f_t=$(echo "$first" | field time)
+  r_t=$(events "$(ev srv)" restart | head -n 1 | field time)
+  late=$(awk -v f="$f_t" -v r="$r_t" 'BEGIN { printf "%.3f", r - f }')
+  echo "hang: the server restarted $late s after the first verdict"
+  awk -v l="$late" 'BEGIN { exit !(l < 1.0) }' ||
+    fail "the server restarted $late s after the hang verdict" \
+      "($(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p'))," \
+      "not at once"
   ;;
 
 hang_busy | hang_busy_cpu | hang_sleep_cpu | hang_spin)
@@ -493,8 +494,11 @@ hang_busy | hang_busy_cpu | hang_sleep_cpu | hang_spin)
     t_named=$(events "$(ev srv)" failure | head -n 1 | field time)
     took=$(awk -v a="$stuck" -v b="$t_named" 'BEGIN { printf "%.2f", b - a }')
   fi
-  awk -v t="$took" 'BEGIN { exit !(t <= 5.0) }' ||
-    fail "rank 3 was named $took s after it got stuck, not within 5 s"
+  # Named at the hang timeout (3 s), before the other node's verdict on a
+  # rank that only waits (the first failure, above); the bound only
+  # catches a verdict that never comes in time.
+  awk -v t="$took" 'BEGIN { exit !(t <= 13.0) }' ||
+    fail "rank 3 was named $took s after it got stuck, not within 3 + 10 s"
   grep -A2 "^ddprun: where the ranks of this node are (stacks by " \
     "$tmp/$k.err" | grep -q "^ddprun:   rank.* 3: " ||
     fail "no stack of rank 3: $(grep -A3 'where the ranks' "$tmp/$k.err")"

@@ -6,11 +6,13 @@
 # (.ci/run installs both from PyPI: tests/torch/install_torch.sh).
 #
 #   plain    no change to the program: rank 1 is named, by the CPU time of
-#            its processes and its stack, within 7 s of starting its sleep;
+#            its processes and its stack, at the timeout after it began to
+#            sleep (bounded by the timeout + 10 s: a verdict that never
+#            comes, not a slow host);
 #            py-spy's stacks show rank 1 at the sleep's line and rank 0 in
 #            backward at its line; both are in stack.txt.
 #   report   the program reports every step (import ddprun_progress): rank 1
-#            alone is named, by its reports, within 7 s.
+#            alone is named, by its reports, as in plain.
 #   nopyspy  PATH without py-spy (or any other tool): the summary says so
 #            and shows the kernel's view; rank 1 is still named.
 #
@@ -55,7 +57,7 @@ run 120 job env "${envs[@]}" "$ddprun" --standalone --nproc-per-node 2 \
 [ "$rc" -eq 4 ] || die job "ddprun exited $rc, not 4 (timeout)"
 err=$tmp/job.err
 
-# Rank 1 alone is named, and quickly.
+# Rank 1 alone is named, at the timeout.
 grep -q "^ddprun: rank 1 is to blame: it sleeps" "$err" ||
   die job "rank 1 is not blamed for sleeping: $(grep 'to blame' "$err")"
 [ "$(grep -c 'is to blame' "$err")" = 1 ] || die job "more than one blamed"
@@ -68,8 +70,8 @@ slept=$(sed -n 's/^\[rank1\]:rank 1 sleeps in step 5 at \([0-9.]*\)$/\1/p' \
 named=$(grep '"event":"failure"' "$tmp/logs/hangjob/events.jsonl" |
   grep '"source":"agent"' | head -n 1 | sed -n 's/.*"time":\([0-9.]*\).*/\1/p')
 took=$(awk -v a="$slept" -v b="$named" 'BEGIN { printf "%.2f", b - a }')
-awk -v t="$took" 'BEGIN { exit !(t > 0 && t <= 7.0) }' ||
-  die job "rank 1 was named $took s after it began to sleep, not within 7 s"
+awk -v t="$took" 'BEGIN { exit !(t > 0 && t <= 15.0) }' ||
+  die job "rank 1 was named $took s after it began to sleep, not within 5 + 10 s"
 if [ "$mode" = report ]; then
   grep -q "hung: no progress for [0-9.]* s after step 5 (--hang-timeout 5.0 s)" \
     "$err" || die job "rank 1 is not judged by its reports (after step 5)"

@@ -7,8 +7,9 @@
 #
 # Each agent sees only its own rank: rank 0's, that it waits with no
 # culprit on its node, a verdict the server holds; rank 1's, that it
-# sleeps. Wanted: rank 1 alone is blamed, within 7 s of starting its
-# sleep, and is the job's root cause on both nodes; rank 1's node shows
+# sleeps. Wanted: rank 1 alone is blamed, at the timeout after it began
+# to sleep (bounded by the timeout + 10 s), and is the job's root cause on
+# both nodes; rank 1's node shows
 # py-spy's stack at the sleep's line; rank 0's node shows rank 0 in
 # backward at its line as the group stops, and keeps its stack.txt.
 #
@@ -77,8 +78,8 @@ named=$(grep '"event":"failure"' "$tmp/log.srv/hn/events.jsonl" | grep '"rank":1
   head -n 1 | sed -n 's/.*"time":\([0-9.]*\).*/\1/p')
 [ -n "$named" ] || fail "the server recorded no failure of rank 1"
 took=$(awk -v a="$slept" -v b="$named" 'BEGIN { printf "%.2f", b - a }')
-awk -v t="$took" 'BEGIN { exit !(t > 0 && t <= 7.0) }' ||
-  fail "rank 1 was named $took s after it began to sleep, not within 7 s"
+awk -v t="$took" 'BEGIN { exit !(t > 0 && t <= 15.0) }' ||
+  fail "rank 1 was named $took s after it began to sleep, not within 5 + 10 s"
 
 # Where each rank is, each on its node.
 grep -A1 "^ddprun: where the ranks of this node are (stacks by py-spy [0-9.]*):" "$k1" |

@@ -2,8 +2,10 @@
 # Collectives out of step: with DDPRUN_COLL_TEST_EXTRA=1@5 rank 1 issues
 # one all-reduce more (4 B) at the start of step 5, where the other ranks
 # all-reduce the step's gradients. With the collective timeout at 30 s:
-#  - every rank fails within 1 s of rank 1's step start (its hook line),
-#    its message naming both collectives of the link where they differ,
+#  - every rank fails on seeing the mismatch (well within half the
+#    timeout of rank 1's step start, its hook line: milliseconds, a few
+#    seconds on a loaded host under a sanitizer), its message naming both
+#    collectives of the link where they differ,
 #    kinds, sequence numbers and sizes ("out of step: rank 1 is in
 #    allreduce #14 of 4 B, rank 0 in allreduce #14 of 26.5 KiB"), not a
 #    timeout;
@@ -140,7 +142,7 @@ for r in $(seq 0 $((world - 1))); do
     *) fail "rank $r does not say exit 4: $msg" ;;
   esac
   dt_ms=$(awk -v a="$t0" -v b="${line%% *}" 'BEGIN { printf "%.2f", (b - a) * 1000 }')
-  awk -v d="$dt_ms" 'BEGIN { exit !(d < 1000) }' ||
+  awk -v d="$dt_ms" 'BEGIN { exit !(d < 15000) }' ||
     fail "rank $r named the mismatch after ${dt_ms} ms: $msg"
   echo "rank $r: named it ${dt_ms} ms after rank 1's step start: $msg"
 done
