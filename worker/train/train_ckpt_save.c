@@ -213,6 +213,8 @@ static int take(dr_run_t *r, uint64_t done, float *cmp_state, int in_place,
   if (!in_place && background_ready(r, total) == 0) {
     float *p = s->copy;
     for (size_t i = 0; i < n; i++) {
+      if (spans[i].n_elems == 0)
+        continue; /* no compression state: its span is NULL */
       memcpy(p, spans[i].p, spans[i].n_elems * sizeof(float));
       p += spans[i].n_elems;
     }
