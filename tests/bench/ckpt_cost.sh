@@ -58,9 +58,10 @@ shm=
 pid=
 cleanup() {
   trap - EXIT INT TERM HUP
+  # timeout passes the TERM on to ddprun, which stops its workers, and
+  # exits after it (a KILL now would leave ddprun running).
   if [ -n "$pid" ]; then
     kill -TERM "$pid" 2>/dev/null
-    kill -KILL "$pid" 2>/dev/null
     wait "$pid" 2>/dev/null
   fi
   [ -n "$tmp" ] && rm -rf "$tmp"
@@ -91,7 +92,7 @@ median() {
 }
 
 ratio() {
-  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.3f", a / b }'
+  awk -v a="$1" -v b="$2" 'BEGIN { if (a == "-" || b == "-" || b == 0) print "-"; else printf "%.3f\n", a / b }'
 }
 
 variants="none every1 every10 every100"
