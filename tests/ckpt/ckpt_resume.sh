@@ -42,10 +42,25 @@
 #           extended run that was never stopped (hold: its checkpoints keep
 #           the 20-step schedule; stretch: the 30-step one). A shorter
 #           --steps is still refused with --extend-schedule.
+#   inflight a SIGKILL while a checkpoint is written in the background:
+#           the writer thread holds the checkpoint of step 10 before its
+#           rename while the steps go on (step 14 is logged meanwhile:
+#           the write does not stall them), and the process is killed
+#           there. No checkpoint of step 10 exists, the temporary file is
+#           removed at the next start, which resumes at step 5 and ends
+#           with the uninterrupted weights. The same on 2 ranks under
+#           ddprun with rank 0 (the writer's process) killed: the group
+#           restart resumes at step 5, to the same weights.
+#   env     DDPRUN_CKPT_DIR instead of --ckpt-dir: a process killed after
+#           step 12 wrote its checkpoints there and a run with the variable
+#           resumes from them (bit-identical); a 2-rank job whose workers
+#           have the variable writes there; --ckpt-dir given wins over it;
+#           set but empty, it is no directory (--ckpt-every refused, exit
+#           2).
 #
 # Usage: ckpt_resume.sh MODE TRAIN DDPRUN CKPT_INSPECT
 set -u
-mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world|entries|extend TRAIN DDPRUN CKPT_INSPECT}
+mode=${1:?usage: ckpt_resume.sh single|ranks|kill|world|entries|extend|inflight|env TRAIN DDPRUN CKPT_INSPECT}
 train=${2:?} ddprun=${3:?} inspect=${4:?}
 name=ckpt_$mode
 
@@ -478,6 +493,122 @@ extend)
     "$tmp/shorter.err" || die shorter "no clear message for a shorter --steps"
   echo "extend: 20 -> 30 steps: hold $(crc hold), stretch $(crc stretch)," \
     "each resumed at 25 to the same weights; unflagged and shorter refused"
+  ;;
+inflight)
+  # shellcheck disable=SC2206
+  args=($common --batch 32 --optimizer adamw)
+  d=$tmp/ckpt
+  run 60 ref "$train" "${args[@]}"
+  expect_ok ref
+  start 60 held env OMP_NUM_THREADS=1 DDPRUN_CKPT_TEST_DELAY_MS=60000@10 \
+    "$train" "${args[@]}" --ckpt-dir "$d" --ckpt-every 5
+  job=$bg
+  wait_for 30 "$tmp/held.err" "test hook: $(ckpt "$d" 10)\.tmp\..* is written; waiting" ||
+    die held "the writer never reached step 10's rename"
+  wait_for 30 "$tmp/held.out" "^step 14/20 " ||
+    die held "the steps did not go on while step 10's checkpoint was written"
+  grep -q "^checkpoint step 5 " "$tmp/held.out" ||
+    die held "the checkpoint of step 5 was not reported written"
+  temp=
+  for t in "$(ckpt "$d" 10)".tmp.*; do
+    [ -e "$t" ] && temp=${t##*/}
+  done
+  [ -n "$temp" ] || fail "no temporary file while the write is in flight"
+  kill -KILL "$(pgrep -P "$job")" || fail "cannot kill the held run"
+  finish "$job" 2>/dev/null
+  [ -e "$(ckpt "$d" 10)" ] && fail "step 10's checkpoint exists, not renamed"
+  "$inspect" "$(ckpt "$d" 5)" >/dev/null ||
+    fail "the checkpoint of step 5 is not valid after the kill"
+  run 60 after "$train" "${args[@]}" --ckpt-dir "$d" --ckpt-every 5
+  expect_ok after
+  grep -q "removed 1 unfinished checkpoint file" "$tmp/after.err" ||
+    die after "the temporary file was not reported removed"
+  grep -q "resuming at step 5 of 20" "$tmp/after.err" ||
+    die after "did not resume at step 5"
+  [ "$(crc after)" = "$(crc ref)" ] ||
+    fail "weights $(crc after) after the kill differ from $(crc ref)"
+  echo "inflight: killed at step 14 with step 10's write held; resumed at" \
+    "step 5 to $(crc after)"
+
+  # 2 ranks: the workers started while $tmp/hold holds a value hold the
+  # write; the restarted ones do not.
+  # shellcheck disable=SC2206
+  args=($common --batch 16 --optimizer adamw)
+  d=$tmp/ckpt2
+  hold=(/bin/sh -c 'if [ -s "$0" ]; then
+    DDPRUN_CKPT_TEST_DELAY_MS=$(cat "$0"); export DDPRUN_CKPT_TEST_DELAY_MS; fi
+    exec "$@"' "$tmp/hold")
+  run 60 ref2 env OMP_NUM_THREADS=1 "$ddprun" --standalone --nproc-per-node 2 \
+    "$train" "${args[@]}"
+  expect_ok ref2
+  echo 60000@10 >"$tmp/hold"
+  start 90 job env OMP_NUM_THREADS=1 "$ddprun" --standalone \
+    --nproc-per-node 2 --max-restarts 1 "${hold[@]}" "$train" "${args[@]}" \
+    --ckpt-dir "$d" --ckpt-every 5
+  job=$bg
+  wait_for 30 "$tmp/job.err" "rank 0: test hook: $(ckpt "$d" 10)\.tmp\..* is written; waiting" ||
+    die job "rank 0's writer never reached step 10's rename"
+  wait_for 30 "$tmp/job.out" "^\[rank0\]:step 14/20 " ||
+    die job "the steps did not go on while step 10's checkpoint was written"
+  rm -f "$tmp/hold"
+  pid0=$(sed -n 's/^ddprun: \[rank0\] .*, pid \([0-9]*\),.*/\1/p' \
+         "$tmp/job.err" | head -n 1)
+  [ -n "$pid0" ] || die job "ddprun did not print rank 0's pid"
+  kill -KILL "$pid0" || fail "cannot kill rank 0"
+  finish "$job"
+  expect_ok job
+  cat "$tmp/job.out" "$tmp/job.err" >"$tmp/job.all"
+  grep -q "resuming at step 5 of 20" "$tmp/job.all" ||
+    die job "the restarted group did not resume at step 5"
+  [ "$(crc job)" = "$(crc ref2)" ] ||
+    fail "2 ranks: weights $(crc job) after the kill differ from $(crc ref2)"
+  echo "inflight: rank 0 of 2 killed with step 10's write held; the group" \
+    "restart resumed at step 5 to $(crc job)"
+  ;;
+env)
+  # shellcheck disable=SC2206
+  args=($common --batch 32 --optimizer adamw)
+  d=$tmp/node-local
+  run 60 ref "$train" "${args[@]}"
+  expect_ok ref
+  run 60 first env OMP_NUM_THREADS=1 DDPRUN_CKPT_DIR="$d" \
+    DDPRUN_CKPT_TEST_KILL_AT=12 "$train" "${args[@]}" --ckpt-every 5
+  grep -q "killing this worker after step 12" "$tmp/first.err" ||
+    die first "not killed after step 12"
+  "$inspect" "$(ckpt "$d" 10)" >/dev/null ||
+    fail "no checkpoint of step 10 in DDPRUN_CKPT_DIR"
+  run 60 again env OMP_NUM_THREADS=1 DDPRUN_CKPT_DIR="$d" "$train" \
+    "${args[@]}" --ckpt-every 5
+  expect_ok again
+  grep -q "resuming at step 10 of 20 .* from $d/" "$tmp/again.err" ||
+    die again "did not resume at step 10 from DDPRUN_CKPT_DIR"
+  [ "$(crc again)" = "$(crc ref)" ] ||
+    fail "resumed from DDPRUN_CKPT_DIR: weights $(crc again), uninterrupted $(crc ref)"
+  # Under ddprun, the workers given the variable (as ddprun --ckpt-dir
+  # gives it to them).
+  d=$tmp/job-local
+  # shellcheck disable=SC2206
+  args2=($common --batch 16 --optimizer adamw)
+  run 60 job env OMP_NUM_THREADS=1 "$ddprun" --standalone --nproc-per-node 2 \
+    env DDPRUN_CKPT_DIR="$d" "$train" "${args2[@]}" --ckpt-every 5
+  expect_ok job
+  for s in 10 15 20; do
+    "$inspect" "$(ckpt "$d" $s)" >/dev/null ||
+      fail "2 ranks: no checkpoint of step $s in DDPRUN_CKPT_DIR"
+  done
+  # --ckpt-dir wins; an empty variable is none.
+  run 60 flag env DDPRUN_CKPT_DIR="$tmp/not-this" "$train" "${args[@]}" \
+    --ckpt-dir "$tmp/this" --ckpt-every 5
+  expect_ok flag
+  "$inspect" "$(ckpt "$tmp/this" 20)" >/dev/null ||
+    fail "no checkpoint in the --ckpt-dir given"
+  [ -e "$tmp/not-this" ] && fail "DDPRUN_CKPT_DIR was used over --ckpt-dir"
+  run 30 empty env DDPRUN_CKPT_DIR= "$train" "${args[@]}" --ckpt-every 5
+  [ "$rc" -eq 2 ] || die empty "--ckpt-every with an empty DDPRUN_CKPT_DIR exited $rc"
+  grep -q -- "--ckpt-every 5 needs --ckpt-dir (or DDPRUN_CKPT_DIR)" \
+    "$tmp/empty.err" || die empty "no clear message"
+  echo "env: DDPRUN_CKPT_DIR written and resumed from (1 and 2 ranks);" \
+    "--ckpt-dir wins; empty is none"
   ;;
 *)
   fail "unknown mode $mode"

@@ -29,7 +29,10 @@ static int write_all(int fd, const void *buf, size_t n) {
   return 0;
 }
 
-/* buf holds DR__CKPT_CHUNK_BYTES. */
+/* buf holds DR__CKPT_CHUNK_BYTES. A chunk at a time, so that the bytes
+ * the CRC has just read are still in cache for the write; a big-endian
+ * host swaps them in buf, a little-endian one writes the floats as they
+ * are (no copy). */
 static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
                          uint8_t *buf, uint32_t *crc) {
   static_assert(sizeof(float) == 4, "fp32 payload");
@@ -40,11 +43,14 @@ static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
     size_t left = spans[s].n_elems;
     while (left > 0 && rc == 0) {
       size_t k = left < DR__CKPT_CHUNK_ELEMS ? left : DR__CKPT_CHUNK_ELEMS;
-      memcpy(buf, p, k * 4);
-      if (!le)
+      const void *out = p;
+      if (!le) {
+        memcpy(buf, p, k * 4);
         dr__ckpt_swap32(buf, k);
-      c = dr_ckpt_crc32(c, buf, k * 4);
-      rc = write_all(fd, buf, k * 4);
+        out = buf;
+      }
+      c = dr_ckpt_crc32(c, out, k * 4);
+      rc = write_all(fd, out, k * 4);
       p += k;
       left -= k;
     }

@@ -12,14 +12,17 @@
 
 static const dr_fault_var_t vars[] = {
     {"DDPRUN_CKPT_TEST_DELAY_MS", "MS[@STEP]",
-     "rank 0 holds each finished temporary checkpoint file MS ms before "
-     "its rename (with @STEP only the checkpoints of step STEP and later), "
-     "so that a test can kill the writer in mid-checkpoint"},
+     "rank 0's checkpoint writer thread holds each finished temporary "
+     "checkpoint file MS ms before its rename (with @STEP only the "
+     "checkpoints of step STEP and later), so that a test can kill the "
+     "writer in mid-checkpoint; the steps go on meanwhile, up to the next "
+     "checkpoint, which waits for it"},
     {"DDPRUN_CKPT_TEST_KILL_AT", "STEP[:RANK]",
      "the worker (every rank, or RANK) SIGKILLs itself once STEP steps are "
-     "done, after that step's checkpoint, on the job's first attempt only "
-     "(TORCHELASTIC_RESTART_COUNT unset or 0), so that the restarted group "
-     "runs on"},
+     "done, after that step's checkpoint (every rank first waits until the "
+     "checkpoint being written, if any, is renamed into place), on the "
+     "job's first attempt only (TORCHELASTIC_RESTART_COUNT unset or 0), so "
+     "that the restarted group runs on"},
     {"DDPRUN_PLAN_TEST_SCALE", "X",
      "with --bucket-cap-mb auto, rank 0's prediction of the step time of "
      "its choice is multiplied by X (X > 0), so that the run drifts from it "
@@ -189,6 +192,11 @@ long dr_fault_ckpt_delay_ms(uint64_t step) {
 int dr_fault_kill_due(uint32_t rank, uint64_t done) {
   dr_fault_init();
   return g.kill && g.kill_at == done && (!g.kill_one || g.kill_rank == rank);
+}
+
+int dr_fault_kill_step(uint64_t done) {
+  dr_fault_init();
+  return g.kill && g.kill_at == done;
 }
 
 double dr_fault_plan_scale(void) {

@@ -5,7 +5,10 @@
  * place: the table there documents each, and `train --help` prints it.
  *
  *   DDPRUN_CKPT_TEST_DELAY_MS=MS[@STEP]  hold a checkpoint before its rename
+ *                                        (the writer thread; steps go on)
  *   DDPRUN_CKPT_TEST_KILL_AT=STEP[:RANK] SIGKILL after a step's checkpoint
+ *                                        (once it and any being written
+ *                                        are complete)
  *   DDPRUN_PLAN_TEST_SCALE=X             scale the bucket planner's
  *                                        prediction
  *   DDPRUN_DATA_TEST_DELAY_MS=MS:RANK    rank RANK's batches load MS ms
@@ -52,6 +55,11 @@ long dr_fault_ckpt_delay_ms(uint64_t step);
 /* DDPRUN_CKPT_TEST_KILL_AT: 1 when rank must kill itself now that done
  * steps are done. */
 int dr_fault_kill_due(uint32_t rank, uint64_t done);
+
+/* DDPRUN_CKPT_TEST_KILL_AT: 1 when some rank, this one or another, kills
+ * itself now that done steps are done (every rank has the variable), so
+ * that every rank first lets the checkpoint being written complete. */
+int dr_fault_kill_step(uint64_t done);
 
 /* DDPRUN_PLAN_TEST_SCALE: the factor for the planner's prediction; 0 for
  * none. */

@@ -81,6 +81,9 @@ typedef struct {
   dr_loss_scale_t ls;        /* --loss-scale: the same on every rank */
   dr_train_threads_t *threads; /* --trace or --thread-stats; else NULL */
   struct dr_hostw *hostw;    /* --host-weights: the shared copy, or NULL */
+  struct dr_train_saver *saver; /* train_ckpt_save.c: the checkpoint
+                                   writer and its state; NULL before the
+                                   first checkpoint */
 } dr_run_t;
 
 
@@ -112,16 +115,35 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss);
  * verifies and fits this run, loads it and broadcasts it; *start is its
  * step (0 without one). Returns an exit code. */
 int dr_train_resume(dr_run_t *r, uint64_t *start);
-/* After each step (done = steps completed): the checkpoint when
- * --ckpt-every divides done, written by rank 0 while the others wait.
- * Returns an exit code. */
+
+/* train_ckpt_save.c. Every rank, after each step (done = steps
+ * completed): when --ckpt-every divides done, rank 0 copies the
+ * checkpoint's state and hands it to its writer thread (the step waits
+ * for the copy, and for the previous checkpoint if it is still being
+ * written); at the boundaries after it, whether the write is done and
+ * how it went, a failure stopping every rank there. Returns an exit
+ * code. */
 int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done);
 /* 1 when dr_train_ckpt_after_step writes the checkpoint of step done. */
 int dr_train_ckpt_due(const dr_run_t *r, uint64_t done);
 
-/* Writes the checkpoint of step done now (rank 0, the others wait for its
- * result). Returns an exit code. */
+/* Every rank: the checkpoint of step done written now, in the step, and
+ * waited for, after the write in flight (a preemption); one that
+ * dr_train_ckpt_after_step handed over for done is only waited for.
+ * Returns an exit code. */
 int dr_train_ckpt_save(dr_run_t *r, uint64_t done);
+/* Every rank, at the end of the loop (done = steps completed): waits for
+ * the write in flight and learns how it went. Returns an exit code. */
+int dr_train_ckpt_finish(dr_run_t *r, uint64_t done);
+/* On every way out (teardown): rank 0 lets the write in flight finish
+ * and says how it went (the run keeps the code it exits with); frees the
+ * writer. */
+void dr_train_ckpt_close(dr_run_t *r);
+/* For the final line: " ckpt_written=N ckpt_waits=W ckpt_wait_ms=X"
+ * (rank 0's: checkpoints renamed into place, checkpoint steps that
+ * waited for the previous write, and how long in all) with --ckpt-dir;
+ * else empty. buf is returned. */
+const char *dr_train_ckpt_fields(const dr_run_t *r, char *buf, size_t n);
 
 /* train_preempt.c: SIGUSR1 sets a flag (install before the loop; -1 and
  * errno on failure). After each step all ranks agree on whether any was

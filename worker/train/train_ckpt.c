@@ -1,40 +1,33 @@
-/* train's checkpoints: resuming at start and saving every --ckpt-every
- * steps. Rank 0 alone touches --ckpt-dir; the other ranks receive what it
- * loaded, and wait for each save, through the process group. */
+/* train's checkpoints: resuming at start, and what resuming and writing
+ * share (exit codes, advice, the payload's spans). Rank 0 alone touches
+ * --ckpt-dir; the other ranks receive what it loaded through the process
+ * group. The writing is in train_ckpt_save.c. */
 #include "train.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "ckpt.h"
-#include "fault_inject.h"
 #include "gpu_train.h"
-#include "progress.h"
 #include "train_ckpt.h"
-#include "mono.h"
 
-/* What rank 0 tells the others at start and after each save. */
+/* What rank 0 tells the others at start. */
 typedef struct {
   int64_t code; /* an exit code of train; 0 = go on */
   uint64_t step;
-  uint64_t found; /* start: 1 when a checkpoint is broadcast next */
-  uint64_t cmp_taken; /* start: 1 when its compression state follows */
-  uint64_t ls_taken;  /* start: 1 when the loss scaler's state is here */
+  uint64_t found; /* 1 when a checkpoint is broadcast next */
+  uint64_t cmp_taken; /* 1 when its compression state follows */
+  uint64_t ls_taken;  /* 1 when the loss scaler's state is here */
   double ls_scale;
   uint64_t ls_good, ls_skipped;
-  uint64_t sched_steps; /* start: the schedule's total_steps from here */
+  uint64_t sched_steps; /* the schedule's total_steps from here */
 } verdict_t;
 
-/* The exit code of a failure of ckpt.h: a disk that refuses stops the
- * job (a restart would fail at the same step), memory is its own code,
- * anything else may pass with a restart. */
-static int ckpt_exit_code(int rc) {
+int dr__train_ckpt_exit_code(int rc) {
   switch (dr_ckpt_fail_kind(rc)) {
   case DR_CKPT_FAIL_STORAGE:
     return DR_TRAIN_ESTORAGE;
@@ -45,8 +38,7 @@ static int ckpt_exit_code(int rc) {
   }
 }
 
-/* What a person does about a failure of the storage kind in dir. */
-static const char *storage_advice(char *buf, size_t n, int rc,
+const char *dr__train_ckpt_advice(char *buf, size_t n, int rc,
                                   const char *dir) {
   switch (-rc) {
   case ENOSPC:
@@ -72,8 +64,7 @@ static const char *storage_advice(char *buf, size_t n, int rc,
   return buf;
 }
 
-/* " (exit N: ...)" for a code of ckpt_exit_code. */
-static const char *exit_note(int code, char *buf, size_t n) {
+const char *dr__train_ckpt_exit_note(int code, char *buf, size_t n) {
   const dr_exit_info_t *e = dr_exit_info(code);
   snprintf(buf, n, " (exit %d: %s%s)", code,
            e != NULL ? e->brief : "a crash to ddprun: it may restart",
@@ -81,11 +72,8 @@ static const char *exit_note(int code, char *buf, size_t n) {
   return buf;
 }
 
-/* The model's parameters in registration order, then the optimizer state,
- * then cmp_elems floats of compression state at cmp: the payload's spans.
- * Caller frees. */
-static dr_ckpt_span_t *run_spans(dr_run_t *r, float *cmp, uint64_t cmp_elems,
-                                 size_t *n) {
+dr_ckpt_span_t *dr__train_ckpt_spans(dr_run_t *r, float *cmp,
+                                     uint64_t cmp_elems, size_t *n) {
   size_t np = dr_model_n_params(r->model);
   dr_ckpt_span_t *s = calloc(np + 2, sizeof(*s));
   if (s == NULL)
@@ -161,13 +149,14 @@ static int make_dirs(const char *dir) {
  * storage's codes, else a configuration error. */
 static int dir_failed(const char *what, const char *dir, int rc) {
   char note[96], advice[4200] = "";
-  int code = dr_ckpt_fail_kind(rc) == DR_CKPT_FAIL_OTHER ? DR_TRAIN_ECONFIG
-                                                        : ckpt_exit_code(rc);
+  int code = dr_ckpt_fail_kind(rc) == DR_CKPT_FAIL_OTHER
+                 ? DR_TRAIN_ECONFIG
+                 : dr__train_ckpt_exit_code(rc);
   if (code == DR_TRAIN_ESTORAGE)
-    storage_advice(advice, sizeof(advice), rc, dir);
+    dr__train_ckpt_advice(advice, sizeof(advice), rc, dir);
   fprintf(stderr, "train: rank 0: cannot %s --ckpt-dir %s (%s)%s%s%s\n",
           what, dir, strerror(-rc), advice[0] != '\0' ? "; " : "", advice,
-          exit_note(code, note, sizeof(note)));
+          dr__train_ckpt_exit_note(code, note, sizeof(note)));
   return code;
 }
 
@@ -198,9 +187,9 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
     fprintf(stderr, "train: rank 0: cannot read the checkpoint %s: %s; %s, "
             "or move the file away to resume from an older one%s\n",
             unreadable.path, unreadable.why,
-            storage_advice(advice, sizeof(advice), unreadable.code,
+            dr__train_ckpt_advice(advice, sizeof(advice), unreadable.code,
                            c->ckpt_dir),
-            exit_note(DR_TRAIN_ESTORAGE, note, sizeof(note)));
+            dr__train_ckpt_exit_note(DR_TRAIN_ESTORAGE, note, sizeof(note)));
     v.code = DR_TRAIN_ESTORAGE;
     return v;
   }
@@ -223,7 +212,7 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
     return v;
   size_t n;
   float *cs = h.comm_elems > 0 ? malloc(h.comm_elems * sizeof(float)) : NULL;
-  dr_ckpt_span_t *spans = run_spans(r, cs, h.comm_elems, &n);
+  dr_ckpt_span_t *spans = dr__train_ckpt_spans(r, cs, h.comm_elems, &n);
   if (spans == NULL || (h.comm_elems > 0 && cs == NULL)) {
     free(cs);
     free(spans);
@@ -246,12 +235,12 @@ static verdict_t pick(dr_run_t *r, float **cmp_state) {
   }
   if (rc != 0) {
     char advice[4200] = "";
-    v.code = ckpt_exit_code(rc);
+    v.code = dr__train_ckpt_exit_code(rc);
     if (v.code == DR_TRAIN_ESTORAGE)
-      storage_advice(advice, sizeof(advice), rc, c->ckpt_dir);
+      dr__train_ckpt_advice(advice, sizeof(advice), rc, c->ckpt_dir);
     fprintf(stderr, "train: rank 0: cannot load the checkpoint %s: %s%s%s"
             "%s\n", path, err, advice[0] != '\0' ? "; " : "", advice,
-            exit_note((int)v.code, note, sizeof(note)));
+            dr__train_ckpt_exit_note((int)v.code, note, sizeof(note)));
     return v;
   }
   fprintf(stderr, "train: rank 0: resuming at step %" PRIu64 " of %" PRIu64
@@ -292,7 +281,7 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   /* Every rank takes rank 0's bytes: identical state wherever the file
    * is, and no other rank needs to see --ckpt-dir. */
   size_t n;
-  dr_ckpt_span_t *spans = run_spans(r, NULL, 0, &n);
+  dr_ckpt_span_t *spans = dr__train_ckpt_spans(r, NULL, 0, &n);
   if (spans == NULL) {
     free(cmp_state);
     return dr_train_nomem(r, "the list of a checkpoint's tensors");
@@ -327,155 +316,5 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
   if (r->gpu != NULL && (rc = dr_gpu_train_from_host(r)) != 0)
     return rc;
   *start = v.step;
-  return 0;
-}
-
-/* dr_ckpt_write's hook before the rename: DDPRUN_CKPT_TEST_DELAY_MS
- * (fault_inject.h). ARG: the step's number. */
-static void test_delay(void *arg, const char *tmp_path) {
-  long ms = dr_fault_ckpt_delay_ms(*(const uint64_t *)arg);
-  if (ms <= 0)
-    return;
-  fprintf(stderr, "train: rank 0: test hook: %s is written; waiting %ld ms "
-          "before the rename\n", tmp_path, ms);
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-    ;
-}
-
-/* "DIR/ckpt-<step>.bin", the newest checkpoint of dir before step, or
- * "none". */
-static const char *previous(const char *dir, uint64_t step, char *buf,
-                            size_t n) {
-  uint64_t *steps;
-  size_t count;
-  snprintf(buf, n, "none");
-  if (dr_ckpt_list(dir, &steps, &count) != 0)
-    return buf;
-  for (size_t i = 0; i < count; i++)
-    if (steps[i] < step && dr_ckpt_path(buf, n, dir, steps[i]) == 0)
-      break;
-  free(steps);
-  return buf;
-}
-
-/* Rank 0: writes the checkpoint of step done and prunes; an exit code. */
-static int save(dr_run_t *r, uint64_t done, float *cmp_state) {
-  const dr_train_config_t *c = &r->c;
-  dr_ckpt_header_t h;
-  dr__train_ckpt_header(r, done, &h);
-  /* A GPU run saves the host copy of its device state: the same file as
-   * a CPU run's, so either resumes the other's. */
-  if (r->gpu != NULL) {
-    int g = dr_gpu_train_to_host(r, 1);
-    if (g != 0)
-      return g;
-  }
-  size_t n;
-  dr_ckpt_span_t *spans = run_spans(r, cmp_state, h.comm_elems, &n);
-  if (spans == NULL)
-    return dr_train_nomem(r, "the list of a checkpoint's tensors");
-  char path[4096], err[4400] = "";
-  uint64_t t0 = dr_mono_us();
-  int rc = dr_ckpt_write(c->ckpt_dir, &h, spans, n, test_delay, &done, path,
-                         sizeof(path), err, sizeof(err));
-  free(spans);
-  if (rc == -EISDIR || rc == DR_ENOTREG) {
-    /* Something not ours holds the name: this one checkpoint cannot be
-     * made, and a restart would find it there again; the run goes on, and
-     * the next checkpoint is written as usual. */
-    char prev[4096];
-    fprintf(stderr, "train: rank 0: not writing the checkpoint of step %"
-            PRIu64 ": %s; move it away to have this step's checkpoint "
-            "(training goes on; the newest checkpoint is %s)\n", done, err,
-            previous(c->ckpt_dir, done, prev, sizeof(prev)));
-    return 0;
-  }
-  if (rc != 0) {
-    /* The write never touches an older file: say which one a run of the
-     * job again resumes from. */
-    int code = ckpt_exit_code(rc);
-    char note[96], prev[4096], what[4200], advice[8500] = "";
-    if (code == DR_TRAIN_ESTORAGE)
-      snprintf(advice, sizeof(advice), "; the previous checkpoint (%s) is "
-               "kept; %s or give another --ckpt-dir, then run the job again",
-               previous(c->ckpt_dir, done, prev, sizeof(prev)),
-               storage_advice(what, sizeof(what), rc, c->ckpt_dir));
-    fprintf(stderr, "train: rank 0: cannot write the checkpoint of step %"
-            PRIu64 ": %s%s%s\n", done, err, advice,
-            exit_note(code, note, sizeof(note)));
-    return code;
-  }
-  double ms = (dr_mono_us() - t0) / 1e3;
-  if (dr_ckpt_prune(c->ckpt_dir, done, c->ckpt_keep, err, sizeof(err)) < 0)
-    fprintf(stderr, "train: rank 0: pruning old checkpoints: %s\n", err);
-  fprintf(stdout, "checkpoint step %" PRIu64 " %s (%.1f MiB in %.0f ms)\n",
-          done, path, (DR_CKPT_HEADER_BYTES + 4.0 * dr_ckpt_floats(&h)) /
-          1048576.0, ms);
-  return 0;
-}
-
-/* After a step's checkpoint: DDPRUN_CKPT_TEST_KILL_AT (fault_inject.h). */
-static void test_kill(dr_run_t *r, uint64_t done) {
-  if (!dr_fault_kill_due(r->rank, done))
-    return;
-  fprintf(stderr, "train: rank %u: test hook: killing this worker after "
-          "step %" PRIu64 "\n", r->rank, done);
-  raise(SIGKILL);
-}
-
-int dr_train_ckpt_due(const dr_run_t *r, uint64_t done) {
-  const dr_train_config_t *c = &r->c;
-  return c->ckpt_dir != NULL && c->ckpt_every > 0 && done % c->ckpt_every == 0;
-}
-
-int dr_train_ckpt_after_step(dr_run_t *r, uint64_t done) {
-  if (dr_train_ckpt_due(r, done)) {
-    int rc = dr_train_ckpt_save(r, done);
-    if (rc != 0)
-      return rc;
-  }
-  test_kill(r, done);
-  return 0;
-}
-
-int dr_train_ckpt_save(dr_run_t *r, uint64_t done) {
-  verdict_t v;
-  memset(&v, 0, sizeof(v));
-  v.step = done;
-  /* Each rank's error feedback goes into rank 0's file: on a GPU, from
-   * every rank's device first. */
-  float *cmp_state = NULL;
-  uint64_t cmp_elems = 0;
-  int code = r->gpu != NULL && r->cmp != NULL ? dr_gpu_train_to_host(r, 1)
-                                              : 0;
-  if (code == 0)
-    code = dr__train_ckpt_cmp_gather(r, &cmp_state, &cmp_elems);
-  if (code != 0)
-    return code;
-  if (r->rank == 0)
-    v.code = save(r, done, cmp_state);
-  else
-    dr_train_hold_stop();
-  free(cmp_state);
-  /* The barrier after the save: no rank starts the next step before rank 0
-   * has committed this one, and all stop together if it could not. */
-  char err[256] = "";
-  int rc = dr_pg_broadcast_sync(r->pg, &v, sizeof(v), 0, err, sizeof(err));
-  if (r->rank != 0 && rc == 0 && v.code != 0) {
-    char why[128];
-    snprintf(why, sizeof(why), "rank 0 could not write its checkpoint (of "
-             "step %" PRIu64 ")", done);
-    return dr_train_peer_failed(r, why);
-  }
-  if (r->rank != 0)
-    dr_train_release_stop();
-  if (rc != 0)
-    return dr_train_comm_failed(r, "checkpoint barrier", rc, err);
-  if (v.code != 0)
-    return (int)v.code;
-  /* The time spent on the checkpoint counts once against the agent's
-   * --hang-timeout, not in addition to the next step's. */
-  dr_progress_report(r->progress, done);
   return 0;
 }

@@ -1,12 +1,36 @@
-/* Internals of train's checkpoints, shared by train_ckpt.c (resume and
- * save) and train_ckpt_fit.c (whether a file fits the run). */
+/* Internals of train's checkpoints, shared by train_ckpt.c (resume),
+ * train_ckpt_save.c (writing), train_ckpt_fit.c (whether a file fits the
+ * run) and train_ckpt_cmp.c (compression and loss-scale state). */
 #ifndef DR_TRAIN_CKPT_H
 #define DR_TRAIN_CKPT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ckpt.h"
 #include "train.h"
+
+/* train_ckpt.c: what resuming and writing share. */
+
+/* The exit code of a failure of ckpt.h: a disk that refuses stops the
+ * job (a restart would fail at the same step), memory is its own code,
+ * anything else may pass with a restart. */
+int dr__train_ckpt_exit_code(int rc);
+/* What a person does about a failure of the storage kind in dir, in buf
+ * (returned). */
+const char *dr__train_ckpt_advice(char *buf, size_t n, int rc,
+                                  const char *dir);
+/* " (exit N: ...)" for a code of dr__train_ckpt_exit_code, in buf
+ * (returned). */
+const char *dr__train_ckpt_exit_note(int code, char *buf, size_t n);
+/* The model's parameters in registration order, then the optimizer state,
+ * then cmp_elems floats of compression state at cmp: the payload's spans,
+ * *n of them, pointing into the run's live state. Caller frees; NULL when
+ * out of memory. */
+dr_ckpt_span_t *dr__train_ckpt_spans(dr_run_t *r, float *cmp,
+                                     uint64_t cmp_elems, size_t *n);
+
+/* train_ckpt_fit.c */
 
 /* The header this run would write at step: shape, data, batch, epoch
  * position, and the schedule and hyper-parameters as given. */

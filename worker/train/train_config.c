@@ -142,10 +142,14 @@ static const row_t rows[] = {
      "rank 0 writes the final weights there: raw little-endian fp32, the "
      "parameters in registration order"},
     {"ckpt-dir", K_STR, OFF(ckpt_dir), NULL, 0, 0,
-     "checkpoint directory: rank 0 resumes from the newest valid checkpoint "
-     "there, and writes new ones when --ckpt-every is set"},
+     "checkpoint directory (default: $DDPRUN_CKPT_DIR when it is set and "
+     "not empty, as ddprun --ckpt-dir sets it for every worker): rank 0 "
+     "resumes from the newest valid checkpoint there, and writes new ones "
+     "when --ckpt-every is set"},
     {"ckpt-every", K_U64, OFF(ckpt_every), "0", 0, 1e12,
-     "steps between checkpoints; 0: none"},
+     "steps between checkpoints, each written by a thread of rank 0 while "
+     "the steps go on (a checkpoint due while the previous one is still "
+     "being written waits for it); 0: none"},
     {"ckpt-keep", K_U32, OFF(ckpt_keep), "3", 1, 1e6,
      "newest checkpoints kept; older ones are deleted"},
     {"allow-schedule-change", K_FLAG, OFF(allow_schedule_change), "0", 0, 1,
@@ -499,9 +503,14 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   if (strcmp(c->data, "synthetic") != 0 && strncmp(c->data, "text:", 5) != 0)
     return fail(err, n, "--data '%s': expected synthetic or text:PATH",
                 c->data);
+  /* ddprun's node-local directory, unless the job names its own. */
+  const char *env_dir = getenv("DDPRUN_CKPT_DIR");
+  if (c->ckpt_dir == NULL && env_dir != NULL && env_dir[0] != '\0' &&
+      (c->ckpt_dir = strdup(env_dir)) == NULL)
+    return fail(err, n, "out of memory for DDPRUN_CKPT_DIR");
   if (c->ckpt_every > 0 && c->ckpt_dir == NULL)
-    return fail(err, n, "--ckpt-every %llu needs --ckpt-dir",
-                (unsigned long long)c->ckpt_every);
+    return fail(err, n, "--ckpt-every %llu needs --ckpt-dir (or "
+                "DDPRUN_CKPT_DIR)", (unsigned long long)c->ckpt_every);
   if (c->profile_out != NULL && c->profile_out[0] == '\0')
     return fail(err, n, "--profile-out is empty");
   if (c->ckpt_dir != NULL && c->ckpt_dir[0] == '\0')

@@ -299,8 +299,10 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     if ((rc = dr_train_preempt_after_step(r, step + 1)) != 0)
       return rc;
   }
+  /* The last checkpoint is complete before the run reports its end. */
+  int rc = dr_train_ckpt_finish(r, r->total_steps);
   dr_train_threads_mark(r, dr_mono_us());
-  return 0;
+  return rc;
 }
 
 /* Accuracy and loss over every held-out sample: rank r takes r,

@@ -225,6 +225,9 @@ static int setup(dr_run_t *r) {
 }
 
 static void teardown(dr_run_t *r) {
+  /* First: the write in flight reads no state, but its checkpoint is
+   * the one a restart resumes from. */
+  dr_train_ckpt_close(r);
   dr_train_threads_free(r);
   dr_train_plan_free(r);
   dr_progress_close(&r->progress);

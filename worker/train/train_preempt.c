@@ -59,11 +59,11 @@ int dr_train_preempt_after_step(dr_run_t *r, uint64_t done) {
               "(preempted)\n", flag, done, DR_TRAIN_EPREEMPTED);
     return stop_together(r);
   }
-  if (!dr_train_ckpt_due(r, done)) { /* else written after this step */
-    rc = dr_train_ckpt_save(r, done);
-    if (rc != 0)
-      return rc;
-  }
+  /* Written now, or, when --ckpt-every made one of this step, that one
+   * waited for. */
+  rc = dr_train_ckpt_save(r, done);
+  if (rc != 0)
+    return rc;
   if (r->rank == 0)
     fprintf(stderr, "train: SIGUSR1 on %.0f rank(s): stopping after step "
             "%" PRIu64 " with its checkpoint in %s; exit %d (preempted: "

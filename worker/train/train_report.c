@@ -266,8 +266,9 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
   }
   double med = dr_report_median_step_ms(r, r->start_step, r->total_steps);
   char gpu_done[160] = "", gpu_final[160] = "", extra[256] = "";
-  char threads[512];
+  char threads[512], ckpt[128];
   dr_train_threads_final(r, threads, sizeof(threads));
+  dr_train_ckpt_fields(r, ckpt, sizeof(ckpt));
   if (r->cmp != NULL || r->cmpc.kind != DR_CMP_NONE) {
     char name[32];
     size_t o = (size_t)snprintf(extra, sizeof(extra), " grad_compress=%s",
@@ -295,13 +296,13 @@ int dr_report_final(dr_run_t *r, double accuracy, double eval_loss) {
           "median_step_ms=%.3f samples_per_s=%.1f comm_ms=%.3f "
           "exposed_comm_ms=%.3f hidden_frac=%.3f world=%u weights_crc32=0x%08x "
           "peak_rss_mib=%.1f peak_rss_max_mib=%.1f peak_rss_median_mib=%.1f"
-          "%s%s%s\n",
+          "%s%s%s%s\n",
           r->last_loss, accuracy, eval_loss, (unsigned long long)r->total_steps,
           med, med > 0 ? r->global_batch / (med / 1e3) : 0.0,
           comm / (double)(ran ? ran : 1), exposed / (double)(ran ? ran : 1),
           r->world > 1 && comm > 0 && exposed < comm ? 1.0 - exposed / comm
                                                       : 0.0,
           r->world, crc, rss.mine, rss.max, rss.median, gpu_final, extra,
-          threads);
+          threads, ckpt);
   return 0;
 }
