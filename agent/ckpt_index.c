@@ -1,6 +1,8 @@
 /* The origin index of a checkpoint directory (ckpt_index.h). */
 #include "ckpt_index.h"
 
+#include "fs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -121,19 +123,6 @@ out:
   return rc;
 }
 
-static int write_all(int fd, const char *p, size_t n) {
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
 int dr_ckpt_index_save(const dr_ckpt_index_t *x, int metafd) {
   int fd = openat(metafd, INDEX_TMP,
                   O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
@@ -145,7 +134,7 @@ int dr_ckpt_index_save(const dr_ckpt_index_t *x, int metafd) {
   for (size_t i = 0; i < x->n && rc == 0; i++) {
     int k = snprintf(line, sizeof(line), "%u %s\n", x->e[i].origin,
                      x->e[i].name);
-    rc = write_all(fd, line, (size_t)k);
+    rc = dr_write_all(fd, line, (size_t)k);
   }
   if (rc == 0 && fsync(fd) != 0)
     rc = -errno;

@@ -4,6 +4,8 @@
  * matches (ckpt_stream.h). */
 #include "ckpt_stream.h"
 
+#include "fs.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -38,19 +40,6 @@ static int fail(rx_t *x, int code, const char *fmt, ...) {
   vsnprintf(x->why, x->why_len, fmt, ap);
   va_end(ap);
   return code;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
 }
 
 /* The current file is whole: synced and closed. */
@@ -133,7 +122,7 @@ static int on_data(rx_t *x, const dr_msg_t *m) {
   dr_bytes_t b;
   if (dr_msg_ckpt_data(m, &b) != 0 || x->fd < 0 || b.len > x->left)
     return fail(x, DR_EBADARG, "%s", "more bytes than declared");
-  int rc = write_all(x->fd, b.p, b.len);
+  int rc = dr_write_all(x->fd, b.p, b.len);
   if (rc != 0)
     return fail(x, rc, "cannot write (%s)", dr_strerror(rc));
   crypto_generichash_update(&x->h, b.p, b.len);

@@ -45,3 +45,17 @@ int dr_open_regular(const char *path) {
   }
   return fd;
 }
+
+int dr_write_all(int fd, const void *buf, size_t n) {
+  const char *p = buf;
+  while (n > 0) {
+    ssize_t k = write(fd, p, n);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0)
+      return -errno;
+    p += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}

@@ -2,6 +2,8 @@
 #ifndef DR_FS_H
 #define DR_FS_H
 
+#include <stddef.h>
+
 /* mkdir -p: creates path and its missing parents (mode 0755). 0 or
  * -errno. */
 int dr_mkdirs(const char *path);
@@ -14,5 +16,9 @@ int dr_mkdirs(const char *path);
  * a negative code: -errno of open() or fstat(), -EISDIR for a directory,
  * DR_ENOTREG for the rest; dr_strerror() words each. */
 int dr_open_regular(const char *path);
+
+/* Writes all n bytes to fd, again after EINTR and a short write. 0 or
+ * -errno of the write() that failed. */
+int dr_write_all(int fd, const void *buf, size_t n);
 
 #endif /* DR_FS_H */

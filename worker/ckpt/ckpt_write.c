@@ -4,6 +4,7 @@
 #include "ckpt_internal.h"
 
 #include "errors.h"
+#include "fs.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -14,20 +15,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t k = write(fd, p, n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0)
-      return -errno;
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
 
 /* buf holds DR__CKPT_CHUNK_BYTES. A chunk at a time, so that the bytes
  * the CRC has just read are still in cache for the write; a big-endian
@@ -50,7 +37,7 @@ static int write_payload(int fd, const dr_ckpt_span_t *spans, size_t n_spans,
         out = buf;
       }
       c = dr_ckpt_crc32(c, out, k * 4);
-      rc = write_all(fd, out, k * 4);
+      rc = dr_write_all(fd, out, k * 4);
       p += k;
       left -= k;
     }
@@ -113,7 +100,7 @@ int dr_ckpt_write(const char *dir, const dr_ckpt_header_t *h,
   memset(hdr, 0, sizeof(hdr));
   const char *what = "write()";
   dr_ckpt_header_t full = *h;
-  int rc = write_all(fd, hdr, sizeof(hdr));
+  int rc = dr_write_all(fd, hdr, sizeof(hdr));
   if (rc == 0)
     rc = write_payload(fd, spans, n_spans, buf, &full.payload_crc32);
   free(buf);
