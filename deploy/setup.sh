@@ -18,6 +18,7 @@ packages=(
   libopenblas-dev                    # the worker's CPU math (BLAS)
   libcmocka-dev                      # unit tests
   libjansson-dev zlib1g-dev          # ddprun diagnose: trace JSON, gzip'd traces
+  libdeflate-dev                     # checkpoints: a fast CRC-32
   clang libclang-rt-14-dev           # fuzz targets (libFuzzer)
   elfutils                           # eu-stack: a stuck native rank's stack
   iproute2                           # network-namespace tests

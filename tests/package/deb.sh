@@ -45,7 +45,7 @@ done
   fail "Version is $(dpkg-deb -f "$deb" Version), the project's $version"
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "deb: Depends: $depends"
-for pkg in libc6 libuv1 libsodium23 libinih1 libopenblas0 libjansson4 zlib1g; do
+for pkg in libc6 libuv1 libsodium23 libdeflate0 libinih1 libopenblas0 libjansson4 zlib1g; do
   [[ ",$depends," =~ [,\ ]$pkg[\ ,] ]] || fail "Depends lacks $pkg: $depends"
 done
 ! [[ $depends =~ -dev ]] || fail "Depends names a -dev package: $depends"

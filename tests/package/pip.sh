@@ -56,7 +56,7 @@ for f in ddprun.scripts/ddprun ddprun.scripts/ddprun-rdzv ddprun.scripts/train \
          ddprun_progress/__init__.py ddprun_ckpt/__init__.py; do
   grep -qx "$f" "$tmp/wheel.txt" || fail "the wheel lacks $f"
 done
-for lib in libuv libsodium libinih libjansson libopenblas libgfortran; do
+for lib in libuv libsodium libdeflate libinih libjansson libopenblas libgfortran; do
   grep -qE "^ddprun\.libs/$lib" "$tmp/wheel.txt" || fail "the wheel carries no $lib"
 done
 ! grep -qE "^ddprun\.libs/lib(nccl|cublas)" "$tmp/wheel.txt" ||
@@ -114,7 +114,7 @@ for o in $objs; do
   [ "$p" = libddprun_gpu.so ] || ! grep -q "not found" "$tmp/ldd.$p" ||
     fail "$p: $(grep 'not found' "$tmp/ldd.$p" | head -1)"
 done
-! grep -hE 'libuv|libsodium|openblas|libinih|libjansson|gfortran' "$tmp"/ldd.* |
+! grep -hE 'libuv|libsodium|libdeflate|openblas|libinih|libjansson|gfortran' "$tmp"/ldd.* |
   grep -v "=> $venv/" || fail "a vendored library resolves outside $venv"
 
 t0=$SECONDS

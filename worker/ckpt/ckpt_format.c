@@ -4,7 +4,7 @@
 #include "ckpt_internal.h"
 
 #include <inttypes.h>
-#include <pthread.h>
+#include <libdeflate.h>
 #include <string.h>
 
 #define MAGIC "DDPRCKPT"
@@ -13,41 +13,13 @@
 #define HDR_CRC_OFF (DR_CKPT_HEADER_BYTES - 4)
 #define V1_HDR_CRC_OFF (DR_CKPT_V1_HEADER_BYTES - 4)
 
-/* ---- CRC-32, slice-by-8 ------------------------------------------------ */
+/* ---- CRC-32 ------------------------------------------------------------ */
 
-static uint32_t crc_table[8][256];
-static pthread_once_t crc_once = PTHREAD_ONCE_INIT;
-
-static void crc_init(void) {
-  for (uint32_t i = 0; i < 256; i++) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; k++)
-      c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-    crc_table[0][i] = c;
-  }
-  for (uint32_t i = 0; i < 256; i++)
-    for (int t = 1; t < 8; t++)
-      crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^
-                        crc_table[0][crc_table[t - 1][i] & 0xff];
-}
-
+/* libdeflate's, which folds with carry-less multiplies where the CPU has
+ * them: about 12 GB/s here against 2.5 GB/s for a table, and the
+ * checksum is what the background writer spends most of its CPU on. */
 uint32_t dr_ckpt_crc32(uint32_t crc, const void *buf, size_t n) {
-  pthread_once(&crc_once, crc_init);
-  const uint8_t *p = buf;
-  uint32_t c = ~crc;
-  while (n >= 8) {
-    uint32_t a = c ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
-                      (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-    c = crc_table[7][a & 0xff] ^ crc_table[6][(a >> 8) & 0xff] ^
-        crc_table[5][(a >> 16) & 0xff] ^ crc_table[4][a >> 24] ^
-        crc_table[3][p[4]] ^ crc_table[2][p[5]] ^ crc_table[1][p[6]] ^
-        crc_table[0][p[7]];
-    p += 8;
-    n -= 8;
-  }
-  while (n-- > 0)
-    c = crc_table[0][(c ^ *p++) & 0xff] ^ (c >> 8);
-  return ~c;
+  return libdeflate_crc32(crc, buf, n);
 }
 
 /* ---- header encoding ---------------------------------------------------- */
