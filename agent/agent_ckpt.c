@@ -55,6 +55,11 @@ const char *dr__size_text(uint64_t bytes, char *out, size_t n) {
 static void pushed(dr_agent_t *ag, const dr_xfer_job_t *j) {
   (void)ag;
   char size[32];
+  if (j->superseded) {
+    DR_SAY(DR_LOG_DEBUG, "checkpoint %s not copied: a newer one is queued",
+           j->name);
+    return;
+  }
   for (size_t i = 0; i < j->n_peers; i++) {
     const dr_xfer_peer_t *p = &j->peers[i];
     if (p->rc == -ECANCELED)

@@ -146,10 +146,41 @@ int dr_xfer_start(uv_loop_t *loop, const dr_ckpt_ctx_t *ctx, uint64_t rate,
   return 0;
 }
 
+/* Under mu: the queued pushes of job's origin older than job leave the
+ * queue for the loop, superseded. A copy that cannot keep up with the
+ * checkpoints (a slow link, a low --ckpt-replicate-rate) then moves the
+ * newest next rather than every one in turn, each older than the last. */
+static void supersede_locked(dr_xfer_t *x, const dr_xfer_job_t *job) {
+  uint64_t step, old;
+  if (dr_ckpt_name_step(job->name, &step) != 1)
+    return;
+  dr_xfer_job_t **pp = &x->todo, *prev = NULL;
+  int moved = 0;
+  while (*pp != NULL) {
+    dr_xfer_job_t *j = *pp;
+    if (j->kind == DR_XFER_PUSH && j->origin == job->origin &&
+        dr_ckpt_name_step(j->name, &old) == 1 && old < step) {
+      *pp = j->next;
+      j->superseded = 1;
+      j->next = x->done;
+      x->done = j;
+      moved = 1;
+      continue;
+    }
+    prev = j;
+    pp = &j->next;
+  }
+  x->todo_tail = prev;
+  if (moved && !x->stopping)
+    uv_async_send(&x->async);
+}
+
 uint64_t dr_xfer_submit(dr_xfer_t *x, dr_xfer_job_t *job) {
   job->id = ++x->next_id;
   job->next = NULL;
   pthread_mutex_lock(&x->mu);
+  if (job->kind == DR_XFER_PUSH)
+    supersede_locked(x, job);
   if (job->kind == DR_XFER_FETCH) {
     job->next = x->todo;
     x->todo = job;

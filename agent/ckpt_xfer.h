@@ -43,6 +43,9 @@ typedef struct dr_xfer_job {
    * turn until one serves it: served is its index (-1: none did, or DIR
    * held the step already: have_it). */
   int served, have_it;
+  /* PUSH: never started, as a newer checkpoint of the same origin was
+   * queued behind it (what a copy costs goes to the newest). */
+  int superseded;
   dr_ckpt_moved_t moved;
   uint64_t ms;           /* how long it took */
   struct dr_xfer_job *next;

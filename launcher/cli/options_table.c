@@ -140,7 +140,7 @@ const dr_flag_t dr__opt_table[] = {
    "Copies of each new checkpoint, on the next R nodes by node rank, 0 to "
    "8; 0: none.",
    NULL, dr__set_ckpt_replicas, 0},
-  {"ckpt-replicate-rate", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "RATE", "64M",
+  {"ckpt-replicate-rate", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "RATE", "48M",
    "The most bytes per second the copies take, with K, M or G (1024-based), "
    "so that they never starve the training's collectives; 0: no cap.",
    NULL, dr__set_ckpt_rate, 0},
@@ -236,7 +236,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->cpu_bind = DR_CPU_BIND_NONE;
   o->log_level = DR_LOG_INFO;
   o->ckpt_replicas = -1;
-  o->ckpt_rate = 64ull << 20;
+  o->ckpt_rate = 48ull << 20;
   o->ckpt_keep = 3;
   o->ckpt_persist_every_ms = 300000;
   o->rdzv_id = strdup("none");

@@ -88,7 +88,7 @@ static void test_defaults(void **state) {
   assert_int_equal(o->log_level, DR_LOG_INFO);
   assert_null(o->ckpt_dir);
   assert_int_equal(o->ckpt_replicas, 0); /* one node: nobody to copy to */
-  assert_int_equal(o->ckpt_rate, 64ull << 20);
+  assert_int_equal(o->ckpt_rate, 48ull << 20);
   assert_int_equal(o->ckpt_keep, 3);
   assert_null(o->ckpt_persist);
   assert_int_equal(o->ckpt_persist_every_ms, 300000);
