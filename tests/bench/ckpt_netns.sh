@@ -46,10 +46,11 @@
 #
 # The rates R: --rates (default: "default 0", the default cap of 48M and
 # no cap). Then a summary line (medians over the runs) and the goals, said
-# on stderr when missed: at the default cap and without one, a copy at
-# least 50% of a plain copy's bytes/s on the same link (idle, and beside
-# the training); the step at most 10% slower with copies at the default
-# cap; rank 0's first step at most 2 s plus the checkpoint's time at line
+# on stderr when missed: without a cap, a copy at least 50% of a plain
+# copy's bytes/s on the same link (idle, and beside the training; at the
+# default cap of 48 MiB/s a copy takes at most 0.42 of this link's
+# 119 MB/s, by design); the step at most 10% slower with copies at the
+# default cap; rank 0's first step at most 2 s plus the checkpoint's time at line
 # rate after the kill. The exit status reflects only the checks (every job
 # ends 0, node 0's checkpoints reach node 1, the replacement restores the
 # checkpoint of the kill's step).
@@ -536,7 +537,7 @@ awk -v smoke="$smoke" -v bench="$bench" -v goal=$((2000 + lr_ms)) \
     if (smoke) exit 0
     for (i = 1; i <= nk; i++) {
       k = order[i]
-      if (k ~ /^copy_(idle|training)_(default|0)_of_/ && med(k) < 0.5)
+      if (k ~ /^copy_(idle|training)_0_of_plain$/ && med(k) < 0.5)
         printf "%s: goal missed: %s is %.2f (goal: at least 0.50)\n", bench, k, med(k) > "/dev/stderr"
       if (k == "slowdown_default" && med(k) > 0.10)
         printf "%s: goal missed: the step is %.1f%% slower with copies at the default cap (goal: at most 10%%)\n", bench, med(k) * 100 > "/dev/stderr"
