@@ -76,6 +76,7 @@ void dr_rdzv_free(dr_rdzv_t *r) {
   free(r->waiting);
   free(r->rank_holder);
   dr__resume_free(r);
+  dr__rdzv_peers_free(r);
   dr__rdzv_orders_free(r);
   memset(r, 0, sizeof(*r));
 }
@@ -228,6 +229,7 @@ void dr__rdzv_try_complete(dr_rdzv_t *r) {
     if (st != DR_NONE && (a->ckpt_step == DR_NONE || st > a->ckpt_step))
       a->ckpt_step = st;
   }
+  dr__rdzv_peers_index(r);
   /* A token of the generation's own, for its nodes' RESUMEs. */
   uint8_t nonce[DR_NONCE_LEN];
   dr_auth_nonce(nonce);

@@ -185,6 +185,13 @@ typedef struct {
   uint8_t boot[128];       /* bootstrap when node 0 offers none */
   dr_assign_t asg;         /* the running generation's assignment, but for
                               node_rank, first_rank and the clock fields */
+  /* The running round's indices of the nodes with a checkpoint port and
+   * of those that hold asg.ckpt_step, ascending (rdzv_core_peers.c), for
+   * generation ck_gen; ck_indexed is 0 when they could not be allocated. */
+  uint32_t *ck_ports, *ck_holders;
+  size_t n_ck_ports, n_ck_holders, cap_ck;
+  int ck_indexed;
+  uint64_t ck_gen;
   /* A running generation taken back after the server restarted (from its
    * state file, or from the claims): its nodes have until resume_deadline
    * to claim their places, else they are lost. */

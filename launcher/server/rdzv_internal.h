@@ -49,6 +49,9 @@ void dr__rdzv_restart_all(dr_rdzv_t *r, const char *reason);
 void dr__rdzv_take_waiting(dr_rdzv_t *r);
 void dr__rdzv_node_lost(dr_rdzv_t *r, dr_node_t *n, const char *why);
 void dr__rdzv_node_free(dr_node_t *n);
+/* Indexes the round just completed for dr_rdzv_peers(); frees the index. */
+void dr__rdzv_peers_index(dr_rdzv_t *r);
+void dr__rdzv_peers_free(dr_rdzv_t *r);
 /* The armed last call has expired: the round completes if it may. */
 void dr__rdzv_last_call_due(dr_rdzv_t *r);
 /* 1, with the refusal sent, when the job has ended. */

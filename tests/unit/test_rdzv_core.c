@@ -211,6 +211,21 @@ static void test_checkpoint_peers(void **state) {
   assert_int_equal(dr_rdzv_peers(&f->r, 3, p, 2), 2);
   /* Without checkpoint ports there is no one to copy to. */
   assert_int_equal(dr_rdzv_peers(&f->r, 9, p, DR_PEERS_MAX), 0);
+  /* The round's index answers as the walk over the round does. */
+  assert_true(f->r.ck_indexed);
+  for (uint32_t node = 0; node < 4; node++)
+    for (size_t max = 1; max <= DR_PEERS_MAX; max++) {
+      dr_peer_rec_t q[DR_PEERS_MAX];
+      size_t a = dr_rdzv_peers(&f->r, node, p, max);
+      f->r.ck_indexed = 0;
+      size_t b = dr_rdzv_peers(&f->r, node, q, max);
+      f->r.ck_indexed = 1;
+      assert_int_equal(a, b);
+      for (size_t k = 0; k < a; k++) {
+        assert_int_equal(p[k].node_rank, q[k].node_rank);
+        assert_int_equal(p[k].roles, q[k].roles);
+      }
+    }
 }
 
 /* Node 0's address, port and bootstrap offer; a resume token shared by the
