@@ -1,5 +1,11 @@
 /* ddprun wire protocol: frames, fields, limits, the decoder and encoders.
  *
+ * One header, past the few hundred lines of the rule: it is the whole
+ * contract of the wire (every message's fields, limits and the one
+ * decoder and encoder of each), read as one by the server, the agent, the
+ * clients and docs/wire-protocol.md; the code behind it is split by
+ * concern (wire_decode.c, wire_encode.c, wire_views.c, wire_ckpt.c, ...).
+ *
  * A frame is a 12-byte header followed by a body of typed fields:
  *
  *   offset size  field
