@@ -54,17 +54,17 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/peer_fault.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
 # $0 of the inner shell is the worker; its status goes to codes.
-wrapper='trap "" TERM; "$0" "$@"; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
-# Out of step, every rank exits at once, so the agent's stop reaches the
-# others as they exit: a SIGTERM, even ignored, stops a ptraced thread,
-# and a sanitized build's leak check at exit, which ptraces every thread,
-# was seen to hang on one. There the workers run in sessions of their
-# own, which the stop of their process groups does not reach (they all
-# end by themselves; a stopped rank of the hang mode would not).
-if [ "$mode" = extra ]; then
-  command -v setsid >/dev/null 2>&1 || { echo "SKIP: no 'setsid' command"; exit 77; }
-  wrapper='trap "" TERM; setsid -w "$0" "$@"; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
-fi
+# The agent's stop reaches the others as the first survivor exits: a
+# SIGTERM, even ignored, stops a ptraced thread, and a sanitized build's
+# leak check at exit, which ptraces every thread, was seen to hang on one
+# (out of step, and in the hang mode on a loaded machine). So every rank
+# that ends by itself runs in a session of its own, which the stop of its
+# process group does not reach: the survivors, and out of step every
+# rank. Rank 1 stopped by the hang mode ends only through the agent's
+# stop (SIGCONT), so it stays in its group.
+command -v setsid >/dev/null 2>&1 || { echo "SKIP: no 'setsid' command"; exit 77; }
+wrapper='trap "" TERM; if [ "$RANK" != 1 ] || [ "$FAULT_MODE" = extra ]; then setsid -w "$0" "$@"; else "$0" "$@"; fi; rc=$?; echo "rank $RANK exit $rc" >>"$CODES"; exit $rc'
+export FAULT_MODE=$mode
 CODES=$tmp/codes timeout -k 5 60 "$ddprun" --standalone --nproc-per-node 3 \
   --stop-grace 20 --log-level warn sh -c "$wrapper" "$worker" \
   --timeout-ms $timeout_ms $flag 1 >"$tmp/out" 2>"$tmp/err"
