@@ -64,7 +64,8 @@
 #   so that copies run beside most steps); --burst, --gso-max-size: the
 #   link's, as in overlap_netns.sh. --smoke: one run of each part but the
 #   plain copy beside the training and the step baseline, at the default
-#   rate, 6 steps, no goals. Needs root, iproute2, tc with tbf and python3;
+#   rate, 12 steps (4 checkpoints, so that the account of copies
+#   covers two), no goals. Needs root, iproute2, tc with tbf and python3;
 #   otherwise prints "SKIP: <reason>" and exits 77. Every process, both
 #   namespaces and the directories under /dev/shm are removed on every exit
 #   path.
@@ -100,7 +101,7 @@ done
 [ -n "$build" ] || { echo "usage: $bench.sh BUILD [--runs N] [--steps S] [--ckpt-every N] [--rates \"default 0\"] [--burst SIZE] [--gso-max-size BYTES] [--smoke]" >&2; exit 2; }
 if [ "$smoke" -eq 1 ]; then
   runs=1
-  steps=6
+  steps=12
   every=3
   rates=default
 fi
@@ -405,13 +406,15 @@ copy_stats() {
 # check_copied TAG LINE: node 0's checkpoints reached node 1, but for those
 # its agent skipped as a newer one was queued behind them (a copy slower
 # than the checkpoints moves the newest next) and the last two (the end of
-# the job may cut short the copy in flight and the one queued).
+# the job may cut short the copy in flight and the one queued): an account
+# that holds however slow the host. That some copy went through at all is
+# a matter of time beside a short job, so only a full run asks it.
 check_copied() {
   local n skipped
   n=$(field "$2" copies)
   skipped=$(grep -c "not copied: a newer one is queued" "$tmp/$1.$w.log")
   if [ "$((n + skipped))" -lt "$(($(field "$2" written) - 2))" ] ||
-     [ "$n" -eq 0 ]; then
+     { [ "$smoke" -eq 0 ] && [ "$n" -eq 0 ]; }; then
     show "$1" "$w"
     fail "$1: $n of node 0's $(field "$2" written) checkpoints reached node 1 ($skipped skipped for a newer one)"
   fi
