@@ -406,8 +406,13 @@ world)
   run 60 elastic_warn "${elastic[@]}" DDPRUN_MAX_NNODES=3 "$train" \
     "${args[@]}" --batch 8 --steps 1
   expect_ok elastic_warn
-  grep -q "warning: the global batch 8 (--batch 8 x 1 rank x --grad-accum 1) cannot be split over 3 nodes of 1 rank, which --nnodes 1:3 allows: .*--global-batch with a multiple of 6" \
+  grep -q "warning: the global batch 8 (--batch 8 x 1 rank x --grad-accum 1) cannot be split over 3 nodes of 1 rank, which --nnodes 1:3 allows: a generation there would stop (exit 2); give --global-batch with a multiple of 6" \
     "$tmp/elastic_warn.err" || die elastic_warn "no warning naming 3 nodes"
+  run 60 elastic_warn_g "${elastic[@]}" DDPRUN_MAX_NNODES=5 "$train" \
+    "${args[@]}" --global-batch 12 --steps 1
+  expect_ok elastic_warn_g
+  grep -q "warning: the global batch 12 (--global-batch) cannot be split over 5 nodes of 1 rank, which --nnodes 1:5 allows: .* with a multiple of 60" \
+    "$tmp/elastic_warn_g.err" || die elastic_warn_g "no warning naming 5 nodes"
   echo "world: another global batch, an indivisible one and both flags refused;" \
     "an elastic resume kept the global batch (final loss $got)"
   ;;

@@ -19,7 +19,10 @@
 #include "ckpt.h"
 #include "elastic_batch.h"
 
-/* The variable's value as a node count (1..2^31), or 0. */
+/* The most nodes a job has (ddprun's own limit, DR_MAX_NODES). */
+#define MAX_NODES 1000000ul
+
+/* The variable's value as a node count (1..MAX_NODES), or 0. */
 static uint32_t env_nodes(const char *name) {
   const char *s = getenv(name);
   if (s == NULL || s[0] < '0' || s[0] > '9')
@@ -27,7 +30,7 @@ static uint32_t env_nodes(const char *name) {
   char *end;
   errno = 0;
   unsigned long v = strtoul(s, &end, 10);
-  if (errno != 0 || *end != '\0' || v == 0 || v > (1ul << 31))
+  if (errno != 0 || *end != '\0' || v == 0 || v > MAX_NODES)
     return 0;
   return (uint32_t)v;
 }
@@ -54,12 +57,14 @@ static uint64_t newest_global_batch(const char *dir) {
   return global;
 }
 
-/* A fresh start: the sizes the job may reach that its global batch cannot
- * be split over, said once by rank 0. */
+/* A start with no checkpoint: the sizes the job may reach that its global
+ * batch cannot be split over, said by rank 0. */
 static void warn_unfit(const dr_run_t *r, uint32_t min, uint32_t max) {
   const dr_train_config_t *c = &r->c;
   uint32_t local = r->pgc.local_world > 0 ? r->pgc.local_world : 1;
-  uint64_t global = (uint64_t)c->batch * r->world * c->grad_accum;
+  uint64_t global = c->global_batch > 0
+                        ? c->global_batch
+                        : (uint64_t)c->batch * r->world * c->grad_accum;
   uint32_t bad[8];
   size_t n = dr_eb_unfit_nodes(global, c->grad_accum, local, min, max, bad,
                                sizeof(bad) / sizeof(bad[0]));
@@ -75,17 +80,20 @@ static void warn_unfit(const dr_run_t *r, uint32_t min, uint32_t max) {
     used += (size_t)k;
   }
   char common[96] = "";
-  uint64_t l = dr_eb_common(c->grad_accum, local, min, max,
-                            (uint64_t)DR_MODEL_MAX_DIM * local * max *
-                                c->grad_accum);
+  uint64_t l = dr_eb_common(c->grad_accum, local, min, max, 1ull << 40);
   if (l != 0)
     snprintf(common, sizeof(common), " with a multiple of %" PRIu64
              " (every size divides it)", l);
+  char how[128];
+  if (c->global_batch > 0)
+    snprintf(how, sizeof(how), "--global-batch");
+  else
+    snprintf(how, sizeof(how), "--batch %u x %u rank%s x --grad-accum %u",
+             c->batch, r->world, r->world > 1 ? "s" : "", c->grad_accum);
   fprintf(stderr, "train: rank 0: warning: the global batch %" PRIu64
-          " (--batch %u x %u rank%s x --grad-accum %u) cannot be split over "
-          "%s%s node%s of %u rank%s, which --nnodes %u:%u allows: a resume "
-          "there would be refused; give --global-batch%s\n", global,
-          c->batch, r->world, r->world > 1 ? "s" : "", c->grad_accum, list,
+          " (%s) cannot be split over %s%s node%s of %u rank%s, which "
+          "--nnodes %u:%u allows: a generation there would stop (exit 2); give "
+          "--global-batch%s\n", global, how, list,
           n > sizeof(bad) / sizeof(bad[0]) ? " (and more)" : "",
           n > 1 || bad[0] != 1 ? "s" : "", local, local > 1 ? "s" : "", min,
           max, common);
@@ -95,8 +103,16 @@ int dr_train_elastic(dr_run_t *r) {
   dr_train_config_t *c = &r->c;
   uint32_t min = env_nodes("DDPRUN_MIN_NNODES");
   uint32_t max = env_nodes("DDPRUN_MAX_NNODES");
-  if (min == 0 || max <= min || c->global_batch > 0)
-    return 0; /* not elastic, or --global-batch decides already */
+  if (min == 0 || max <= min)
+    return 0; /* not elastic */
+  if (c->global_batch > 0) {
+    /* It decides the batch (dr_train_config_derive_batch); only rank 0's
+     * warning, where no checkpoint says the job ran already. */
+    if (r->rank == 0 &&
+        (c->ckpt_dir == NULL || newest_global_batch(c->ckpt_dir) == 0))
+      warn_unfit(r, min, max);
+    return 0;
+  }
   uint64_t ckpt_global = 0;
   if (c->ckpt_dir != NULL) {
     if (r->rank == 0)
