@@ -41,6 +41,8 @@ static inline uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr) {
 typedef struct {
   const char *rdzv_id;            /* the job's run id */
   uint32_t max_restarts;
+  uint32_t min_nodes, max_nodes;  /* --nnodes MIN:MAX, handed to workers
+                                     (DDPRUN_MIN_NNODES, _MAX_); 0: unsaid */
   int64_t node_rank;              /* requested node rank, -1 = any */
   const char *local_addr;         /* address workers reach this node at */
   uint32_t join_timeout_ms, heartbeat_timeout_ms;

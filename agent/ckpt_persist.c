@@ -51,6 +51,18 @@ static int open_dir2(const char *dir2, int make, dr_persist_res_t *res) {
   return fd;
 }
 
+/* The checkpoints of DIR2, newest first (dr_ckpt_list_at): 0, or a
+ * negative code with res->why and dir2fd closed. */
+static int list_dir2(int dir2fd, dr_ckpt_item_t **a, size_t *n,
+                     dr_persist_res_t *res) {
+  int rc = dr_ckpt_list_at(dir2fd, a, n);
+  if (rc != 0) {
+    why(res, "cannot read the directory", NULL, rc);
+    close(dir2fd);
+  }
+  return rc;
+}
+
 /* PARTIAL<host>.<pid>.<n> of this host whose pid has no process: what a
  * killed agent left. The pid of a live process (another agent on this
  * host, this one) keeps its own. */
@@ -150,12 +162,9 @@ int dr_persist_copy_out(dr_ckpt_store_t *s, const char *dir2, uint32_t keep,
     return dir2fd;
   dr_ckpt_item_t *a;
   size_t n;
-  int rc = dr_ckpt_list_at(dir2fd, &a, &n);
-  if (rc != 0) {
-    why(res, "cannot read the directory", NULL, rc);
-    close(dir2fd);
+  int rc = list_dir2(dir2fd, &a, &n, res);
+  if (rc != 0)
     return rc;
-  }
   int have = n > 0 && a[0].step >= step;
   free(a);
   if (have) {
@@ -232,12 +241,9 @@ int dr_persist_restore(const char *dir2, dr_ckpt_store_t *s,
     return dir2fd;
   dr_ckpt_item_t *a;
   size_t n;
-  int rc = dr_ckpt_list_at(dir2fd, &a, &n);
-  if (rc != 0) {
-    why(res, "cannot read the directory", NULL, rc);
-    close(dir2fd);
+  int rc = list_dir2(dir2fd, &a, &n, res);
+  if (rc != 0)
     return rc;
-  }
   char first[sizeof(res->why)] = "";
   rc = 1;
   for (size_t i = 0; i < n && rc != 0; i++) {

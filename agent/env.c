@@ -21,7 +21,7 @@ static const char *const owned[] = {
     "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
     "DDPRUN_PROGRESS_FILE", "DDPRUN_CLOCK_OFFSET_US",
     "DDPRUN_CLOCK_UNCERTAINTY_US", "DDPRUN_SHM_PREFIX", "DDPRUN_CKPT_DIR",
-    "DDPRUN_CKPT_STEP", NULL};
+    "DDPRUN_CKPT_STEP", "DDPRUN_MIN_NNODES", "DDPRUN_MAX_NNODES", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -97,6 +97,10 @@ char **dr_env_build(const dr_env_t *e) {
   put(x, "DDPRUN_GENERATION", "%llu", (unsigned long long)e->gen);
   put(x, "DDPRUN_NODE_RANK", "%u", e->node_rank);
   put(x, "DDPRUN_NNODES", "%u", e->nnodes);
+  if (e->o->max_nodes > 0) {
+    put(x, "DDPRUN_MIN_NNODES", "%u", e->o->min_nodes);
+    put(x, "DDPRUN_MAX_NNODES", "%u", e->o->max_nodes);
+  }
   /* Added to this host's CLOCK_REALTIME, a timestamp reads on the
    * rendezvous server's clock: traces of every node merge on it. */
   if (e->clock_uncertainty_us != DR_NONE) {

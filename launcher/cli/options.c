@@ -169,6 +169,8 @@ void dr_options_agent(const dr_options_t *o, dr_agent_opts_t *a) {
   memset(a, 0, sizeof(*a));
   a->rdzv_id = o->rdzv_id;
   a->max_restarts = o->max_restarts;
+  a->min_nodes = o->min_nodes;
+  a->max_nodes = o->max_nodes;
   a->node_rank = o->node_rank;
   a->local_addr = o->local_addr;
   a->join_timeout_ms = o->join_timeout_ms;

@@ -23,7 +23,10 @@
 #           the uninterrupted 4-rank run (the same samples per step; only
 #           the summation order differs); without --global-batch, or with
 #           a global batch the world size does not divide, exit 2 and a
-#           message that says what to do.
+#           message that says what to do. An elastic job (DDPRUN_MIN_NNODES
+#           below DDPRUN_MAX_NNODES) with --batch keeps the checkpoint's
+#           global batch on one process (same loss), refuses one it cannot
+#           split, and warns at a fresh start of the sizes it cannot reach.
 #   entries what is named like a checkpoint but is not the newest one: a
 #           directory and a FIFO named for step 15 (after checkpoints of 5
 #           and 10) are reported once and passed over (no exit 1 that a
@@ -344,6 +347,7 @@ world)
   [ "$rc" -ne 0 ] || die killed "the kill hook did not fire"
   "$inspect" "$(ckpt "$d" 10)" >/dev/null || fail "no checkpoint of step 10"
   cp -r "$d" "$d.solo"
+  cp -r "$d" "$d.elastic"
   for where in 2 solo; do
     if [ "$where" = solo ]; then
       run 60 "resumed_$where" env OMP_NUM_THREADS=1 "$train" "${args[@]}" \
@@ -376,7 +380,41 @@ world)
   [ "$rc" -eq 2 ] || die both "--batch with --global-batch exited $rc"
   grep -q "give --batch (per rank) or --global-batch (all ranks), not both" \
     "$tmp/both.err" || die both "no clear message"
-  echo "world: another global batch, an indivisible one and both flags refused"
+  # An elastic job (ddprun --nnodes MIN:MAX says so in the environment)
+  # keeps the checkpoint's global batch on another world size when it
+  # divides: --batch 8 on one process is 32 per step, as on 4 ranks.
+  elastic=(env DDPRUN_MIN_NNODES=1 DDPRUN_MAX_NNODES=4 OMP_NUM_THREADS=1)
+  run 60 elastic "${elastic[@]}" "$train" "${args[@]}" --batch 8 \
+    --ckpt-dir "$d.elastic"
+  expect_ok elastic
+  grep -q "the elastic job (--nnodes 1:4) runs on 1 rank now: keeping the checkpoint's global batch 32 with --batch 32 per rank (was 8)" \
+    "$tmp/elastic.err" || die elastic "did not say that it keeps the global batch"
+  grep -q "resuming at step 10 of 20" "$tmp/elastic.err" ||
+    die elastic "did not resume at step 10"
+  got=$(final_loss elastic)
+  awk -v a="$got" -v b="$want" 'BEGIN { d = a - b; if (d < 0) d = -d;
+    exit !(a != "" && d <= 1e-4 * b) }' ||
+    fail "elastic resume on one process: final loss $got, uninterrupted $want"
+  # ... and refuses in one line, before a step, what cannot be split.
+  run 60 elastic_unfit "${elastic[@]}" "$train" "${args[@]}" --batch 8 \
+    --grad-accum 3 --ckpt-dir "$d.elastic"
+  [ "$rc" -eq 2 ] || die elastic_unfit "an unsplittable global batch exited $rc"
+  grep -q "the checkpoint's global batch 32 cannot be split over 1 rank x --grad-accum 3" \
+    "$tmp/elastic_unfit.err" || die elastic_unfit "no clear message"
+  grep -q "^step " "$tmp/elastic_unfit.out" && die elastic_unfit "trained a step"
+  # A fresh elastic start names the sizes its global batch cannot reach.
+  run 60 elastic_warn "${elastic[@]}" DDPRUN_MAX_NNODES=3 "$train" \
+    "${args[@]}" --batch 8 --steps 1
+  expect_ok elastic_warn
+  grep -q "warning: the global batch 8 (--batch 8 x 1 rank x --grad-accum 1) cannot be split over 3 nodes of 1 rank, which --nnodes 1:3 allows: a generation there would stop (exit 2); give --global-batch with a multiple of 6" \
+    "$tmp/elastic_warn.err" || die elastic_warn "no warning naming 3 nodes"
+  run 60 elastic_warn_g "${elastic[@]}" DDPRUN_MAX_NNODES=5 "$train" \
+    "${args[@]}" --global-batch 12 --steps 1
+  expect_ok elastic_warn_g
+  grep -q "warning: the global batch 12 (--global-batch) cannot be split over 5 nodes of 1 rank, which --nnodes 1:5 allows: .* with a multiple of 60" \
+    "$tmp/elastic_warn_g.err" || die elastic_warn_g "no warning naming 5 nodes"
+  echo "world: another global batch, an indivisible one and both flags refused;" \
+    "an elastic resume kept the global batch (final loss $got)"
   ;;
 entries)
   # shellcheck disable=SC2206

@@ -17,6 +17,9 @@
 #                   resumes from it on two nodes (world 4, batch 12 per rank
 #                   instead of 8) and ends with the loss of an uninterrupted
 #                   2x2 run; the lost agent's workers die.
+#   nodeloss_batch  the same with --batch 8 instead (48 on world 6): train
+#                   keeps the checkpoint's global batch 48 on world 4 (12
+#                   per rank) and says so; same loss.
 #   nodeloss_fixed  --nnodes 3, the same kill, no replacement within the
 #                   server's --replacement-timeout 3: the survivors stop with
 #                   exit 3 and a message that names the lost node and the
@@ -202,18 +205,22 @@ budget)
   echo "budget: 3 attempts on both nodes, counts 0 1 2 on ranks 0-3, exit 13"
   ;;
 
-nodeloss | nodeloss_fixed | replace)
-  if [ "$mode" = nodeloss ]; then
+nodeloss | nodeloss_batch | nodeloss_fixed | replace)
+  if [ "$mode" = nodeloss ] || [ "$mode" = nodeloss_batch ]; then
     nn=2:3
     # One global batch for every world size: generation 2 (world 4)
     # resumes from generation 1's (world 6) checkpoint of step 5, held in
     # the one of step 10.
     for i in "${!train_args[@]}"; do
-      [ "${train_args[$i]}" = --batch ] && train_args[$i]=--global-batch &&
+      [ "${train_args[$i]}" = --batch ] && b=$i && train_args[$i]=--global-batch &&
         train_args[$i + 1]=48
     done
     ref ref
     ref_loss=$(loss_of "$tmp/all")
+    # nodeloss_batch: --batch 8 on world 6, whose global batch train keeps
+    # on world 4 as the elastic job's (DDPRUN_MIN_NNODES, _MAX_).
+    [ "$mode" = nodeloss_batch ] && train_args[$b]=--batch &&
+      train_args[$b + 1]=8
     echo 30000@10 >"$tmp/hold"
     held_step=10
   else
@@ -268,7 +275,7 @@ nodeloss | nodeloss_fixed | replace)
     fail "the server recorded no loss of node 1"
   # shellcheck disable=SC2086
   all $survivors
-  if [ "$mode" = nodeloss ]; then
+  if [ "$mode" = nodeloss ] || [ "$mode" = nodeloss_batch ]; then
     for n in $survivors; do
       events "$(ev $n)" restart | grep -q "node 1 ('[^']*') lost" ||
         fail "$n was not restarted because node 1 was lost"
@@ -283,11 +290,19 @@ nodeloss | nodeloss_fixed | replace)
       fail "generation 2 did not resume from the checkpoint of step 5"
     grep -q "batch 12 x 4 ranks x 1 accum = 48," "$tmp/all" ||
       fail "generation 2 did not run batch 12 on 4 ranks"
+    if [ "$mode" = nodeloss_batch ]; then
+      grep -q "batch 8 x 6 ranks x 1 accum = 48," "$tmp/all" ||
+        fail "generation 1 did not run --batch 8 on 6 ranks"
+      grep -q "the elastic job (--nnodes 2:3) runs on 4 ranks now: keeping the checkpoint's global batch 48 with --batch 12 per rank (was 8)" \
+        "$tmp/all" || fail "generation 2 did not say that it keeps the global batch"
+      grep -q "cannot be split over" "$tmp/all" &&
+        fail "a warning about sizes that 2:3 nodes of 2 never reach"
+    fi
     loss=$(loss_of "$tmp/all")
     awk -v a="$loss" -v b="$ref_loss" 'BEGIN { d = a - b; if (d < 0) d = -d;
       exit !(a != "" && b != "" && d <= 1e-4 * b) }' ||
       fail "final loss $loss after the resume on world 4, $ref_loss uninterrupted"
-    echo "nodeloss: node 1 lost, the job resumed at step 5 on world 4 and" \
+    echo "$mode: node 1 lost, the job resumed at step 5 on world 4 and" \
       "ended with loss $loss (uninterrupted: $ref_loss)"
   elif [ "$mode" = replace ]; then
     for n in $survivors; do

@@ -1,5 +1,8 @@
 /* The process group's public face: configuration, the work queue and the
- * communication thread that runs it in submission order. */
+ * communication thread that runs it in submission order. One file past
+ * 600 lines: the queue, its thread and the calls that post to it share
+ * one lock discipline that reads best in one place (the transports and
+ * collectives are files of their own). */
 #include "pg_internal.h"
 
 #include <errno.h>

@@ -15,6 +15,7 @@
 #include "progress.h"
 #include "train.h"
 #include "train_device.h"
+#include "train_elastic.h"
 #include "host_weights.h"
 #include "train_hostw.h"
 #include "train_plan.h"
@@ -311,7 +312,9 @@ int main(int argc, char **argv) {
     return code;
   }
   r->progress = dr_progress_attach_env();
-  code = setup(r);
+  code = dr_train_elastic(r);
+  if (code == 0)
+    code = setup(r);
   uint64_t start = 0;
   if (code == 0) {
     dr_report_summary(r);
