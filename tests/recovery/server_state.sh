@@ -94,17 +94,37 @@ timeout 10 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "is not a state this server wrote" "$tmp/bad.err" ||
   fail "a cut node list: exit $rc, $(cat "$tmp/bad.err")"
+# loads TAG ARGS...: a ddprun-rdzv on the state file, stopped by SIGTERM
+# once it listens (not by timeout(1), whose SIGCONT after the SIGTERM can
+# cancel the SIGSTOP of a sanitizer's leak check at exit and leave it
+# waiting for good); its log in $tmp/TAG.err.
+loads() {
+  local tag=$1 p
+  shift
+  : >"$tmp/$tag.err"
+  "$rdzv" --port 0 --state-file "$state" "$@" >/dev/null 2>"$tmp/$tag.err" &
+  p=$!
+  wait_for 20 "$tmp/$tag.err" 'listening on' ||
+    { kill -KILL "$p"; wait "$p"; fail "$tag: the server did not start: $(cat "$tmp/$tag.err")"; }
+  kill -TERM "$p"
+  local i=0
+  while kill -0 "$p" 2>/dev/null && [ "$i" -lt 200 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
+  kill -0 "$p" 2>/dev/null &&
+    { kill -KILL "$p"; wait "$p"; fail "$tag: still running 20 s after SIGTERM"; }
+  wait "$p"
+}
 # A version 1 file (no phase) still loads: its generation was forming.
 printf 'ddprun-rdzv-state 1\nrun_id %s\ngeneration 4\nrestarts_used 1\n' "$id" >"$state"
-timeout 2 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
-  --max-restarts 2 >/dev/null 2>"$tmp/v1.err"
+loads v1 --nnodes 2 --rdzv-id "$id" --max-restarts 2
 grep -q "continues from $state: generation 5, restarts used 1 of 2" "$tmp/v1.err" ||
   fail "a version 1 state file: $(cat "$tmp/v1.err")"
 # More restarts used than this server's budget: the budget is spent, never
 # more than spent.
 printf 'ddprun-rdzv-state 3\nrun_id %s\ngeneration 4\nrestarts_used 7\nforming\n' "$id" >"$state"
-timeout 2 "$rdzv" --nnodes 2 --rdzv-id "$id" --port 0 --state-file "$state" \
-  --max-restarts 2 >/dev/null 2>"$tmp/over.err"
+loads over --nnodes 2 --rdzv-id "$id" --max-restarts 2
 grep -q "says 7 restarts used, over this server's budget of 2: the budget is spent" "$tmp/over.err" &&
   grep -q "generation 5, restarts used 2 of 2" "$tmp/over.err" ||
   fail "a state over the budget: $(cat "$tmp/over.err")"
