@@ -79,8 +79,9 @@ void dr__agent_stop_local(dr_agent_t *ag, int sig, dr_ag_next_t next) {
   ag->state = DR_AG_STOPPING;
   ag->stop.sig = sig;
   dr__workers_signal(ag, sig);
-  /* A stopped process (SIGSTOP, a debugger) takes the signal once it runs. */
-  dr__workers_signal(ag, SIGCONT);
+  /* A stopped process (SIGSTOP, job control) takes the signal once it
+   * runs: its group is woken. */
+  dr__workers_wake_stopped(ag);
   uv_timer_start(&ag->kill_timer, on_kill_timer, ag->o->stop_grace_ms, 0);
 }
 

@@ -287,6 +287,9 @@ struct dr_agent {
 int dr__workers_start(dr_agent_t *ag);
 /* Signals every worker's process group that still has members. */
 void dr__workers_signal(dr_agent_t *ag, int sig);
+/* SIGCONT to the worker groups that hold a process stopped by a signal
+ * (state T), and to no other (agent_workers.c). */
+void dr__workers_wake_stopped(dr_agent_t *ag);
 /* 1 when no worker's process group has members left (stragglers a worker
  * started count until they exit). */
 int dr__workers_groups_empty(dr_agent_t *ag);

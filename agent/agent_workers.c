@@ -17,6 +17,7 @@
 #include "events.h"
 #include "exit_codes.h"
 #include "log.h"
+#include "pgstat.h"
 #include "progress.h"
 #include "shm_name.h"
 #include "watchdog.h"
@@ -315,6 +316,36 @@ void dr__workers_signal(dr_agent_t *ag, int sig) {
   for (uint32_t i = 0; ag->w != NULL && i < ag->nproc; i++)
     if (ag->w[i].pid > 0 && !ag->w[i].group_gone)
       kill(-ag->w[i].pid, sig);
+}
+
+/* Only the groups that need it: a SIGCONT that lands while a tracer
+ * attaches to a worker (py-spy or gdb for the stacks, a sanitizer's leak
+ * check as the worker exits) cancels the SIGSTOP of the attach, and tracer
+ * and tracee then wait on each other for good. A tracer's stop (state t)
+ * is not woken by SIGCONT anyway. */
+void dr__workers_wake_stopped(dr_agent_t *ag) {
+  if (ag->w == NULL || ag->nproc == 0)
+    return;
+  pid_t *pg = calloc(ag->nproc, sizeof(*pg));
+  dr_pgstat_t *st = calloc(ag->nproc, sizeof(*st));
+  if (pg == NULL || st == NULL) {
+    free(pg);
+    free(st);
+    dr__workers_signal(ag, SIGCONT); /* cannot look: wake them all */
+    return;
+  }
+  for (uint32_t i = 0; i < ag->nproc; i++)
+    if (ag->w[i].pid > 0 && !ag->w[i].group_gone)
+      pg[i] = ag->w[i].pid;
+  if (dr_pgstat_scan(NULL, pg, ag->nproc, st) != 0) {
+    dr__workers_signal(ag, SIGCONT);
+  } else {
+    for (uint32_t i = 0; i < ag->nproc; i++)
+      if (pg[i] > 0 && st[i].job_stopped)
+        kill(-pg[i], SIGCONT);
+  }
+  free(pg);
+  free(st);
 }
 
 int dr__workers_groups_empty(dr_agent_t *ag) {

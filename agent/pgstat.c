@@ -87,6 +87,7 @@ int dr_pgstat_scan(const char *root, const pid_t *pgids, size_t n,
       g->n_members++;
       g->members_id += (uint32_t)pid * 2654435761u; /* order-free */
       g->stopped |= state == 'T' || state == 't';
+      g->job_stopped |= state == 'T';
       g->disk_wait |= state == 'D';
       if (pid == pgrp)
         g->leader_state = state;

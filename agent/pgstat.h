@@ -16,6 +16,8 @@ typedef struct {
   uint32_t n_members;  /* live members (zombies excluded) */
   uint32_t members_id; /* a hash of the members' pids: changes with them */
   int stopped;         /* a member is stopped (state T or t) */
+  int job_stopped;     /* a member is stopped by a signal (state T, not
+                          a tracer's t): SIGCONT wakes it */
   int disk_wait;       /* a member is in uninterruptible sleep (state D) */
   char leader_state;   /* the leader's state letter, '\0' when it is gone */
 } dr_pgstat_t;

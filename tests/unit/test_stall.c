@@ -261,9 +261,11 @@ static void test_fake_proc(void **state) {
   assert_int_equal(out[0].cpu_ticks, 310);
   assert_int_equal(out[0].n_members, 2);
   assert_false(out[0].stopped);
+  assert_false(out[0].job_stopped);
   assert_int_equal(out[0].leader_state, 'S');
   assert_int_equal(out[1].n_members, 2);
   assert_true(out[1].stopped);
+  assert_true(out[1].job_stopped);
   assert_true(out[1].disk_wait);
   assert_int_equal(out[2].n_members, 0);
   assert_int_equal(out[2].leader_state, '\0');
