@@ -182,6 +182,10 @@ typedef struct {
   uint64_t held;           /* signals (bit sig-1) waiting until it handles
                               them (sighold.c) */
   uint64_t held_said;      /* those of held already said to be held */
+  uint64_t held_blocked;   /* those of held seen blocked (and neither
+                              caught nor ignored) at every look since
+                              held_blocked_ns (uv_hrtime()) */
+  uint64_t held_blocked_ns;
   /* Its progress as `ddprun status` shows it (agent_ranks.c): the
    * slot's last reading, when its step last changed (loop ms, 0: never),
    * and its step rate (steps/s, < 0 unknown), smoothed over samples

@@ -5,8 +5,11 @@
  * milliseconds, a Python script while it imports torch) would take the
  * signal's default action and die, and its death would count as a crash.
  * So the agent sends such a signal to a worker's process group only once
- * the worker catches, ignores or blocks it (/proc/PID/status: SigCgt,
- * SigIgn, SigBlk), or when --signal-hold has passed since the worker
+ * the worker catches or ignores it (/proc/PID/status: SigCgt, SigIgn) or
+ * has kept it blocked (SigBlk: sigwait, signalfd) for BLOCKED_NS at every
+ * look: a shell and posix_spawn block every signal for a moment around a
+ * fork, and a signal sent then takes its default action as soon as the
+ * mask is restored. Or when --signal-hold has passed since the worker
  * started (a program that never handles it gets it as it would without
  * ddprun). A signal that arrives while the agent has no running workers
  * (between generations) goes to the next generation the same way. */
@@ -17,9 +20,15 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define HOLD_POLL_MS 20
+/* How long a signal must stay blocked before it counts as taken in
+ * (DDPRUN_SIGHOLD_TEST_BLOCKED_MS sets it for a test that needs a block
+ * never to count). */
+#define BLOCKED_NS (200 * 1000 * 1000ull)
+static uint64_t blocked_ns = BLOCKED_NS;
 /* A worker is looked at only this long after its start: the parent learns
  * that the exec succeeded when the kernel closes the close-on-exec
  * descriptors, before it resets the signal handlers, and until then /proc
@@ -45,14 +54,27 @@ static int deliver(dr_agent_t *ag, dr_worker_t *w, uint64_t now) {
     if ((w->held & bit) == 0)
       continue;
     int ready = dr_proc_sig_ready(w->pid, sig);
-    if (ready == 0 && !late)
+    if (ready < 0)
+      ready = DR_SIG_HANDLED; /* cannot look: sent as without a hold */
+    if (ready == DR_SIG_BLOCKED) {
+      if ((w->held_blocked & bit) == 0) {
+        w->held_blocked |= bit;
+        w->held_blocked_ns = now; /* the newest such bit restarts it */
+      }
+      if (now - w->held_blocked_ns >= blocked_ns)
+        ready = DR_SIG_HANDLED;
+    } else {
+      w->held_blocked &= ~bit;
+    }
+    if (ready != DR_SIG_HANDLED && !late)
       continue;
-    if (ready == 0)
+    if (ready == DR_SIG_DEFAULT)
       DR_SAY(DR_LOG_WARN, "local rank %u does not handle SIG%s %.1f s "
               "after its start (--signal-hold): sent anyway", w->local_rank,
               sigabbrev_np(sig), (double)age / 1e9);
     kill(-w->pid, sig);
     w->held &= ~bit;
+    w->held_blocked &= ~bit;
   }
   return w->held != 0;
 }
@@ -93,6 +115,9 @@ static void hold(dr_agent_t *ag, dr_worker_t *w, int sig) {
 }
 
 void dr__sighold_init(dr_agent_t *ag) {
+  const char *t = getenv("DDPRUN_SIGHOLD_TEST_BLOCKED_MS");
+  if (t != NULL && t[0] >= '0' && t[0] <= '9')
+    blocked_ns = strtoull(t, NULL, 10) * 1000000ull;
   uv_timer_init(&ag->loop, &ag->hold_timer);
   ag->hold_timer.data = ag;
 }
@@ -118,6 +143,7 @@ void dr__sighold_started(dr_agent_t *ag, dr_worker_t *w) {
   w->start_ns = uv_hrtime();
   w->held = 0;
   w->held_said = 0;
+  w->held_blocked = 0;
   if (ag->held_next == 0)
     return;
   for (int sig = 1; sig < 64; sig++)

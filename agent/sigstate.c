@@ -47,7 +47,9 @@ int dr_proc_status_sig_ready(const char *text, int sig) {
       status_mask(text, "SigIgn", &ign) != 0 ||
       status_mask(text, "SigBlk", &blk) != 0)
     return -EINVAL;
-  return ((cgt | ign | blk) & bit) != 0;
+  if ((cgt | ign) & bit)
+    return DR_SIG_HANDLED;
+  return (blk & bit) ? DR_SIG_BLOCKED : DR_SIG_DEFAULT;
 }
 
 int dr_proc_sig_ready(pid_t pid, int sig) {

@@ -9,8 +9,16 @@
  * for (not SIGKILL, not the ignored or stopping signals). */
 int dr_sig_default_ends(int sig);
 
-/* From /proc/PID/status: 1 when the process catches, ignores or blocks
- * SIG, 0 when SIG would take its default action, -errno (-ENOENT: gone). */
+/* What a process does with a signal now. */
+enum {
+  DR_SIG_DEFAULT = 0, /* the default action */
+  DR_SIG_HANDLED = 1, /* caught or ignored */
+  DR_SIG_BLOCKED = 2  /* blocked, neither caught nor ignored: for good
+                         (sigwait, signalfd), or for a moment (a shell or
+                         posix_spawn blocks every signal around a fork) */
+};
+
+/* From /proc/PID/status: a DR_SIG_* value, or -errno (-ENOENT: gone). */
 int dr_proc_sig_ready(pid_t pid, int sig);
 
 /* The same from the status file's TEXT; -EINVAL when a mask is missing

@@ -14,6 +14,11 @@
 #   early     two nodes, SIGUSR1 to node 0's ddprun while it still waits
 #             for node 1: held for the workers it starts later, whose traps
 #             run; both ddprun exit 75.
+#   blocked   workers that block SIGUSR1 for a while, then leave it to its
+#             default action before they catch it (blocks_usr1.py): the
+#             signal is not sent while it is only blocked (the agent's
+#             bound on a block, 200 ms, set to an hour here), and reaches
+#             the handlers.
 #   starting  SIGUSR1 to ddprun before it has installed any handler (the
 #             open of its --secret-file held 1.5 s by strace's fault
 #             injection): it waits, blocked, instead of killing ddprun,
@@ -139,6 +144,31 @@ for r in 0 1; do
     die n0 "rank $r's trap did not run"
 done
 echo "ok early: kept while joining, caught by the workers started later"
+
+# ---- blocked: a block is not a handler -----------------------------------
+start 60 blocked env DDPRUN_SIGHOLD_TEST_BLOCKED_MS=3600000 "$ddprun" \
+  --standalone --nproc-per-node 2 "$sigs" \
+  python3 "$(dirname "$0")/blocks_usr1.py" "$tmp/go"
+job=$bg
+for r in 0 1; do
+  wait_for 20 "$tmp/blocked.out" "^\[rank$r\]:rank $r blocked" ||
+    die blocked "rank $r never blocked SIGUSR1"
+done
+kill -USR1 "$(ddprun_pid "$job")"
+for r in 0 1; do
+  wait_for 20 "$tmp/blocked.err" "^ddprun: SIGUSR1 held for local rank $r" ||
+    die blocked "SIGUSR1 was not held for local rank $r, which only blocks it"
+done
+: >"$tmp/go"
+finish "$job"
+expect_preempted blocked
+for r in 0 1; do
+  grep -q "^\[rank$r\]:caught USR1 rank $r$" "$tmp/blocked.out" ||
+    die blocked "rank $r's handler did not run"
+done
+grep -q "killed by signal SIGUSR1" "$tmp/blocked.err" &&
+  die blocked "a worker was killed by the held signal"
+echo "ok blocked: SIGUSR1 held through the workers' block, caught after it"
 
 # ---- starting: before ddprun handles signals at all -----------------------
 if ! command -v strace >/dev/null 2>&1 ||
