@@ -134,6 +134,7 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
   ag->asg = *a;
   memset(a, 0, sizeof(*a));
   ag->have_asg = 1;
+  dr__failover_settled(ag);
   dr_events_emit(ag->events, "assign",
                  ",\"gen\":%llu,\"node_rank\":%u,\"nnodes\":%u,"
                  "\"world_size\":%u,\"first_rank\":%u,\"restart_count\":%u",
@@ -293,6 +294,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   if (ag == NULL)
     return 1;
   ag->cfg = cfg;
+  snprintf(ag->srv_host, sizeof(ag->srv_host), "%s", cfg->server_host);
+  ag->srv_port = cfg->server_port;
   ag->o = cfg->opts;
   ag->nproc = cfg->nproc;
   ag->watchdog_fd = cfg->watchdog_fd;

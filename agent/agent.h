@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "bind.h"
+#include "wire.h"
 
 /* Per local rank stream choice, as torchrun's --redirects / --tee:
  * bit 1 = stdout, bit 2 = stderr. */
@@ -67,6 +68,8 @@ typedef struct {
   dr_bind_opts_t bind;
 } dr_agent_opts_t;
 
+struct dr_agent_takeover;
+
 typedef struct {
   const dr_agent_opts_t *opts;
   const char *server_host;   /* rendezvous endpoint to connect to */
@@ -81,7 +84,25 @@ typedef struct {
   int watchdog_fd;           /* dr_watchdog_start()'s pipe, or -1 */
   pid_t watchdog_pid;
   int server_in_process;     /* this ddprun hosts the server: no reconnect */
+  /* The rendezvous outlives its host (agent_failover.c): the port of this
+   * ddprun's standby server (0: none), and how the agent makes it the
+   * job's server (0, or a negative errno). */
+  uint16_t standby_port;
+  int (*takeover)(void *arg, const struct dr_agent_takeover *t);
+  void *takeover_arg;
 } dr_agent_config_t;
+
+/* What a standby server takes the job over with: what this node knows of
+ * the generation its workers ran (its ASSIGN) and who was lost. */
+typedef struct dr_agent_takeover {
+  uint64_t term;            /* the new server's: the ASSIGN's + 1 */
+  uint64_t gen;
+  uint32_t restarts_used, nnodes, world;
+  uint8_t token[DR_RESUME_TOKEN_LEN];
+  uint32_t lost_node;       /* the node that hosted the lost server */
+  const char *lost_host;    /* its endpoint's host, as configured */
+  const char *self_host;    /* this node's host name */
+} dr_agent_takeover_t;
 
 /* Runs the agent until the job ends or a signal stops it. Returns the exit
  * status ddprun should exit with: 0 success, 2 configuration error, the

@@ -71,6 +71,8 @@ const char *dr_arz_resolve_error(const dr_arz_t *a);
 
 /* Milliseconds since the server was last heard from. */
 uint64_t dr_arz_idle_ms(const dr_arz_t *a);
+/* A new bound on unacknowledged data (TCP_USER_TIMEOUT), from now on. */
+void dr_arz_set_user_timeout(dr_arz_t *a, uint32_t ms);
 
 /* Closes; no callback is called after this. Sets *a to NULL. */
 void dr_arz_close(dr_arz_t **a);
@@ -264,6 +266,22 @@ struct dr_agent {
   struct dr_hang *hang;      /* --hang-timeout's watch (hang.c), or NULL */
   int arz_ready;             /* the connection is up and authenticated */
   int reconnecting;          /* connecting again after losing the server */
+  /* The server this agent talks to: the endpoint, until the rendezvous
+   * moves (agent_failover.c). */
+  char srv_host[DR_HOST_MAX + 1];
+  uint16_t srv_port;
+  /* agent_failover.c: the highest server term seen; the walk over the
+   * lost server and the successors (walk_i: the target being tried;
+   * walk_dead: bit i set when target i did not answer this cycle, alive:
+   * a standby answered); this node's standby took the job over. */
+  uint64_t term_seen;
+  uint64_t heard_ms;         /* when the lost server was last heard */
+  int walking;
+  unsigned walk_i;
+  uint32_t walk_dead, walk_alive;
+  uint64_t walk_since_ms;
+  int took_over;
+  char moved_from[DR_HOST_MAX + 16];
   int resume_pending;        /* RESUME sent, no answer yet */
   int silent_warned;         /* said that the server has gone silent */
   uint64_t start_ms;         /* loop time at the start */
@@ -387,6 +405,13 @@ int dr__agent_session_start(dr_agent_t *ag);
 /* Sends b (then frees it) when connected; dropped otherwise: whatever the
  * server must know is sent again on resuming. */
 void dr__agent_send(dr_agent_t *ag, dr_buf_t *b);
+/* Drops the connection at the next turn of the loop and connects again,
+ * to srv_host:srv_port (the failover's next place). */
+void dr__agent_reconnect_soon(dr_agent_t *ag);
+/* The bound on the server's unacknowledged heartbeats: 4 heartbeat
+ * timeouts, at least 10 s (a host gone without a FIN), or shorter where
+ * the rendezvous can move (dr__failover_user_timeout_ms). */
+uint32_t dr__agent_user_timeout_ms(const dr_agent_t *ag);
 /* Tells the server this node leaves because ddprun received sig. */
 void dr__agent_leave(dr_agent_t *ag, int sig);
 
@@ -411,6 +436,24 @@ void dr__agent_on_resumed(dr_agent_t *ag);
 /* agent_orders.c: the server's messages, as a dr_arz_cb_t's on_event
  * (arg is the agent). */
 void dr__agent_on_event(void *arg, const dr_sess_event_t *ev);
+
+/* agent_failover.c. The connection to the server failed with code (a
+ * refusal of the protocol, or a connection that never came): 1 when the
+ * agent tries the next place of the rendezvous (srv_host, srv_port set;
+ * the caller reconnects), 0 when it goes on as without failover. */
+int dr__failover_on_lost(dr_agent_t *ag, int code);
+/* A RESUME or JOIN refused by a standby or a replaced server: 1 when the
+ * agent moves on to the next place (it reconnects), 0 otherwise. */
+int dr__failover_on_refused(dr_agent_t *ag, int code);
+/* How long a connection attempt may take: dflt, or while the agent looks
+ * for the rendezvous, what is left of the heartbeat timeout. */
+uint32_t dr__failover_connect_ms(const dr_agent_t *ag, uint32_t dflt);
+/* The bound on unacknowledged heartbeats (TCP_USER_TIMEOUT): dflt, or
+ * where the rendezvous can move, twice the heartbeat timeout, so that a
+ * server cut off is left in seconds (a stopped one still acknowledges). */
+uint32_t dr__failover_user_timeout_ms(const dr_agent_t *ag, uint32_t dflt);
+/* The server took this node back, or assigned it: the walk is over. */
+void dr__failover_settled(dr_agent_t *ag);
 
 /* agent_ckpt.c: the checkpoint plane of --ckpt-dir (nothing without it). */
 /* Opens the directory, listens for peers and watches it: 0, or -1 said on

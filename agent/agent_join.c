@@ -73,6 +73,9 @@ void dr__agent_send_join(dr_agent_t *ag) {
   j.master_port_offer =
       ag->cfg->master_port != 0 ? ag->cfg->master_port : ag->port_offer;
   dr__ckpt_join(ag, &j); /* 0 and DR_NONE without --ckpt-dir */
+  j.standby_port = ag->took_over ? 0 : ag->cfg->standby_port;
+  j.term = ag->term_seen;
+  j.hosts_server = ag->cfg->server_in_process || ag->took_over;
   dr_arz_join(ag->arz, &j);
   dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
 }
@@ -85,30 +88,30 @@ void dr__agent_on_join_timeout(uv_timer_t *t) {
   if (ag->arz != NULL && dr_arz_resolve_error(ag->arz) != NULL)
     DR_SAY(DR_LOG_ERROR, "cannot resolve the rendezvous endpoint '%s' "
             "(%s); gave up after join_timeout=%.3g s; check the host name of "
-            "--rdzv-endpoint", ag->cfg->server_host,
+            "--rdzv-endpoint", ag->srv_host,
             dr_arz_resolve_error(ag->arz),
             ag->o->join_timeout_ms / 1000.0);
   else if (ag->reconnecting && ag->last_loss[0] != '\0')
     DR_SAY(DR_LOG_ERROR, "gave up joining %s:%u after join_timeout=%.3g "
             "s; %u more attempts ended as the one said above",
-            ag->cfg->server_host, ag->cfg->server_port,
+            ag->srv_host, ag->srv_port,
             ag->o->join_timeout_ms / 1000.0, ag->n_same_loss);
   else if (ag->arz != NULL && !dr_arz_connected(ag->arz))
     DR_SAY(DR_LOG_ERROR, "connect() to %s:%u failed while joining (%d: "
-            "%s); gave up after join_timeout=%.3g s", ag->cfg->server_host,
-            ag->cfg->server_port, -err, err != 0 ? uv_strerror(err) : "no "
+            "%s); gave up after join_timeout=%.3g s", ag->srv_host,
+            ag->srv_port, -err, err != 0 ? uv_strerror(err) : "no "
             "answer", ag->o->join_timeout_ms / 1000.0);
   else if (ag->round_said[0] != '\0')
     DR_SAY(DR_LOG_ERROR, "the rendezvous at %s:%u did not complete within "
             "join_timeout=%.3g s: %s; are the other nodes started, with the "
             "same --rdzv-id, --nnodes and --rdzv-endpoint?",
-            ag->cfg->server_host, ag->cfg->server_port,
+            ag->srv_host, ag->srv_port,
             ag->o->join_timeout_ms / 1000.0, ag->round_said);
   else
     DR_SAY(DR_LOG_ERROR, "the rendezvous at %s:%u did not complete within "
             "join_timeout=%.3g s; are the other nodes started with the same "
-            "--rdzv-id and --nnodes?", ag->cfg->server_host,
-            ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
+            "--rdzv-id and --nnodes?", ag->srv_host,
+            ag->srv_port, ag->o->join_timeout_ms / 1000.0);
   dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
   dr__agent_finish(ag);
 }
@@ -186,6 +189,6 @@ void dr__agent_on_round_status(dr_agent_t *ag, const dr_round_status_t *st) {
     snprintf(when, sizeof(when), "; last call in %.1f s",
              st->last_call_ms / 1000.0);
   DR_SAY(DR_LOG_INFO, "waiting %.1f s for the rendezvous at %s:%u (round "
-          "%llu): %s%s", st->waited_ms / 1000.0, ag->cfg->server_host,
-          ag->cfg->server_port, (unsigned long long)st->gen, text, when);
+          "%llu): %s%s", st->waited_ms / 1000.0, ag->srv_host,
+          ag->srv_port, (unsigned long long)st->gen, text, when);
 }

@@ -32,6 +32,12 @@ static void on_restart_order(dr_agent_t *ag, uint64_t gen,
 }
 
 static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
+  if (dr__failover_on_refused(ag, ev->code)) {
+    /* A standby, or a replaced server: the next place of the rendezvous
+     * (agent_failover.c). */
+    dr__agent_reconnect_soon(ag);
+    return;
+  }
   if (ev->to == DR_MSG_RESUME && ev->code == DR_ESTALE) {
     /* The server cannot take this node back: a restart, as after a
      * failure, but not one from the budget. */
@@ -50,7 +56,7 @@ void dr__agent_on_event(void *arg, const dr_sess_event_t *ev) {
   dr_agent_t *ag = arg;
   if (ag->silent_warned) {
     DR_SAY(DR_LOG_INFO, "the rendezvous server %s:%u answers again",
-            ag->cfg->server_host, ag->cfg->server_port);
+            ag->srv_host, ag->srv_port);
     ag->silent_warned = 0;
   }
   switch (ev->type) {

@@ -39,6 +39,7 @@ struct dr_arz {
   uint32_t user_timeout_ms;
   struct sockaddr_storage addr;
   uint64_t deadline;
+  uint32_t connect_ms;   /* the attempts' bound, for messages */
   uint64_t backoff_ms;
   uint64_t last_heard;
   int tcp_open;
@@ -174,6 +175,7 @@ static void handle_frame(dr_arz_t *a, const dr_msg_t *m) {
   }
   if (ev.type == DR_SESS_READY) {
     a->state = ARZ_READY;
+    uv_timer_stop(&a->retry); /* the attempt's deadline (try_connect) */
     a->dec.authed = 1;
     a->cb.on_ready(a->cb.arg);
     return;
@@ -290,6 +292,17 @@ static void try_connect(dr_arz_t *a);
 
 static void on_retry(uv_timer_t *t) { try_connect(t->data); }
 
+/* An attempt that neither connects nor fails (a host that is gone drops
+ * the SYN; a peer that never answers the HELLO) ends at the deadline. */
+static void on_attempt_deadline(uv_timer_t *t) {
+  dr_arz_t *a = t->data;
+  if (a->closing || (a->state != ARZ_CONNECTING && a->state != ARZ_HANDSHAKE))
+    return;
+  a->last_err = UV_ETIMEDOUT;
+  arz_lost(a, UV_ETIMEDOUT, "no answer from %s:%u within %.1f s", a->host,
+           a->port, a->connect_ms / 1000.0);
+}
+
 static void schedule_retry(dr_arz_t *a) {
   uint64_t now = uv_now(a->loop);
   uint64_t delay = a->backoff_ms;
@@ -338,9 +351,9 @@ static void on_connect(uv_connect_t *req, int status) {
   }
   a->last_err = status;
   if (uv_now(a->loop) >= a->deadline) {
-    arz_lost(a, status, "connect() to %s:%u failed while joining (%d: %s); "
-             "gave up after the join timeout", a->host, a->port, -status,
-             uv_strerror(status));
+    arz_lost(a, status, "connect() to %s:%u failed (%d: %s); gave up after "
+             "%.1f s", a->host, a->port, -status, uv_strerror(status),
+             a->connect_ms / 1000.0);
     return;
   }
   /* Retry on a fresh socket once this one has closed. */
@@ -361,8 +374,8 @@ static void try_connect(dr_arz_t *a) {
     a->last_err = rc;
     if (uv_now(a->loop) >= a->deadline) {
       arz_lost(a, rc, "cannot resolve the rendezvous endpoint '%s' (%s); "
-               "gave up after the join timeout", a->host,
-               dr_arz_resolve_error(a));
+               "gave up after %.1f s", a->host, dr_arz_resolve_error(a),
+               a->connect_ms / 1000.0);
       return;
     }
     if (!a->warned_resolve)
@@ -380,8 +393,13 @@ static void try_connect(dr_arz_t *a) {
   a->conn_req.data = a;
   rc = uv_tcp_connect(&a->conn_req, &a->tcp,
                       (const struct sockaddr *)&a->addr, on_connect);
-  if (rc != 0)
+  if (rc != 0) {
     on_connect(&a->conn_req, rc);
+    return;
+  }
+  uint64_t now = uv_now(a->loop);
+  uv_timer_start(&a->retry, on_attempt_deadline,
+                 a->deadline > now ? a->deadline - now : 1, 0);
 }
 
 static int resolve(const char *host, uint16_t port,
@@ -433,6 +451,7 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
   dr_decoder_init(&a->dec, &o->limits);
   a->backoff_ms = 10;
   a->deadline = uv_now(loop) + o->connect_timeout_ms;
+  a->connect_ms = o->connect_timeout_ms;
   uv_timer_init(loop, &a->retry);
   a->retry.data = a;
   a->handles = 1;
@@ -450,6 +469,17 @@ const char *dr_arz_resolve_error(const dr_arz_t *a) {
     return NULL;
   return a->gai_err == EAI_SYSTEM ? dr_strerror(a->last_err)
                                   : gai_strerror(a->gai_err);
+}
+
+void dr_arz_set_user_timeout(dr_arz_t *a, uint32_t ms) {
+  if (a == NULL || a->user_timeout_ms == ms)
+    return;
+  a->user_timeout_ms = ms;
+  uv_os_fd_t fd;
+  unsigned ut = ms;
+  if (a->tcp_open && a->state != ARZ_CONNECTING &&
+      uv_fileno((uv_handle_t *)&a->tcp, &fd) == 0)
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
 }
 
 uint64_t dr_arz_idle_ms(const dr_arz_t *a) {

@@ -23,6 +23,7 @@ void dr__agent_send_resume(dr_agent_t *ag) {
   q.nproc = ag->nproc;
   q.restart_count = ag->asg.restart_count;
   memcpy(q.resume_token, ag->asg.resume_token, sizeof(q.resume_token));
+  q.term = ag->asg.term;
   if (dr_arz_resume(ag->arz, &q) == 0)
     ag->resume_pending = 1;
 }
@@ -30,6 +31,7 @@ void dr__agent_send_resume(dr_agent_t *ag) {
 /* The server took this node back: what it may have missed follows. */
 void dr__agent_on_resumed(dr_agent_t *ag) {
   ag->resume_pending = 0;
+  dr__failover_settled(ag);
   double away = (uv_now(&ag->loop) - ag->lost_ms) / 1000.0;
   DR_SAY(DR_LOG_INFO, "back in generation %llu as node %u after %.1f s "
           "without the rendezvous server; the workers kept running",

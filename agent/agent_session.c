@@ -78,15 +78,19 @@ static void on_lost(void *arg, int code, const char *why) {
   if (!ag->reconnecting) {
     ag->reconnecting = 1;
     ag->lost_ms = uv_now(&ag->loop);
+    /* Last heard: a connection that timed out was silent before it was
+     * lost (agent_failover.c counts from then). */
+    uint64_t idle = ag->arz != NULL ? dr_arz_idle_ms(ag->arz) : 0;
+    ag->heard_ms = ag->lost_ms - (idle < ag->lost_ms ? idle : ag->lost_ms);
     ag->n_same_loss = 0;
     snprintf(ag->last_loss, sizeof(ag->last_loss), "%s", why);
     if (ag->have_asg && ag->n_alive > 0)
       DR_SAY(DR_LOG_WARN, "%s; the workers keep running; reconnecting to "
-              "%s:%u", why, ag->cfg->server_host, ag->cfg->server_port);
+              "%s:%u", why, ag->srv_host, ag->srv_port);
     else
       DR_SAY(DR_LOG_WARN, "%s; reconnecting to %s:%u for up to %.0f s "
-              "(join_timeout)", why, ag->cfg->server_host,
-              ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
+              "(join_timeout)", why, ag->srv_host,
+              ag->srv_port, ag->o->join_timeout_ms / 1000.0);
   } else if (strcmp(why, ag->last_loss) != 0) {
     if (ag->n_same_loss > 0)
       DR_SAY(DR_LOG_WARN, "(%u more attempts ended the same way)",
@@ -97,10 +101,16 @@ static void on_lost(void *arg, int code, const char *why) {
   } else {
     ag->n_same_loss++; /* said once: a flood of the same line helps nobody */
   }
+  if (!config && dr__failover_on_lost(ag, code)) {
+    /* The next place of the rendezvous (agent_failover.c). */
+    dr_arz_close(&ag->arz);
+    uv_timer_start(&ag->retry_timer, on_retry_reconnect, 50, 0);
+    return;
+  }
   if (reconnect_expired(ag)) {
     DR_SAY(DR_LOG_ERROR, "gave up reconnecting to the rendezvous server "
-            "%s:%u after join_timeout=%.3g s", ag->cfg->server_host,
-            ag->cfg->server_port, ag->o->join_timeout_ms / 1000.0);
+            "%s:%u after join_timeout=%.3g s", ag->srv_host,
+            ag->srv_port, ag->o->join_timeout_ms / 1000.0);
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_EXIT);
     return;
@@ -125,22 +135,27 @@ static void on_ready(void *arg) {
   /* else: stopping to rejoin; the JOIN follows the stop */
 }
 
+uint32_t dr__agent_user_timeout_ms(const dr_agent_t *ag) {
+  uint32_t hb4 = 4 * ag->o->heartbeat_timeout_ms;
+  return dr__failover_user_timeout_ms(ag, hb4 < 10000 ? 10000 : hb4);
+}
+
 static int start_arz(dr_agent_t *ag) {
   dr_arz_opts_t ao;
   memset(&ao, 0, sizeof(ao));
-  ao.host = ag->cfg->server_host;
-  ao.port = ag->cfg->server_port;
+  ao.host = ag->srv_host;
+  ao.port = ag->srv_port;
   ao.run_id = ag->o->rdzv_id;
   ao.client_host = ag->cfg->hostname;
   ao.secret = ag->cfg->secret;
   ao.secret_len = ag->cfg->secret_len;
-  ao.connect_timeout_ms = ag->o->join_timeout_ms;
+  /* Where the rendezvous may move, the lost server is tried for the
+   * heartbeat timeout, then each place for as long (agent_failover.c). */
+  ao.connect_timeout_ms = dr__failover_connect_ms(ag, ag->o->join_timeout_ms);
   /* A server host that vanished without a FIN: its unacknowledged
    * heartbeats end the connection after this, and the agent reconnects. A
    * stopped server process still acknowledges (its kernel does). */
-  ao.user_timeout_ms = 4 * ag->o->heartbeat_timeout_ms < 10000
-                           ? 10000
-                           : 4 * ag->o->heartbeat_timeout_ms;
+  ao.user_timeout_ms = dr__agent_user_timeout_ms(ag);
   ao.limits = dr_limits_default();
   ao.clock_skew_us = ag->clock_skew_us;
   dr_arz_cb_t cb = {on_ready, dr__agent_on_event, on_lost, ag};
@@ -148,8 +163,15 @@ static int start_arz(dr_agent_t *ag) {
   int rc = dr_arz_start(&ag->loop, &ao, &cb, &ag->arz);
   if (rc != 0)
     DR_SAY(DR_LOG_ERROR, "cannot start the rendezvous client for '%s' "
-            "(%s)", ag->cfg->server_host, dr_strerror(rc));
+            "(%s)", ag->srv_host, dr_strerror(rc));
   return rc;
+}
+
+void dr__agent_reconnect_soon(dr_agent_t *ag) {
+  ag->arz_ready = 0;
+  ag->resume_pending = 0;
+  ag->reconnecting = 1;
+  uv_timer_start(&ag->retry_timer, on_retry_reconnect, 50, 0);
 }
 
 static void reconnect(dr_agent_t *ag) {
@@ -171,14 +193,14 @@ static void on_heartbeat(uv_timer_t *t) {
       idle > 2ull * ag->o->heartbeat_timeout_ms) {
     DR_SAY(DR_LOG_WARN, "the rendezvous server %s:%u has been silent for "
             "%.1f s (stopped or paused?); the workers keep running",
-            ag->cfg->server_host, ag->cfg->server_port, idle / 1000.0);
+            ag->srv_host, ag->srv_port, idle / 1000.0);
     ag->silent_warned = 1;
   }
   if (ag->state == DR_AG_WAITING && idle > ag->o->join_timeout_ms) {
     /* Workers done, their report sent, and no order for join_timeout. */
     DR_SAY(DR_LOG_ERROR, "the rendezvous server %s:%u has been silent "
             "for %.0f s while this node waits for its order; giving up",
-            ag->cfg->server_host, ag->cfg->server_port, idle / 1000.0);
+            ag->srv_host, ag->srv_port, idle / 1000.0);
     dr__agent_end(ag, DR_END_LOCAL, DR_EXIT_COMM);
     dr__agent_finish(ag);
     return;

@@ -197,8 +197,8 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w, uint64_t ckpt_step) {
   e.restart_count = a->restart_count;
   e.max_restarts = a->max_restarts;
   e.gen = a->gen;
-  e.rdzv_host = ag->cfg->server_host;
-  e.rdzv_port = ag->cfg->server_port;
+  e.rdzv_host = ag->srv_host;
+  e.rdzv_port = ag->srv_port;
   e.bootstrap = a->bootstrap;
   e.bootstrap_len = a->bootstrap_len;
   e.error_file = w->error_file;

@@ -363,6 +363,7 @@ void dr_assignment_free(dr_assignment_t *a) {
   free(a->master_addr);
   free(a->bootstrap);
   free(a->peers);
+  free(a->successors);
   memset(a, 0, sizeof(*a));
 }
 

@@ -141,6 +141,10 @@ typedef struct {
   uint64_t ckpt_step;  /* the round's newest checkpoint, DR_NONE: none */
   dr_peer_t *peers;    /* n_peers, for checkpoints (replicas, holders) */
   size_t n_peers;
+  uint64_t term;        /* the assigning server's term */
+  uint32_t server_node; /* node rank hosting it, DR_NO_RANK: none */
+  dr_peer_t *successors; /* n_successors: where the rendezvous moves */
+  size_t n_successors;
 } dr_assignment_t;
 
 void dr_assignment_free(dr_assignment_t *a);

@@ -55,7 +55,9 @@
   X(DR_ESEQUENCE, "message not allowed in this state")                       \
   X(DR_EUNEXPECTED, "unexpected message type in reply")                     \
   X(DR_ENOTREG, "not a regular file (a FIFO, device or socket)")            \
-  X(DR_ECHECKSUM, "checksum mismatch (the data changed on the way)")
+  X(DR_ECHECKSUM, "checksum mismatch (the data changed on the way)")         \
+  X(DR_ESTANDBY, "a standby rendezvous server: not serving the job now")      \
+  X(DR_ESUPERSEDED, "a rendezvous server of a higher term serves the job")
 
 /* The process group of train (worker/comm/pg.h): collectives. */
 #define DR_PG_ERRNO_MAP(X)                                                   \

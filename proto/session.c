@@ -109,8 +109,10 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   out->bootstrap = malloc((size_t)a->bootstrap.len + 1);
   out->peers = calloc(a->peers.count > 0 ? a->peers.count : 1,
                       sizeof(*out->peers));
+  out->successors = calloc(a->successors.count > 0 ? a->successors.count : 1,
+                           sizeof(*out->successors));
   if (out->master_addr == NULL || out->bootstrap == NULL ||
-      out->peers == NULL) {
+      out->peers == NULL || out->successors == NULL) {
     dr_assignment_free(out);
     return -ENOMEM;
   }
@@ -132,16 +134,22 @@ int dr_assignment_copy(const dr_assign_t *a, dr_assignment_t *out) {
   out->clock_uncertainty_us = a->clock_uncertainty_us;
   memcpy(out->resume_token, a->resume_token, sizeof(out->resume_token));
   out->ckpt_step = a->ckpt_step;
-  uint32_t pos = 0;
-  dr_peer_rec_t p;
-  while (dr_peer_rec_next(&a->peers, &pos, &p)) { /* checked by the view */
-    dr_peer_t *q = &out->peers[out->n_peers++];
-    q->node_rank = p.node_rank;
-    q->port = p.port;
-    q->roles = p.roles;
-    q->ckpt_step = p.ckpt_step;
-    memcpy(q->addr, p.addr.p, p.addr.len);
-    q->addr[p.addr.len] = '\0';
+  out->term = a->term;
+  out->server_node = a->server_node;
+  const dr_list_t *lists[2] = {&a->peers, &a->successors};
+  for (int l = 0; l < 2; l++) {
+    uint32_t pos = 0;
+    dr_peer_rec_t p;
+    while (dr_peer_rec_next(lists[l], &pos, &p)) { /* checked by the view */
+      dr_peer_t *q = l == 0 ? &out->peers[out->n_peers++]
+                            : &out->successors[out->n_successors++];
+      q->node_rank = p.node_rank;
+      q->port = p.port;
+      q->roles = p.roles;
+      q->ckpt_step = p.ckpt_step;
+      memcpy(q->addr, p.addr.p, p.addr.len);
+      q->addr[p.addr.len] = '\0';
+    }
   }
   return 0;
 }

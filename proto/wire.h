@@ -46,9 +46,9 @@
 #include <stdint.h>
 
 #define DR_PROTO_MAGIC 0x4452u
-#define DR_PROTO_VERSION 3u
+#define DR_PROTO_VERSION 4u
 #define DR_FRAME_HDR_LEN 12u
-#define DR_MAX_FIELDS 16u
+#define DR_MAX_FIELDS 20u
 #define DR_NONE UINT64_MAX
 #define DR_NONCE_LEN 32u
 #define DR_MAC_LEN 32u
@@ -94,22 +94,29 @@
   /* ckpt_port: the port of the agent's checkpoint peer (0: none);        \
    * ckpt_step: the newest complete checkpoint in its --ckpt-dir          \
    * (DR_NONE: none) */                                                      \
-  X(JOIN, 17, "sssuuubuuuuu",                                                \
+  /* standby_port: the port of its agent's standby rendezvous server (0:  \
+   * none); term: the highest server term it has seen (0: none);           \
+   * hosts_server: 1 when the server it joins runs in its ddprun */          \
+  X(JOIN, 17, "sssuuubuuuuuuuu",                                             \
     "run_id, host, addr, nproc, node_rank (DR_NONE = any), "                 \
     "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us, "       \
-    "ckpt_port, ckpt_step")                                                  \
+    "ckpt_port, ckpt_step, standby_port, term, hosts_server")               \
   /* clock_offset_us: server minus node (two's complement), the estimate   \
    * the workers of this generation get; clock_uncertainty_us: its bound   \
    * (half a round trip), DR_NONE when the server has no estimate;         \
    * resume_token: DR_RESUME_TOKEN_LEN bytes; ckpt_step: the newest        \
    * checkpoint any node of the round holds (DR_NONE: none); peers: the    \
    * nodes this one copies its checkpoints to and restores from (peer      \
-   * records, at most DR_PEERS_MAX) */                                       \
-  X(ASSIGN, 18, "uuuuusubuuuubuB",                                           \
+   * records, at most DR_PEERS_MAX); term: the server's; server_node: the  \
+   * node rank whose ddprun hosts the server (DR_NONE: none of them);      \
+   * successors: where the rendezvous moves if the server is lost (peer    \
+   * records of role DR_PEER_SUCCESSOR, port: a standby server's, in node  \
+   * rank order, at most DR_SUCCESSORS_MAX; none when it cannot move) */   \
+  X(ASSIGN, 18, "uuuuusubuuuubuBuuB",                                        \
     "gen, node_rank, nnodes, world_size, first_rank, master_addr, "          \
     "master_port, bootstrap, restart_count, max_restarts, "                  \
     "clock_offset_us, clock_uncertainty_us, resume_token, ckpt_step, "       \
-    "peers")                                                                 \
+    "peers, term, server_node, successors")                                 \
   /* both ways; the server's carries only its tx_us */                       \
   X(HEARTBEAT, 19, "uuuu", "gen, echo_us, echo_rx_us, tx_us")                \
   /* message: at most DR_FAILURE_MSG_MAX bytes */                            \
@@ -123,9 +130,9 @@
    * generation it was assigned: claims its place again with the token of  \
    * its ASSIGN (OK, or ERROR DR_ESTALE when the server cannot take it     \
    * back) */                                                                \
-  X(RESUME, 24, "ssuuuuuuuuub",                                              \
+  X(RESUME, 24, "ssuuuuuuuuubu",                                             \
     "run_id, host, gen, node_rank, nnodes, world_size, nproc, "              \
-    "restart_count, echo_us, echo_rx_us, tx_us, resume_token")               \
+    "restart_count, echo_us, echo_rx_us, tx_us, resume_token, term")         \
   /* agent -> server: this node leaves on purpose (a signal to ddprun) */   \
   X(LEAVE, 25, "uub", "gen, signal, reason")                                 \
   /* server -> the nodes waiting in a forming round, pushed: who is in and \
@@ -335,6 +342,9 @@ typedef struct {
   dr_clock_stamp_t clock;
   uint32_t ckpt_port;   /* its agent's checkpoint peer, 0 = none */
   uint64_t ckpt_step;   /* newest complete checkpoint it holds, DR_NONE */
+  uint32_t standby_port; /* its standby rendezvous server, 0 = none */
+  uint64_t term;        /* the highest server term it has seen, 0: none */
+  uint32_t hosts_server; /* 1: the server runs in this node's ddprun */
 } dr_join_t;
 
 typedef struct {
@@ -357,6 +367,13 @@ typedef struct {
   const struct dr_peer_rec *peer_recs;
   size_t n_peer_recs;
   dr_list_t peers;
+  uint64_t term;        /* the server's term (1: the job's first server) */
+  uint32_t server_node; /* node rank hosting the server, DR_NO_RANK: none */
+  /* Where the rendezvous moves (as peers above: encoding from succ_recs,
+   * decoded into the list successors). */
+  const struct dr_peer_rec *succ_recs;
+  size_t n_succ_recs;
+  dr_list_t successors;
 } dr_assign_t;
 
 /* How a worker failed, as its agent saw it. X(NAME, value, doc). */
@@ -401,6 +418,7 @@ typedef struct {
   uint32_t restart_count;
   dr_clock_stamp_t clock;
   uint8_t resume_token[DR_RESUME_TOKEN_LEN]; /* from gen's ASSIGN */
+  uint64_t term;         /* the term of the server that assigned gen */
 } dr_resume_t;
 
 typedef struct {
@@ -680,6 +698,9 @@ int dr_msg_stack_dump(const dr_msg_t *msg, dr_stack_dump_t *out);
 #define DR_PEER_HOLDER 2u  /* holds the round's newest checkpoint: a node
                               without it restores it from there */
 #define DR_PEERS_MAX 12u   /* records in one ASSIGN at most */
+#define DR_PEER_SUCCESSOR 4u /* in successors: a node whose agent holds a
+                                standby rendezvous server at port */
+#define DR_SUCCESSORS_MAX 8u /* successors in one ASSIGN at most */
 typedef struct dr_peer_rec {
   uint32_t node_rank;
   uint32_t port;       /* its agent's checkpoint port */

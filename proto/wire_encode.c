@@ -200,6 +200,9 @@ int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j) {
   put_clock(&f, &j->clock);
   dr__put_u64(&f, j->ckpt_port);
   dr__put_u64(&f, j->ckpt_step);
+  dr__put_u64(&f, j->standby_port);
+  dr__put_u64(&f, j->term);
+  dr__put_u64(&f, j->hosts_server);
   return dr__frame_end(&f);
 }
 
@@ -222,6 +225,9 @@ int dr_enc_assign(dr_buf_t *b, uint32_t req, const dr_assign_t *a) {
   dr__put_bytes(&f, (dr_bytes_t){a->resume_token, DR_RESUME_TOKEN_LEN});
   dr__put_u64(&f, a->ckpt_step);
   put_peer_recs(&f, a->peer_recs, a->n_peer_recs);
+  dr__put_u64(&f, a->term);
+  dr__put_u64(&f, a->server_node);
+  put_peer_recs(&f, a->succ_recs, a->n_succ_recs);
   return dr__frame_end(&f);
 }
 
@@ -280,6 +286,7 @@ int dr_enc_resume(dr_buf_t *b, uint32_t req, const dr_resume_t *r) {
   dr__put_u64(&f, r->restart_count);
   put_clock(&f, &r->clock);
   dr__put_bytes(&f, (dr_bytes_t){r->resume_token, DR_RESUME_TOKEN_LEN});
+  dr__put_u64(&f, r->term);
   return dr__frame_end(&f);
 }
 

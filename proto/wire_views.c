@@ -130,6 +130,11 @@ int dr_msg_join(const dr_msg_t *m, dr_join_t *o) {
     return DR_EBADARG;
   o->ckpt_port = (uint32_t)m->f[10].u;
   o->ckpt_step = m->f[11].u;
+  if (m->f[12].u > 65535 || m->f[14].u > 1)
+    return DR_EBADARG;
+  o->standby_port = (uint32_t)m->f[12].u;
+  o->term = m->f[13].u;
+  o->hosts_server = (uint32_t)m->f[14].u;
   return 0;
 }
 
@@ -160,6 +165,14 @@ int dr_msg_assign(const dr_msg_t *m, dr_assign_t *o) {
   o->peer_recs = NULL;
   o->n_peer_recs = 0;
   o->peers = m->f[14].l;
+  if (!fits_u32(m->f[16].u) || m->f[17].l.count > DR_SUCCESSORS_MAX ||
+      dr_peer_list_check(&m->f[17].l) != 0)
+    return DR_EBADARG;
+  o->term = m->f[15].u;
+  o->server_node = (uint32_t)m->f[16].u;
+  o->succ_recs = NULL;
+  o->n_succ_recs = 0;
+  o->successors = m->f[17].l;
   return 0;
 }
 
@@ -230,6 +243,7 @@ int dr_msg_resume(const dr_msg_t *m, dr_resume_t *o) {
   if (m->f[11].b.len != DR_RESUME_TOKEN_LEN)
     return DR_EBADARG;
   memcpy(o->resume_token, m->f[11].b.p, DR_RESUME_TOKEN_LEN);
+  o->term = m->f[12].u;
   return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "bind.h"
 #include "diag_cmd.h"
+#include "hosted.h"
 #include "errors.h"
 #include "log.h"
 #include "options.h"
@@ -26,51 +27,6 @@
 #include "watchdog.h"
 
 extern char **environ;
-
-/* The in-process rendezvous server, on a loop of its own in a thread. */
-typedef struct {
-  dr_server_config_t cfg;
-  uv_loop_t loop;
-  uv_thread_t thread;
-  uv_sem_t started;
-  dr_server_t *srv;
-  int rc;
-  char err[256];
-  uint16_t port;
-  uint16_t metrics_port; /* 0 when off */
-} hosted_t;
-
-static void server_thread(void *arg) {
-  hosted_t *h = arg;
-  h->rc = dr_server_start(&h->loop, &h->cfg, &h->srv, h->err, sizeof(h->err));
-  if (h->rc == 0) {
-    h->port = dr_server_port(h->srv);
-    h->metrics_port = dr_server_metrics_port(h->srv);
-  }
-  uv_sem_post(&h->started);
-  uv_run(&h->loop, UV_RUN_DEFAULT);
-}
-
-static int host_start(hosted_t *h) {
-  uv_loop_init(&h->loop);
-  uv_sem_init(&h->started, 0);
-  if (uv_thread_create(&h->thread, server_thread, h) != 0) {
-    snprintf(h->err, sizeof(h->err), "cannot start the server thread");
-    return -EAGAIN;
-  }
-  uv_sem_wait(&h->started);
-  if (h->rc != 0) {
-    uv_thread_join(&h->thread);
-    uv_loop_close(&h->loop);
-  }
-  return h->rc;
-}
-
-static void host_stop(hosted_t *h) {
-  dr_server_request_stop(h->srv);
-  uv_thread_join(&h->thread);
-  uv_loop_close(&h->loop);
-}
 
 /* 1 when host (a name or an address) resolves to an address of this host,
  * that is, one it can bind; 0 otherwise or when it does not resolve. */
@@ -187,7 +143,8 @@ int main(int argc, char **argv) {
   char *path = NULL;
   uint8_t *secret = NULL;
   size_t secret_len = 0;
-  hosted_t *hosted = NULL;
+  dr_hosted_t *hosted = NULL;
+  dr_hosted_t *standby = NULL;
 
   char hostname[256];
   if (gethostname(hostname, sizeof(hostname)) != 0)
@@ -288,7 +245,8 @@ int main(int argc, char **argv) {
     c->secret_len = secret_len;
     c->log_dir = o.log_dir;
     c->metrics_port = o.metrics_port;
-    rc = host_start(hosted);
+    c->failover = !o.standalone;
+    rc = dr_hosted_start(hosted);
     if (rc == UV_EADDRINUSE && !o.standalone && o.is_host != 1) {
       /* Another ddprun on this host serves the endpoint: join it. */
       free(hosted);
@@ -305,6 +263,36 @@ int main(int argc, char **argv) {
       if (hosted->metrics_port != 0)
         DR_INFO("serving metrics on http://%s:%u/metrics and /healthz",
                 bind_host, hosted->metrics_port);
+    }
+  }
+
+  if (!host_it && o.max_nodes >= 3) {
+    /* A standby server: the rendezvous outlives its host (hosted.h). */
+    standby = calloc(1, sizeof(*standby));
+    if (standby == NULL)
+      goto out;
+    dr_server_config_t *c = &standby->cfg;
+    dr_server_config_default(c);
+    c->host = "0.0.0.0";
+    c->port = 0;
+    c->run_id = o.rdzv_id;
+    c->min_nodes = o.min_nodes;
+    c->max_nodes = o.max_nodes;
+    c->max_restarts = o.max_restarts;
+    c->heartbeat_timeout_ms = o.heartbeat_timeout_ms;
+    c->last_call_timeout_ms = o.last_call_timeout_ms;
+    c->replacement_timeout_ms = o.replacement_timeout_ms;
+    c->secret = secret;
+    c->secret_len = secret_len;
+    c->log_dir = o.log_dir;
+    c->failover = 1;
+    c->standby = 1;
+    if (dr_hosted_start(standby) != 0) {
+      DR_WARN("no standby rendezvous server on this node (%s): the job "
+              "cannot move its rendezvous here if its server is lost",
+              standby->err);
+      free(standby);
+      standby = NULL;
     }
   }
 
@@ -325,14 +313,23 @@ int main(int argc, char **argv) {
   ac.watchdog_fd = watchdog_fd;
   ac.watchdog_pid = watchdog_pid;
   ac.server_in_process = hosted != NULL;
+  if (standby != NULL) {
+    ac.standby_port = standby->port;
+    ac.takeover = dr_hosted_takeover;
+    ac.takeover_arg = standby;
+  }
   watchdog_fd = -1; /* the agent stops it */
   code = dr_agent_run(&ac);
 
 out:
   dr_watchdog_stop(&watchdog_fd, watchdog_pid);
   if (hosted != NULL) {
-    host_stop(hosted);
+    dr_hosted_stop(hosted);
     free(hosted);
+  }
+  if (standby != NULL) {
+    dr_hosted_stop(standby);
+    free(standby);
   }
   if (secret != NULL)
     dr_auth_secret_free(&secret, secret_len);

@@ -60,6 +60,8 @@ int dr_rdzv_init(dr_rdzv_t *r, const dr_rdzv_config_t *cfg, uint64_t now) {
   r->state = DR_JOB_FORMING;
   r->gen = 1;
   r->now = now;
+  r->server_node = DR_NO_RANK;
+  r->moved_lost = DR_NO_RANK;
   r->rank_holder = calloc(cfg->max_nodes, sizeof(*r->rank_holder));
   if (r->rank_holder == NULL)
     return -ENOMEM;
@@ -230,6 +232,7 @@ void dr__rdzv_try_complete(dr_rdzv_t *r) {
       a->ckpt_step = st;
   }
   dr__rdzv_peers_index(r);
+  dr__term_index(r);
   /* A token of the generation's own, for its nodes' RESUMEs. */
   uint8_t nonce[DR_NONCE_LEN];
   dr_auth_nonce(nonce);
@@ -285,6 +288,8 @@ void dr__rdzv_update_last_call(dr_rdzv_t *r) {
 /* Ends the running generation: every assigned node is told to restart and
  * rejoin; nodes that were waiting join the new round directly. */
 static void open_generation(dr_rdzv_t *r, const char *reason) {
+  if (!dr__term_may_act(r, reason))
+    return; /* a majority first (rdzv_core_term.c) */
   r->holding = 0;
   r->gen++;
   r->state = DR_JOB_FORMING;

@@ -55,6 +55,14 @@ typedef struct {
   uint32_t replacement_timeout_ms;
   int allow_mixed_nproc;
   int events;                   /* emit DR_RDZV_EVENT orders */
+  /* The rendezvous outlives its host (rdzv_core_term.c): this server's
+   * term (0 is read as 1); failover: the server runs in a node's ddprun,
+   * so a generation of 3 or more nodes gets successors and every server
+   * acts on it only with a majority of its nodes; standby: a successor's
+   * server that serves no one until dr_rdzv_takeover(). */
+  uint64_t term;
+  int failover;
+  int standby;
 } dr_rdzv_config_t;
 
 /* A connection as the core sees it. */
@@ -80,6 +88,8 @@ struct dr_node {
   uint32_t port_offer;
   uint32_t ckpt_port;     /* its agent's checkpoint peer, 0: none */
   uint64_t ckpt_step;     /* the newest checkpoint it holds, DR_NONE */
+  uint32_t standby_port;  /* its agent's standby server, 0: none */
+  int hosts_server;       /* this server runs in its ddprun */
   uint8_t *boot;          /* bootstrap offer */
   uint32_t boot_len;
   uint32_t node_rank;     /* valid once assigned */
@@ -229,6 +239,21 @@ typedef struct {
   uint64_t failures;       /* worker failures reported (for metrics) */
   uint64_t nodes_lost;     /* nodes dropped: closed or silent */
   uint64_t joins_refused;  /* JOINs answered with an error */
+  /* The rendezvous outlives its host (rdzv_core_term.c): the running
+   * generation's successors (indices into round, by node rank) and the
+   * node that hosts this server (DR_NO_RANK: none); a deferred action
+   * that waits for a majority of the generation's nodes to be heard since
+   * q_since (until q_due, then the server steps down); a takeover's place
+   * of the lost server's node, lost once the others have resumed. */
+  uint32_t succ[DR_SUCCESSORS_MAX];
+  size_t n_succ;
+  uint32_t server_node;
+  int q_waiting, q_granted;
+  uint64_t q_since, q_due;
+  char q_reason[1200];
+  uint32_t moved_lost;     /* DR_NO_RANK: no takeover pending */
+  char moved_text[600];
+  int stepped_down;
   /* The outbox: orders, and blocks of their texts. */
   dr_rdzv_order_t *out;
   size_t n_out, cap_out;
@@ -255,6 +280,30 @@ typedef struct {
   const uint32_t *nprocs;
 } dr_rdzv_saved_t;
 int dr_rdzv_restore(dr_rdzv_t *r, const dr_rdzv_saved_t *st, uint64_t now);
+
+/* A successor's standby server takes the job over (rdzv_core_term.c),
+ * from what its agent knows of the generation its workers ran (its
+ * ASSIGN of term - 1): the generation, its token and shape, the restarts
+ * used, the hosts of its places (hosts[i], "" when unknown), and the node
+ * whose server was lost (lost_node, lost_host), whose place is lost once
+ * every other place is claimed or the resume window ends. self_host names
+ * this server's host in what it says. 0 or -ENOMEM. */
+typedef struct {
+  uint64_t term;
+  uint64_t gen;
+  uint32_t restarts_used;
+  uint32_t nnodes, world;
+  uint8_t token[DR_RESUME_TOKEN_LEN];
+  const char *const *hosts;
+  uint32_t lost_node;
+  const char *lost_host, *self_host;
+} dr_rdzv_takeover_t;
+int dr_rdzv_takeover(dr_rdzv_t *r, const dr_rdzv_takeover_t *t, uint64_t now);
+
+/* The running generation's successors, for node node_rank's ASSIGN: into
+ * out[max] (max <= DR_SUCCESSORS_MAX), records borrowing the nodes'
+ * addresses. Returns how many (0 when the rendezvous cannot move). */
+size_t dr_rdzv_successors(const dr_rdzv_t *r, dr_peer_rec_t *out, size_t max);
 
 /* ---- events ------------------------------------------------------------ */
 

@@ -61,6 +61,8 @@ static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
   n->port_offer = j->master_port_offer;
   n->ckpt_port = j->ckpt_port;
   n->ckpt_step = j->ckpt_step;
+  n->standby_port = j->standby_port;
+  n->hosts_server = j->hosts_server != 0;
   return n;
 }
 
@@ -159,7 +161,7 @@ void dr_rdzv_join(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
   r->now = now;
   char host[256];
   copy_str(host, sizeof(host), j->host);
-  if (join_refused(r, p, req, j, host)) {
+  if (join_refused(r, p, req, j, host) || dr__term_refuse(r, p, req, j->term)) {
     r->joins_refused++;
     return;
   }

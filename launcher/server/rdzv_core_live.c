@@ -95,6 +95,8 @@ void dr_rdzv_failure(dr_rdzv_t *r, dr_rdzv_peer_t *p, const dr_failure_t *f,
                  f->gen, f->rank, f->exit_code, f->signal,
                  dr_fail_kind_name(f->kind),
                  dr_json_escape(what, esc, sizeof(esc)));
+  if (r->q_waiting)
+    return; /* acting on an earlier cause once a majority is heard */
   int code = f->signal != 0 ? 128 + f->signal : f->exit_code;
   /* A worker's own communication failure may echo another failure, and
    * so may a verdict on a rank that only waited (the culprit may be on
@@ -186,6 +188,7 @@ static int one_silent(dr_rdzv_t *r, uint64_t now) {
 
 void dr_rdzv_tick(dr_rdzv_t *r, uint64_t now) {
   r->now = now;
+  dr__term_tick(r, now); /* a takeover's lost place before the window's */
   dr__resume_tick(r, now);
   if (r->last_call_at != 0 && now >= r->last_call_at &&
       r->state == DR_JOB_FORMING)
@@ -221,11 +224,12 @@ void dr_rdzv_tick(dr_rdzv_t *r, uint64_t now) {
 
 uint64_t dr_rdzv_next_due(const dr_rdzv_t *r) {
   uint64_t due = 0;
-  uint64_t at[4] = {r->state == DR_JOB_FORMING ? r->last_call_at : 0,
+  uint64_t at[5] = {r->state == DR_JOB_FORMING ? r->last_call_at : 0,
                     r->holding ? r->hold_at : 0,
                     r->resuming || r->claiming ? r->resume_deadline + 1 : 0,
-                    r->state == DR_JOB_FORMING ? r->replace_at : 0};
-  for (int i = 0; i < 4; i++)
+                    r->state == DR_JOB_FORMING ? r->replace_at : 0,
+                    r->q_waiting ? r->q_due : 0};
+  for (int i = 0; i < 5; i++)
     if (at[i] != 0 && (due == 0 || at[i] < due))
       due = at[i];
   return due;

@@ -138,6 +138,13 @@ static void claim(dr_rdzv_t *r, dr_node_t *n, const dr_claim_t *cl) {
           "(world size %u); no restart", r->gen, r->n_round, world);
 }
 
+/* After a claim: a takeover loses the old server's place once the others
+ * are claimed (rdzv_core_term.c). */
+static void claimed(dr_rdzv_t *r, dr_node_t *n, const dr_claim_t *cl) {
+  claim(r, n, cl);
+  dr__term_tick(r, r->now);
+}
+
 /* A RESUME within every job's bounds and this server's: 0, or
  * DR_EBADARG with the reason sent. */
 static int check_bounds(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
@@ -231,7 +238,7 @@ static void resume_known(dr_rdzv_t *r, const dr_claim_t *cl) {
                  cl->nproc);
     return;
   }
-  claim(r, n, cl);
+  claimed(r, n, cl);
 }
 
 /* ---- claims held by a server that knows no token ------------------------ */
@@ -429,6 +436,8 @@ void dr_rdzv_resume(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
                    "node of generation %" PRIu64, r->gen);
     return;
   }
+  if (dr__term_refuse(r, p, req, q->term))
+    return;
   dr_claim_t cl = {p, req, q->gen, q->node_rank, q->nnodes, q->world_size,
                    q->nproc, q->restart_count, {0}, {0}};
   memcpy(cl.token, q->resume_token, sizeof(cl.token));

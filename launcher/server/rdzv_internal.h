@@ -74,4 +74,21 @@ void dr__resume_drop_peer(dr_rdzv_t *r, dr_rdzv_peer_t *p);
 void dr__resume_tick(dr_rdzv_t *r, uint64_t now);
 void dr__resume_free(dr_rdzv_t *r);
 
+/* rdzv_core_term.c. A JOIN or RESUME of term (what its node has seen):
+ * refused (1) by a standby, or by a server that a higher term replaced
+ * (which steps down); 0 when it goes on. */
+int dr__term_refuse(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req,
+                    uint64_t term);
+/* 1 when the server may end the running generation with reason now; 0
+ * when it must first hear a majority of the generation's nodes (the
+ * action is then deferred and taken, or the server steps down, at a
+ * tick). */
+int dr__term_may_act(dr_rdzv_t *r, const char *reason);
+/* The time passed: a deferred action, a takeover's lost place. */
+void dr__term_tick(dr_rdzv_t *r, uint64_t now);
+/* A round completed: its successors and the node hosting the server. */
+void dr__term_index(dr_rdzv_t *r);
+/* The server stops serving the job: its nodes are told why (STOP). */
+void dr__term_step_down(dr_rdzv_t *r, const char *why);
+
 #endif /* DR_RDZV_INTERNAL_H */

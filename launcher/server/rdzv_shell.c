@@ -54,7 +54,10 @@ int dr__rdzv_init(dr_server_t *s) {
                         s->cfg.last_call_timeout_ms,
                         s->cfg.replacement_timeout_ms,
                         s->cfg.allow_mixed_nproc,
-                        s->events != NULL};
+                        s->events != NULL,
+                        s->cfg.term,
+                        s->cfg.failover,
+                        s->cfg.standby};
   uv_timer_init(s->loop, &s->rdzv_timer);
   s->rdzv_timer.data = s;
   s->n_handles_open++;
@@ -89,6 +92,9 @@ static void carry_out(dr_server_t *s, const dr_rdzv_order_t *o) {
     a.first_rank = o->first_rank;
     a.peer_recs = peers;
     a.n_peer_recs = dr_rdzv_peers(r, o->node_rank, peers, DR_PEERS_MAX);
+    dr_peer_rec_t succ[DR_SUCCESSORS_MAX];
+    a.succ_recs = succ;
+    a.n_succ_recs = dr_rdzv_successors(r, succ, DR_SUCCESSORS_MAX);
     dr__clock_assign(c, &a);
     rc = dr_enc_assign(&s->out, o->req, &a);
     break;

@@ -238,6 +238,7 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   uv_timer_start(&s->sweep, on_sweep, tick, tick);
   uv_async_init(loop, &s->stop_async, on_stop_async);
   s->stop_async.data = s;
+  dr__takeover_init(s);
   uv_check_init(loop, &s->reaper);
   s->reaper.data = s;
   uv_timer_init(loop, &s->drain);
@@ -300,6 +301,7 @@ void dr_server_close(dr_server_t **sp) {
   dr__listen_close(s);
   uv_close((uv_handle_t *)&s->sweep, on_handle_closed);
   uv_close((uv_handle_t *)&s->stop_async, on_handle_closed);
+  dr__takeover_close(s);
   uv_close((uv_handle_t *)&s->reaper, on_handle_closed);
   uv_close((uv_handle_t *)&s->drain, on_handle_closed);
   dr__server_handle_closed(s);

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "rdzv_core.h"
 #include "wire.h"
 
 typedef struct dr_server dr_server_t;
@@ -54,6 +55,13 @@ typedef struct {
    * dr_server_metrics_port(). Bound to metrics_host, or to host when NULL. */
   int32_t metrics_port;
   const char *metrics_host;
+  /* The rendezvous outlives its host (rdzv_core_term.c): the term of this
+   * server (0: 1); failover: it runs in a node's ddprun, so the nodes of
+   * a generation of 3 or more get successors and it acts only with a
+   * majority; standby: it serves no one until dr_server_takeover(). */
+  uint64_t term;
+  int failover;
+  int standby;
   /* Called once when the job ends, with its exit code. */
   void (*on_done)(void *arg, int exit_code);
   /* Called when the server has closed every handle and freed itself. */
@@ -83,6 +91,10 @@ uint16_t dr_server_metrics_port(const dr_server_t *s);
 /* Closes every handle; the loop then runs out. Frees the server when the
  * loop has closed the handles: call uv_run() until it returns after this. */
 void dr_server_close(dr_server_t **s);
+
+/* Thread-safe: a standby server takes the job over (dr_rdzv_takeover(),
+ * whose seed is copied); returns once it has, 0 or -ENOMEM. */
+int dr_server_takeover(dr_server_t *s, const dr_rdzv_takeover_t *t);
 
 /* Thread-safe: asks the loop to close the server once the replies it has
  * queued are written (at most 2 s). */

@@ -4,6 +4,7 @@
 #ifndef DR_SERVER_INTERNAL_H
 #define DR_SERVER_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -122,6 +123,8 @@ struct dr_server {
   uint64_t woke_ms;        /* when the loop last woke from a stall (the
                               process stopped, a VM paused), 0 if never */
   uv_async_t stop_async;
+  uv_async_t takeover_async; /* server_takeover.c */
+  void *_Atomic takeover_req;
   uv_check_t reaper;       /* closes doomed connections at a safe point */
   uv_timer_t drain;        /* bounds the wait for writes at shutdown */
   dr_conn_t *doomed;
@@ -164,6 +167,9 @@ void dr__server_job_done(dr_server_t *s);
 /* Called from a write completion: maybe finish the shutdown. */
 void dr__server_maybe_finish(dr_server_t *s);
 void dr__server_handle_closed(dr_server_t *s);
+/* server_takeover.c: the takeover's async handle, set up and closed. */
+void dr__takeover_init(dr_server_t *s);
+void dr__takeover_close(dr_server_t *s);
 
 /* ---- server_listen.c --------------------------------------------------- */
 /* Binds host:port (an IPv4 or IPv6 literal), listens and accepts on s's

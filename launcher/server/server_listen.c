@@ -187,7 +187,9 @@ int dr__listen_start(dr_server_t *s, const char *host, uint16_t port,
       addr.ss_family == AF_INET
           ? (ntohl(((struct sockaddr_in *)&addr)->sin_addr.s_addr) >> 24) == 127
           : IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&addr)->sin6_addr);
-  if (!loopback && s->cfg.max_nodes > 1 && s->cfg.secret_len == 0)
+  /* Said once per job: by its server, not by every node's standby. */
+  if (!loopback && s->cfg.max_nodes > 1 && s->cfg.secret_len == 0 &&
+      !s->cfg.standby)
     DR_WARN("job '%s' accepts nodes on %s:%u without a shared secret: anyone "
             "who can reach the port can join it or force its restarts; set "
             "DDPRUN_SECRET or --secret-file on every node", s->run_id, host,

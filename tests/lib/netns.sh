@@ -106,3 +106,36 @@ netns_rdzv() {
   exec 3<&-
   printf -v "$_var" '%s' "$_port"
 }
+
+# netns_make_star N: N test hosts, each in a namespace of its own
+# (${star_ns[i]}, address ${star_addr[i]} = 192.168.N.(i+1)), joined by a
+# bridge in one more namespace ($ns_sw), whose port p<i> leads to host i:
+# `ip -n "$ns_sw" link set p<i> down` cuts host i off, `up` brings it back.
+# After netns_init.
+netns_make_star() {
+  local n=$1 i ns net=$(($$ % 250 + 1))
+  ns_sw=${ns_a%-a-*}-sw-$$
+  ip netns add "$ns_sw" 2>"$tmp/err" ||
+    skip "ip netns add failed: $(head -n 1 "$tmp/err")"
+  netns_made="$netns_made $ns_sw"
+  ip -n "$ns_sw" link add br0 type bridge 2>"$tmp/err" ||
+    skip "cannot create a bridge: $(head -n 1 "$tmp/err")"
+  ip -n "$ns_sw" link set br0 up || fail "br0 up in $ns_sw"
+  star_ns=()
+  star_addr=()
+  for ((i = 0; i < n; i++)); do
+    ns=${ns_a%-a-*}-$i-$$
+    ip netns add "$ns" 2>"$tmp/err" ||
+      skip "ip netns add failed: $(head -n 1 "$tmp/err")"
+    netns_made="$netns_made $ns"
+    ip link add veth0 netns "$ns" type veth peer name "p$i" netns "$ns_sw" \
+      2>"$tmp/err" || skip "cannot create a veth pair: $(head -n 1 "$tmp/err")"
+    ip -n "$ns_sw" link set "p$i" master br0 || fail "p$i into br0"
+    ip -n "$ns_sw" link set "p$i" up || fail "p$i up"
+    star_ns[i]=$ns
+    star_addr[i]=192.168.$net.$((i + 1))
+    ip -n "$ns" addr add "${star_addr[i]}/24" dev veth0 || fail "address in $ns"
+    ip -n "$ns" link set lo up || fail "lo up in $ns"
+    ip -n "$ns" link set veth0 up || fail "veth0 up in $ns"
+  done
+}

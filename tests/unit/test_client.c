@@ -138,7 +138,8 @@ static void script_every_request(fake_t *s) {
     nccl_id[i] = (uint8_t)i;
   dr_assign_t a = {4,     1, 2, 16, 8, dr_str("10.0.0.1"), 29501,
                    {nccl_id, sizeof(nccl_id)}, 1, 3, -1234, 56, {0},
-                   DR_NONE, NULL, 0, {0, NULL, 0}};
+                   DR_NONE, NULL, 0, {0, NULL, 0}, 1, DR_NO_RANK,
+                   NULL, 0, {0, NULL, 0}};
   SRV_SEND(s, dr_enc_assign(&s->out, m.req_id, &a));
 
   SRV_EXPECT(s, DR_MSG_HEARTBEAT, &m);
@@ -203,7 +204,8 @@ static void test_every_request(void **state) {
   assert_int_equal(dr_client_barrier(c, 1, "init", 4, 700), 0);
 
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, DR_NONE,
-                 29500,          dr_str(""),        {0, 0, 0}, 0, DR_NONE};
+                 29500,          dr_str(""),        {0, 0, 0}, 0, DR_NONE,
+                 0,              0,                 0};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 1000, &a), 0);
   assert_int_equal(a.gen, 4);
@@ -563,7 +565,7 @@ static void test_error_replies(void **state) {
   assert_int_equal(dr_client_get(c, 1, "k", 50, &v, &n), -ETIMEDOUT);
   assert_string_equal(dr_client_errmsg(c), "key 'k' not set within 50 ms");
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, 1, 0,
-                 dr_str(""),     {0, 0, 0}, 0, DR_NONE};
+                 dr_str(""),     {0, 0, 0}, 0, DR_NONE, 0, 0, 0};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 100, &a), DR_EDUPRANK);
   assert_string_equal(dr_client_errmsg(c), "node rank 1 is taken by node-b");

@@ -645,6 +645,9 @@ static void join_frame_ckpt(raw_t *r, uint64_t nproc, uint64_t node_rank,
     raw_u64f(r, UINT64_MAX - (uint64_t)i);
   raw_u64f(r, ckpt_port);
   raw_u64f(r, DR_NONE); /* ckpt_step: a full u64 */
+  raw_u64f(r, 0);       /* standby_port */
+  raw_u64f(r, DR_NONE); /* term: a full u64 */
+  raw_u64f(r, 0);       /* hosts_server */
   raw_end(r);
 }
 
@@ -653,11 +656,12 @@ static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
   join_frame_ckpt(r, nproc, node_rank, port, 0);
 }
 
-/* Field i of type's schema is the resume token (ASSIGN's 12th, RESUME's
- * last). */
+/* Field i of type's schema is the resume token (ASSIGN's field 12,
+ * RESUME's 11). */
 static int is_token(uint8_t type, const char *schema, int i) {
+  (void)schema;
   return (type == DR_MSG_ASSIGN && i == 12) ||
-         (type == DR_MSG_RESUME && schema[i + 1] == '\0');
+         (type == DR_MSG_RESUME && i == 11);
 }
 
 /* u64 values: the one at index `big` is 2^32, the others small. */
@@ -705,8 +709,10 @@ static void test_views_reject_short_tokens(void **state) {
   }
 }
 
-/* An ASSIGN's peers: at most DR_PEERS_MAX, each a whole record. */
-static void assign_with_peers(raw_t *r, uint32_t count, uint32_t len) {
+/* An ASSIGN's peers (list 14) or successors (list 17): at most
+ * DR_PEERS_MAX and DR_SUCCESSORS_MAX, each a whole record. */
+static void assign_with_list(raw_t *r, int list, uint32_t count,
+                             uint32_t len) {
   const char *schema = dr_msg_schema(DR_MSG_ASSIGN);
   raw_begin(r, DR_MSG_ASSIGN);
   for (int i = 0; schema[i] != '\0'; i++) {
@@ -715,13 +721,18 @@ static void assign_with_peers(raw_t *r, uint32_t count, uint32_t len) {
     else if (is_token(DR_MSG_ASSIGN, schema, i))
       raw_bytesf(r, DR_RESUME_TOKEN_LEN, DR_RESUME_TOKEN_LEN);
     else if (schema[i] == 'B') {
-      raw_listf(r, count);
-      for (uint32_t k = 0; k < count; k++)
+      uint32_t c = i == list ? count : 0;
+      raw_listf(r, c);
+      for (uint32_t k = 0; k < c; k++)
         raw_item(r, len, len);
     } else
       raw_bytesf(r, 1, 1);
   }
   raw_end(r);
+}
+
+static void assign_with_peers(raw_t *r, uint32_t count, uint32_t len) {
+  assign_with_list(r, 14, count, len);
 }
 
 static void test_views_check_peers(void **state) {
@@ -734,6 +745,13 @@ static void test_views_check_peers(void **state) {
   assign_with_peers(&r, 1, DR_PEER_REC_LEN - 1);
   assert_int_equal(view_of(f, &r), DR_EBADARG);
   assign_with_peers(&r, 1, DR_PEER_REC_LEN + DR_HOST_MAX + 1);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  /* The successors: at most DR_SUCCESSORS_MAX whole records. */
+  assign_with_list(&r, 17, DR_SUCCESSORS_MAX, DR_PEER_REC_LEN + 3);
+  assert_int_equal(view_of(f, &r), 0);
+  assign_with_list(&r, 17, DR_SUCCESSORS_MAX + 1, DR_PEER_REC_LEN);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  assign_with_list(&r, 17, 1, DR_PEER_REC_LEN - 1);
   assert_int_equal(view_of(f, &r), DR_EBADARG);
 }
 
@@ -750,14 +768,15 @@ static void test_views_reject_wide_integers(void **state) {
   assert_int_equal(view_of(f, &r), DR_EBADARG);
   join_frame(&r, 1, 0, 1ull << 32);
   assert_int_equal(view_of(f, &r), DR_EBADARG);
-  /* ASSIGN: every u64 but gen (index 0) and the clock's (10, 11) is
-   * 32-bit. */
+  /* ASSIGN: every u64 but gen (index 0), the clock's (10, 11), the
+   * checkpoint step (13) and the term (15) is 32-bit. */
   const char *as = dr_msg_schema(DR_MSG_ASSIGN);
   for (int i = 0; as[i] != '\0'; i++) {
     if (as[i] != 'u')
       continue;
     u64_frame(&r, DR_MSG_ASSIGN, i);
-    assert_int_equal(view_of(f, &r), i == 0 || i >= 10 ? 0 : DR_EBADARG);
+    assert_int_equal(view_of(f, &r),
+                     i == 0 || (i >= 10 && i != 16) ? 0 : DR_EBADARG);
   }
   /* FAILURE: rank, local_rank, pid, exit_code, signal are 32-bit, and the
    * kind one of the kinds. */
@@ -774,8 +793,8 @@ static void test_views_reject_wide_integers(void **state) {
     raw_end(&r);
     assert_int_equal(view_of(f, &r), kind < DR__FAIL_KIND_N ? 0 : DR_EBADARG);
   }
-  /* RESUME: every u64 but gen (index 2) and the clock stamp (8..10) is
-   * 32-bit; LEAVE: all but gen. */
+  /* RESUME: every u64 but gen (index 2), the clock stamp (8..10) and the
+   * term (12) is 32-bit; LEAVE: all but gen. */
   const char *rs = dr_msg_schema(DR_MSG_RESUME);
   for (int i = 0; rs[i] != '\0'; i++) {
     if (rs[i] != 'u')

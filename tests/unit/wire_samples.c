@@ -50,7 +50,8 @@ static void assert_clock(dr_clock_stamp_t got) {
 static dr_join_t sample_join(void) {
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"), 8,
                  3,              29500,            mk(bin, sizeof(bin)),
-                 sample_clock,   41000,            0x0102030405ull};
+                 sample_clock,   41000,            0x0102030405ull,
+                 41001,          0x0203040506ull,  1};
   return j;
 }
 
@@ -58,6 +59,11 @@ static dr_join_t sample_join(void) {
 static const dr_peer_rec_t sample_peers[2] = {
     {2, 41002, DR_PEER_REPLICA, DR_NONE, {(const uint8_t *)"10.0.0.3", 8}},
     {0, 41000, DR_PEER_HOLDER, 777, {(const uint8_t *)"10.0.0.1", 8}}};
+
+/* An ASSIGN's successors: two standby servers. */
+static const dr_peer_rec_t sample_succ[2] = {
+    {1, 41011, DR_PEER_SUCCESSOR, DR_NONE, {(const uint8_t *)"10.0.0.2", 8}},
+    {2, 41012, DR_PEER_SUCCESSOR, DR_NONE, {(const uint8_t *)"10.0.0.3", 8}}};
 
 static dr_assign_t sample_assign(void) {
   /* A negative offset travels in two's complement. */
@@ -76,6 +82,11 @@ static dr_assign_t sample_assign(void) {
                    {0},
                    777,
                    sample_peers,
+                   2,
+                   {0, NULL, 0},
+                   0x0304050607ull,
+                   0,
+                   sample_succ,
                    2,
                    {0, NULL, 0}};
   memcpy(a.resume_token, nonce + 7, sizeof(a.resume_token));
@@ -192,7 +203,7 @@ int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
     return dr_enc_stop(b, req, 3, dr_str("restart budget spent"));
   case DR_MSG_RESUME: {
     dr_resume_t q = {dr_str("job7"), dr_str("node-a.example"), 12, 1, 2, 16,
-                     8, 3, sample_clock, {0}};
+                     8, 3, sample_clock, {0}, 0x0405060708ull};
     memcpy(q.resume_token, nonce + 3, sizeof(q.resume_token));
     return dr_enc_resume(b, req, &q);
   }
@@ -480,6 +491,9 @@ void check_sample(const dr_msg_t *m) {
     assert_clock(j.clock);
     assert_int_equal(j.ckpt_port, 41000);
     assert_int_equal(j.ckpt_step, 0x0102030405ull);
+    assert_int_equal(j.standby_port, 41001);
+    assert_int_equal(j.term, 0x0203040506ull);
+    assert_int_equal(j.hosts_server, 1);
     break;
   case DR_MSG_ASSIGN:
     assert_int_equal(dr_msg_assign(m, &a), 0);
@@ -509,6 +523,21 @@ void check_sample(const dr_msg_t *m) {
         assert_int_equal(p.ckpt_step, sample_peers[k].ckpt_step);
         assert_memory_equal(p.addr.p, sample_peers[k].addr.p, p.addr.len);
       }
+    }
+    assert_int_equal(a.term, 0x0304050607ull);
+    assert_int_equal(a.server_node, 0);
+    assert_int_equal(a.successors.count, 2);
+    {
+      uint32_t pos = 0;
+      dr_peer_rec_t p;
+      int k = 0;
+      for (; dr_peer_rec_next(&a.successors, &pos, &p); k++) {
+        assert_int_equal(p.node_rank, sample_succ[k].node_rank);
+        assert_int_equal(p.port, sample_succ[k].port);
+        assert_int_equal(p.roles, DR_PEER_SUCCESSOR);
+        assert_memory_equal(p.addr.p, sample_succ[k].addr.p, p.addr.len);
+      }
+      assert_int_equal(k, 2);
     }
     break;
   case DR_MSG_HEARTBEAT:
@@ -549,6 +578,7 @@ void check_sample(const dr_msg_t *m) {
     assert_int_equal(dr_msg_resume(m, &q), 0);
     assert_clock(q.clock);
     assert_memory_equal(q.resume_token, nonce + 3, DR_RESUME_TOKEN_LEN);
+    assert_int_equal(q.term, 0x0405060708ull);
     break;
   }
   case DR_MSG_LEAVE:
