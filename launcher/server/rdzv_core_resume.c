@@ -107,6 +107,10 @@ static void claim(dr_rdzv_t *r, dr_node_t *n, const dr_claim_t *cl) {
   snprintf(n->addr, sizeof(n->addr), "%s", p->ip);
   p->node = n;
   p->last_seen_ms = r->now;
+  /* The budget is never reset by a restart or a move of the server: a
+   * claim may raise what was used, never lower it. */
+  if (cl->restart_count > r->restarts_used)
+    r->restarts_used = cl->restart_count;
   if (r->job_nproc == 0)
     r->job_nproc = cl->nproc;
   if (cl->nproc > r->nproc_max)
