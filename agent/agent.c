@@ -222,6 +222,9 @@ void dr__agent_finish(dr_agent_t *ag) {
     return;
   ag->state = DR_AG_EXITING;
   int code = ag->stop.exit_code;
+  if (ag->moved_line[0] != '\0') /* the job's summary says it */
+    DR_SAY(code == 0 ? DR_LOG_INFO : DR_LOG_ERROR, "%s during the job",
+            ag->moved_line);
   if (code != 0 && ag->stop.signal == 0 &&
       (ag->n_fails > 0 || ag->server_reason[0] != '\0'))
     dr_summary_print(code, ag->cfg->hostname, ag->server_reason, ag->fails,

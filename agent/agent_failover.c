@@ -129,10 +129,31 @@ static void advance(dr_agent_t *ag) {
   }
 }
 
+/* Once per job: the server was in a node's ddprun, and the rendezvous
+ * cannot move; the agent reconnects as before. */
+static void say_no_move(dr_agent_t *ag) {
+  if (ag->nomove_said || !ag->have_asg || ag->cfg->server_in_process ||
+      ag->asg.server_node == DR_NO_RANK ||
+      ag->asg.server_node == ag->asg.node_rank)
+    return;
+  ag->nomove_said = 1;
+  if (ag->asg.nnodes < 3)
+    DR_SAY(DR_LOG_WARN, "the rendezvous cannot move from %s:%u: a job of "
+            "%u nodes has no majority without its server's node (a move "
+            "needs 3 nodes or more); waiting for the server as before",
+            ag->srv_host, ag->srv_port, ag->asg.nnodes);
+  else
+    DR_SAY(DR_LOG_WARN, "the rendezvous cannot move from %s:%u: no node of "
+            "the job holds a standby server; waiting for the server as "
+            "before", ag->srv_host, ag->srv_port);
+}
+
 int dr__failover_on_lost(dr_agent_t *ag, int code) {
   (void)code;
-  if (!can_walk(ag) || ag->cfg->server_in_process)
+  if (!can_walk(ag) || ag->cfg->server_in_process) {
+    say_no_move(ag);
     return 0;
+  }
   uint64_t now = uv_now(&ag->loop);
   if (!ag->walking) {
     if (now < ag->heard_ms + ag->o->heartbeat_timeout_ms)
@@ -205,6 +226,9 @@ void dr__failover_settled(dr_agent_t *ag) {
   if (!ag->walking)
     return;
   ag->walking = 0;
+  snprintf(ag->moved_line, sizeof(ag->moved_line), "the rendezvous moved "
+           "from %s to %s:%u (%s lost)", ag->moved_from, ag->srv_host,
+           ag->srv_port, ag->moved_from);
   DR_SAY(DR_LOG_WARN, "the rendezvous moved: this node talks to the server "
           "at %s:%u now (it looked for %.1f s)", ag->srv_host, ag->srv_port,
           (uv_now(&ag->loop) - ag->walk_since_ms) / 1000.0);

@@ -281,6 +281,8 @@ struct dr_agent {
   uint32_t walk_dead, walk_alive;
   uint64_t walk_since_ms;
   int took_over;
+  int nomove_said;           /* said once that the rendezvous cannot move */
+  char moved_line[1024];     /* where it moved, for the job's summary */
   char moved_from[DR_HOST_MAX + 16];
   int resume_pending;        /* RESUME sent, no answer yet */
   int silent_warned;         /* said that the server has gone silent */

@@ -182,6 +182,10 @@ done
 [ -n "$took" ] || fail "no node says it serves the job as term 2"
 grep -q "the rendezvous moved from ${star_addr[0]} to " "$tmp/err.1" "$tmp/err.2" ||
   fail "no node says the rendezvous moved from ${star_addr[0]}"
+for i in 1 2; do # the summary of each survivor says where it moved
+  grep -q "the rendezvous moved from ${star_addr[0]}:$port to .* (${star_addr[0]}:$port lost) during the job" \
+    "$tmp/err.$i" || fail "node $i's summary does not say the rendezvous moved"
+done
 # The budget: not reset, not spent by the loss of a node.
 ev=$tmp/log.$took/$id/events.jsonl
 grep -q '"event":"moved".*"restarts_used":0' "$ev" ||
