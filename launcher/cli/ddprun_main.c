@@ -266,7 +266,7 @@ int main(int argc, char **argv) {
     }
   }
 
-  if (!host_it && o.max_nodes >= 3) {
+  if (hosted == NULL && !o.standalone && o.max_nodes >= 3) {
     /* A standby server: the rendezvous outlives its host (hosted.h). */
     standby = calloc(1, sizeof(*standby));
     if (standby == NULL)

@@ -116,16 +116,26 @@ static int from_slurm(dr_options_t *o, char **envp, char *err,
     if (rc == 0)
       o->min_nodes = o->max_nodes = (uint32_t)nn;
   }
+  /* A fixed-size job keeps Slurm's node ranks; under --nnodes MIN:MAX the
+   * rendezvous orders the nodes, so that the job can go on without one
+   * (a static rank beyond a smaller round would wait for the lost node).
+   * Either way Slurm's node 0 hosts the server. */
+  uint64_t id = 0;
   if (rc == 0 && !given(o, "node-rank")) {
-    uint64_t id = 0;
     rc = env_uint(envp, "SLURM_NODEID", DR_MAX_NODES - 1, &id,
                   "start one ddprun per node with srun --ntasks-per-node=1, "
                   "or give --node-rank",
                   err, err_len);
-    o->node_rank = (int64_t)id;
+    if (o->min_nodes == o->max_nodes)
+      o->node_rank = (int64_t)id;
+  } else if (rc == 0) {
+    id = o->node_rank >= 0 ? (uint64_t)o->node_rank : 1;
   }
-  if (rc == 0 && !given(o, "rdzv-endpoint"))
+  if (rc == 0 && !given(o, "rdzv-endpoint")) {
+    if (o->is_host < 0 && o->node_rank < 0)
+      o->is_host = id == 0;
     rc = set_host(o, hosts[0], err, err_len);
+  }
   if (rc == 0 && !given(o, "rdzv-id"))
     rc = set_run_id(o, "SLURM_JOB_ID", job, err, err_len);
   if (rc == 0)

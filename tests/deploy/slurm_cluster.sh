@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A real Slurm cluster on this machine: munged, slurmctld and two slurmd
-# (nodes n1 and n2, both on localhost with their own ports, spool, pid and
-# log files), all from a private slurm.conf in a temporary directory.
+# A real Slurm cluster on this machine: munged, slurmctld and three slurmd
+# (nodes n1, n2 and n3, all on localhost with their own ports, spool, pid
+# and log files), all from a private slurm.conf in a temporary directory.
 #
 #   run      deploy/slurm/ddprun.sbatch on 2 nodes x 2 workers trains the
 #            synthetic task to completion: world size 4, and the weights'
@@ -14,7 +14,11 @@
 #   early    the same signal as soon as the batch script starts, before
 #            srun has started ddprun (or while it does): the script sends
 #            it again until srun ends; requeued, resumed, the same CRC.
-#   Both: no worker failed before the stop. The script signals ddprun
+#   nodeloss a job of 3 nodes x 1 worker with --nnodes 2:3: the ddprun that
+#            hosts the rendezvous server and its worker are SIGKILLed
+#            mid-run; the others move the rendezvous to a standby (term 2),
+#            go on from the checkpoint on world 2 and train to the end.
+#   preempt, early: no worker failed before the stop. The script signals ddprun
 #   alone, which holds the signal until its workers handle it; a signal
 #   that reached the workers directly would kill one still starting.
 #
@@ -104,7 +108,8 @@ daemon() {
 }
 
 # --- the cluster --------------------------------------------------------
-mkdir -p "$tmp/munge" "$tmp/state" "$tmp/spool/n1" "$tmp/spool/n2" ||
+mkdir -p "$tmp/munge" "$tmp/state" "$tmp/spool/n1" "$tmp/spool/n2" \
+  "$tmp/spool/n3" ||
   fail "mkdir failed"
 chmod 755 "$tmp" "$tmp/munge"
 dd if=/dev/urandom of="$tmp/munge/munge.key" bs=1024 count=1 2>/dev/null &&
@@ -117,8 +122,8 @@ wait_for 10 "$tmp/munged.err" 'Created [0-9]+ work threads' ||
 
 # Slurm's daemons need fixed ports (0 is refused): ports that were free a
 # moment ago, from free_ports.
-mapfile -t ports < <("$free_ports" 4) || fail "free_ports failed"
-[ ${#ports[@]} -eq 4 ] || fail "free_ports gave ${#ports[@]} ports"
+mapfile -t ports < <("$free_ports" 5) || fail "free_ports failed"
+[ ${#ports[@]} -eq 5 ] || fail "free_ports gave ${#ports[@]} ports"
 export SLURM_CONF=$tmp/slurm.conf
 cat >"$SLURM_CONF" <<EOF
 ClusterName=ddprun-test
@@ -151,21 +156,24 @@ ReturnToService=2
 MinJobAge=600
 NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[1]} CPUs=2 RealMemory=1000 State=UNKNOWN
 NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[2]} CPUs=2 RealMemory=1000 State=UNKNOWN
-PartitionName=test Nodes=n[1-2] Default=YES MaxTime=INFINITE State=UP
+NodeName=n3 NodeHostname=localhost NodeAddr=127.0.0.1 Port=${ports[4]} CPUs=2 RealMemory=1000 State=UNKNOWN
+PartitionName=test Nodes=n[1-3] Default=YES MaxTime=INFINITE State=UP
 EOF
 daemon slurmctld slurmctld -D -c -f "$SLURM_CONF"
 daemon slurmd-n1 slurmd -D -N n1 -f "$SLURM_CONF"
 daemon slurmd-n2 slurmd -D -N n2 -f "$SLURM_CONF"
+daemon slurmd-n3 slurmd -D -N n3 -f "$SLURM_CONF"
 deadline=$((SECONDS + 30))
-until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ]; do
+until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 3 ]; do
   if [ "$SECONDS" -ge "$deadline" ]; then
     sinfo -N >&2
     tail -n 20 "$tmp/slurmctld.log" "$tmp/slurmd-n1.log" "$tmp"/*.err >&2
-    fail "the two nodes are not idle after 30 s"
+    fail "the three nodes are not idle after 30 s"
   fi
   sleep 0.2
 done
-echo "$name: cluster up: slurmctld on ${ports[0]}, slurmd n1 on ${ports[1]}, n2 on ${ports[2]}"
+echo "$name: cluster up: slurmctld on ${ports[0]}, slurmd n1 on ${ports[1]}," \
+  "n2 on ${ports[2]}, n3 on ${ports[4]}"
 
 # --- the job ------------------------------------------------------------
 export OMP_NUM_THREADS=1
@@ -250,7 +258,7 @@ preempt_and_resume() {
   local t_requeued
   t_requeued=$(date +%s)
   deadline=$((SECONDS + 60))
-  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 2 ] &&
+  until [ "$(sinfo -h -N -o %t 2>/dev/null | grep -c '^idle')" -eq 3 ] &&
         [ "$(date +%s)" -gt "$t_requeued" ]; do
     [ "$SECONDS" -lt "$deadline" ] ||
       die "$tag" "the nodes are not idle 60 s after the requeue: $(sinfo -h -N -o '%N %t' | tr '\n' ' ')"
@@ -301,4 +309,41 @@ got=$(crc_of "$tmp/early.out")
 again=$(grep -c "srun still runs: SIGUSR1 again" "$tmp/early.out")
 echo "early: job $job signalled as it started, requeued, resumed to" \
   "weights_crc32=$got (SIGUSR1 sent again $again time(s))"
+# The rendezvous outlives its host: 3 nodes x 1 worker, --nnodes 2:3, the
+# ddprun that hosts the server (it listens on the endpoint's port) and its
+# worker SIGKILLed at once mid-run, as a node that dies takes them. The job
+# ends FAILED in Slurm's eyes (srun reports its killed task); what counts is
+# that the others moved the rendezvous and trained to the end on world 2.
+port=$("$free_ports" 1) || fail "free_ports failed"
+job=$(DDPRUN="$ddprun" DDPRUN_NPROC_PER_NODE=1 DDPRUN_JOB_DIR="$tmp/nodeloss" \
+      PET_RDZV_ENDPOINT="127.0.0.1:$port" \
+      DDPRUN_ARGS="--nnodes 2:3 --rdzv-conf heartbeat_timeout=2,last_call_timeout=1" \
+      sbatch --parsable --nodes 3 --output="$tmp/nodeloss.out" \
+      --error="$tmp/nodeloss.err" "$sbatch_script" "$train" "${train_args[@]}" \
+      --ckpt-dir '{job_dir}/ckpt' --ckpt-every 20) || fail "sbatch failed"
+jobs_submitted="$jobs_submitted $job"
+wait_for 60 "$tmp/nodeloss.out" '^\[rank0\]:step 40/' ||
+  die nodeloss "rank 0 never logged step 40"
+host_pid=$(ss -Hltnp "sport = :$port" 2>/dev/null |
+  sed -n 's/.*pid=\([0-9]*\).*/\1/p' | head -n 1)
+[ -n "$host_pid" ] || die nodeloss "no process listens on the endpoint's port $port"
+# shellcheck disable=SC2046
+kill -KILL "$host_pid" $(pgrep -P "$host_pid") ||
+  die nodeloss "cannot kill the hosting ddprun $host_pid"
+deadline=$((SECONDS + 120))
+while case $(job_field JobState) in PENDING|RUNNING|COMPLETING) true ;;
+      *) false ;; esac; do
+  [ "$SECONDS" -lt "$deadline" ] || die nodeloss "job $job still runs after 120 s"
+  sleep 0.2
+done
+grep -q "serves the job now (term 2" "$tmp/nodeloss.err" ||
+  die nodeloss "no node took the rendezvous over"
+grep -q "the rendezvous moved from 127.0.0.1:$port to .* during the job" \
+  "$tmp/nodeloss.err" || die nodeloss "no summary says the rendezvous moved"
+grep -q "^\[rank0\]:done: 400 steps" "$tmp/nodeloss.out" ||
+  die nodeloss "rank 0 did not train to step 400 after the loss"
+grep -q "^\[rank0\]:final loss=.* world=2 " "$tmp/nodeloss.out" ||
+  die nodeloss "the job did not end on world 2"
+echo "nodeloss: job $job lost its server's node (pid $host_pid); the others" \
+  "moved the rendezvous and trained to step 400 on world 2"
 echo "PASS: $name"

@@ -127,7 +127,18 @@ static void test_slurm_flags_win(void **state) {
   assert_int_equal(f->o.min_nodes, 2);
   assert_int_equal(f->o.max_nodes, 3);
   assert_string_equal(f->o.rdzv_id, "from-env");
-  assert_int_equal(f->o.node_rank, 1);
+  /* Under MIN:MAX the rendezvous orders the nodes (so that the job can go
+   * on without one); Slurm's node 0 still hosts the server. */
+  assert_int_equal(f->o.node_rank, -1);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--nnodes", "2:3",
+                           "train", NULL));
+  assert_int_equal(f->o.node_rank, -1);
+  assert_int_equal(f->o.is_host, 0); /* SLURM_NODEID 1 */
+  fx_set_env(f, SLURM_ENV("0"), NULL);
+  fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--nnodes", "2:3",
+                           "train", NULL));
+  assert_int_equal(f->o.node_rank, -1);
+  assert_int_equal(f->o.is_host, 1);
   fx_assert_ok(f, fx_parse(f, "--rdzv-backend", "slurm", "--node-rank", "0",
                      "--signals-to-handle", "TERM,USR1", "train", NULL));
   assert_int_equal(f->o.node_rank, 0);
