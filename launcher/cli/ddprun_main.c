@@ -274,7 +274,11 @@ int main(int argc, char **argv) {
     dr_server_config_t *c = &standby->cfg;
     dr_server_config_default(c);
     c->host = "0.0.0.0";
-    c->port = 0;
+    /* The endpoint's port where it is free (another host's, usually), so
+     * that `ddprun status` and /metrics find the job's server at the same
+     * port of the node that takes it over; else any port. */
+    c->port = rdzv_port;
+    c->metrics_port = o.metrics_port;
     c->run_id = o.rdzv_id;
     c->min_nodes = o.min_nodes;
     c->max_nodes = o.max_nodes;
@@ -287,7 +291,12 @@ int main(int argc, char **argv) {
     c->log_dir = o.log_dir;
     c->failover = 1;
     c->standby = 1;
-    if (dr_hosted_start(standby) != 0) {
+    int src = dr_hosted_start(standby);
+    if (src == UV_EADDRINUSE && c->port != 0) {
+      c->port = 0;
+      src = dr_hosted_start(standby);
+    }
+    if (src != 0) {
       DR_WARN("no standby rendezvous server on this node (%s): the job "
               "cannot move its rendezvous here if its server is lost",
               standby->err);

@@ -484,6 +484,14 @@ static void handle_stack_dump(dr_conn_t *c, const dr_msg_t *m) {
 
 static void handle_status(dr_conn_t *c, const dr_msg_t *m) {
   dr_status_req_t q;
+  if (c->srv->rdzv.cfg.standby) {
+    dr__conn_send_error(c, m->req_id, DR_ESTANDBY, "this is a standby "
+                        "rendezvous server: it serves the job only once its "
+                        "server is lost and this node takes it over; ask "
+                        "the job's server (its endpoint, or where its "
+                        "nodes say the rendezvous moved)");
+    return;
+  }
   if (dr_msg_status(m, &q) != 0) {
     dr__conn_send_error(c, m->req_id, DR_EBADARG,
                         "STATUS with flags this server does not know");

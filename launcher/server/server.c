@@ -113,6 +113,7 @@ static void free_server(dr_server_t *s) {
     dr_auth_secret_free(&s->secret, s->cfg.secret_len);
   free(s->run_id);
   free(s->state_file);
+  free(s->later_metrics_host);
   free(s);
   if (on_closed != NULL)
     on_closed(arg);
@@ -183,6 +184,12 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   s->cfg.run_id = s->run_id;
   s->state_file = cfg->state_file != NULL ? strdup(cfg->state_file) : NULL;
   s->cfg.state_file = s->state_file;
+  /* A standby binds its metrics when it takes the job over: where. */
+  if (cfg->standby && cfg->metrics_port >= 0)
+    s->later_metrics_host = strdup(cfg->metrics_host != NULL
+                                       ? cfg->metrics_host
+                                       : cfg->host != NULL ? cfg->host
+                                                           : "0.0.0.0");
   s->cfg.host = NULL; /* borrowed from the caller; not kept */
   s->cfg.log_dir = NULL;
   s->cfg.metrics_host = NULL;
@@ -251,7 +258,8 @@ int dr_server_start(uv_loop_t *loop, const dr_server_config_t *cfg,
   }
   if ((rc = dr__state_load(s, err, errlen)) != 0)
     return start_failed(s, rc, 1);
-  if (cfg->metrics_port >= 0 &&
+  /* A standby serves its metrics once it has taken the job over. */
+  if (cfg->metrics_port >= 0 && !cfg->standby &&
       (rc = dr__metrics_start(s, cfg, err, errlen)) != 0)
     return start_failed(s, rc, 1);
   *out = s;

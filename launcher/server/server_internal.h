@@ -110,6 +110,8 @@ struct dr_server {
   dr_server_config_t cfg;
   char *run_id;
   char *state_file;        /* --state-file, or NULL; see rdzv_state.c */
+  char *later_metrics_host; /* a standby's metrics address, bound at its
+                               takeover (server_takeover.c), or NULL */
   int state_warned;        /* a failed save was reported */
   uint8_t *secret;
   uv_poll_t listener;      /* on listen_fd, see server_listen.c */

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+
 typedef struct {
   dr_rdzv_takeover_t t;
   char **hosts;      /* t.nnodes, NULL where unknown */
@@ -24,6 +26,17 @@ static void on_takeover_async(uv_async_t *a) {
     return;
   q->rc = s->closing ? -ECANCELED
                      : dr_rdzv_takeover(&s->rdzv, &q->t, dr__now_ms(s));
+  if (q->rc == 0 && s->later_metrics_host != NULL && s->metrics == NULL) {
+    /* The job's metrics follow its server (a standby starts none). */
+    char err[256];
+    dr_server_config_t c = s->cfg;
+    c.metrics_host = s->later_metrics_host;
+    if (dr__metrics_start(s, &c, err, sizeof(err)) != 0)
+      DR_WARN("no metrics from the server that took the job over: %s", err);
+    else
+      DR_INFO("serving metrics on port %u (/metrics, /healthz)",
+              dr__metrics_port(s->metrics));
+  }
   if (!s->closing)
     dr__rdzv_drain(s);
   uv_sem_post(&q->done);

@@ -169,12 +169,17 @@ static int failed(const dr_status_args_t *a, int rc, int answered,
   else if (refused)
     fprintf(stderr, "ddprun status: the rendezvous server %s:%u refused "
             "this client: %s\n", a->host, a->port, what);
+  else if (rc == DR_ESTANDBY)
+    fprintf(stderr, "ddprun status: %s:%u is a node's standby rendezvous "
+            "server, not the job's server: %s\n", a->host, a->port, what);
   else if (answered)
     fprintf(stderr, "ddprun status: the rendezvous server %s:%u could not "
             "answer: %s\n", a->host, a->port, what);
   else
     fprintf(stderr, "ddprun status: no answer from the rendezvous server "
-            "%s:%u: %s\n", a->host, a->port, what);
+            "%s:%u: %s (if its node was lost, the rendezvous may have moved: "
+            "each ddprun says where, \"the rendezvous moved ... to "
+            "HOST:PORT\")\n", a->host, a->port, what);
   return refused ? DR_EXIT_CONFIG : DR_EXIT_COMM;
 }
 

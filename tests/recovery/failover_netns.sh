@@ -37,7 +37,7 @@ fail() {
   for i in 0 1 2; do
     [ -f "$tmp/err.$i" ] || continue
     echo "--- node $i stderr (last 40 lines)" >&2
-    tail -n 40 "$tmp/err.$i" >&2
+    grep -v "test hook" "$tmp/err.$i" | tail -n 40 >&2
   done
   exit 1
 }
@@ -48,7 +48,8 @@ command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 netns_init "fo$mode"
 netns_make_star 3
 
-port=29400 # in namespaces of this test's own: nothing else listens there
+port=29400  # in namespaces of this test's own: nothing else listens there
+mport=29500 # the server's /metrics, the same
 id=failover-$mode-$$
 steps=600
 train_args=(--layers 2 --width 128 --input-dim 32 --classes 8 --samples 8192
@@ -60,16 +61,18 @@ declare -A node_pid
 node() {
   local i=$1
   mkdir -p "$tmp/ck.$i" "$tmp/log.$i"
+  # One file for stdout and stderr, in the order written: the workers'
+  # lines and the agent's (err.I names the same file).
+  ln -sf "out.$i" "$tmp/err.$i"
   # Each checkpoint is held 150 ms before its rename and the next one waits
   # for it: about 10 steps per 150 ms, so that the job is mid-run for
   # seconds.
   DDPRUN_CKPT_TEST_DELAY_MS=150 TMPDIR=$tmp timeout -k 2 90 \
     ip netns exec "${star_ns[i]}" "$ddprun" --nnodes 2:3 --nproc-per-node 1 \
     --rdzv-endpoint "${star_addr[0]}:$port" --rdzv-id "$id" \
-    --rdzv-conf "join_timeout=40,heartbeat_timeout=2,last_call_timeout=1" \
+    --rdzv-conf "join_timeout=40,heartbeat_timeout=2,last_call_timeout=1,metrics_port=$mport" \
     --max-restarts 3 --log-dir "$tmp/log.$i" --ckpt-dir "$tmp/ck.$i" \
-    --stop-grace 2 "$train" "${train_args[@]}" \
-    >"$tmp/out.$i" 2>"$tmp/err.$i" &
+    --stop-grace 2 "$train" "${train_args[@]}" >"$tmp/out.$i" 2>&1 &
   node_pid[$i]=$!
   pids="$pids $!"
 }
@@ -89,6 +92,7 @@ wait_for() {
   done
 }
 cat_out() { cat "$tmp/out.0" "$tmp/out.1" "$tmp/out.2" 2>/dev/null; }
+# (stdout and stderr of each node are one file: see node)
 
 # Mid-run: rank 0 (on node 0, which joined first... or wherever it is) has
 # logged step 100.
@@ -104,8 +108,8 @@ for i in 0 1 2; do
 done
 echo "$mode: rank 0 is on node $r0 at step 100"
 
-# Lines of output so far: a rank 0 step line after them is of the new
-# generation (the cut node's own output stops with it, or is not read).
+# Lines of output so far: after them, a rank 0 that starts (from a
+# checkpoint or not) and then logs a step is the new generation's.
 declare -A lines_at_cut
 for i in 1 2; do
   lines_at_cut[$i]=$(wc -l <"$tmp/out.$i")
@@ -130,7 +134,8 @@ gen2_step() {
   local i
   for i in 1 2; do
     tail -n +"$((lines_at_cut[$i] + 1))" "$tmp/out.$i" |
-      grep -m 1 '^\[rank0\]:step [0-9]*/'
+      awk '/^\[rank0\]:train: rank 0: .*(resuming at|starting at) step/ { s = 1 }
+           s && /^\[rank0\]:step [0-9]+\// { print; exit }'
   done | head -n 1
 }
 end=$((SECONDS + 30))
@@ -142,6 +147,44 @@ t_again=$EPOCHREALTIME
 again=$(awk -v a="$t_cut" -v b="$t_again" 'BEGIN { printf "%.2f", b - a }')
 echo "$mode: the survivors trained again $again s after the $mode" \
   "($(gen2_step))"
+
+# `ddprun status` finds the job at the endpoint's port on the node that
+# took the rendezvous over (its standby holds that port, free there); the
+# other survivor's standby says it is one; the lost endpoint gets a hint.
+took=
+for i in 1 2; do
+  grep -q "serves the job now (term 2" "$tmp/err.$i" && took=$i
+done
+[ -n "$took" ] || fail "no node says it serves the job as term 2"
+other=$((3 - took))
+status() { # status NODE-TO-ASK-FROM ENDPOINT-NODE
+  timeout 20 ip netns exec "${star_ns[$1]}" "$ddprun" status \
+    --rdzv-endpoint "${star_addr[$2]}:$port" --rdzv-id "$id" --timeout 3
+}
+status "$took" "$took" >"$tmp/status.took" 2>&1 ||
+  fail "ddprun status at the new server failed: $(cat "$tmp/status.took")"
+grep -qiE "running|forming" "$tmp/status.took" ||
+  fail "ddprun status at the new server: $(cat "$tmp/status.took")"
+status "$other" "$other" >"$tmp/status.other" 2>&1 &&
+  fail "a standby answered ddprun status as the job's server"
+grep -q "standby rendezvous server" "$tmp/status.other" ||
+  fail "the standby's refusal does not say so: $(cat "$tmp/status.other")"
+if [ "$mode" = kill ]; then
+  status "$took" 0 >"$tmp/status.lost" 2>&1 &&
+    fail "the lost endpoint answered ddprun status"
+  grep -q "the rendezvous may have moved" "$tmp/status.lost" ||
+    fail "no hint where the rendezvous went: $(cat "$tmp/status.lost")"
+fi
+# So does /metrics, served by the server that took the job over.
+timeout 20 ip netns exec "${star_ns[took]}" python3 -c '
+import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1], timeout=5).read().decode())' \
+  "http://${star_addr[took]}:$mport/metrics" >"$tmp/metrics" 2>&1 ||
+  fail "no /metrics from the new server: $(tail -n 3 "$tmp/metrics")"
+grep -qE '^ddprun_rdzv_generation [2-9]' "$tmp/metrics" ||
+  fail "the new server's /metrics: $(grep generation "$tmp/metrics")"
+echo "$mode: ddprun status and /metrics follow the job to node $took's" \
+  "${star_addr[took]}:$port and :$mport"
 
 if [ "$mode" = partition ]; then
   # Node 0 stops its worker and exits; then its link comes back.
@@ -175,11 +218,6 @@ cat_out | grep -q "^\[rank0\]:done: $steps steps" ||
   fail "rank 0 did not end with $steps steps"
 cat_out | grep -q "^\[rank0\]:final loss=.* world=2 " ||
   fail "the job did not end on world 2"
-took=
-for i in 1 2; do
-  grep -q "serves the job now (term 2" "$tmp/err.$i" && took=$i
-done
-[ -n "$took" ] || fail "no node says it serves the job as term 2"
 grep -q "the rendezvous moved from ${star_addr[0]} to " "$tmp/err.1" "$tmp/err.2" ||
   fail "no node says the rendezvous moved from ${star_addr[0]}"
 for i in 1 2; do # the summary of each survivor says where it moved
