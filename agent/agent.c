@@ -238,6 +238,7 @@ void dr__agent_finish(dr_agent_t *ag) {
   uv_close((uv_handle_t *)&ag->join_timer, close_cb);
   uv_close((uv_handle_t *)&ag->hang_timer, close_cb);
   uv_close((uv_handle_t *)&ag->retry_timer, close_cb);
+  uv_close((uv_handle_t *)&ag->echo_timer, close_cb);
   dr__sighold_close(ag);
   uv_close((uv_handle_t *)&ag->sigchld, close_cb);
   /* Closing a signal's last handle restores its default action, which
@@ -351,6 +352,8 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   uv_timer_init(&ag->loop, &ag->join_timer);
   uv_timer_init(&ag->loop, &ag->hang_timer);
   uv_timer_init(&ag->loop, &ag->retry_timer);
+  uv_timer_init(&ag->loop, &ag->echo_timer);
+  ag->echo_timer.data = ag;
   ag->kill_timer.data = ag->hb_timer.data = ag->join_timer.data = ag;
   ag->hang_timer.data = ag->retry_timer.data = ag;
   dr__sighold_init(ag);

@@ -53,6 +53,20 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
                  dr_json_escape(f->message, esc, sizeof(esc)));
 }
 
+/* The wait after an echo is over: the workers stop, as after any failure
+ * (unless a failure of its own came meanwhile and stopped them). */
+static void on_echo_wait(uv_timer_t *t) {
+  dr_agent_t *ag = t->data;
+  if (ag->state == DR_AG_RUNNING)
+    dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
+}
+
+/* After a failure that may echo another (a peer went away), the other
+ * workers run this long before they are stopped: a rank whose own failure
+ * caused it (an exception that closed its sockets before its process
+ * ended) then fails on its own, and is reported as what it is. */
+#define ECHO_WAIT_MS 500
+
 void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d) {
   /* The list holds a generation's failures; one beyond it still stops
    * the group. */
@@ -64,6 +78,14 @@ void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d) {
     f->rank = ag->asg.first_rank + d->local_rank;
     dr__agent_report_failure(ag, f);
   }
+  if (d->kind == DR_FAIL_EXIT && ag->state == DR_AG_RUNNING &&
+      ag->n_alive > 0 && !uv_is_active((uv_handle_t *)&ag->echo_timer) &&
+      dr_failure_is_echo(d->exit_code, d->signal, d->message,
+                         strlen(d->message))) {
+    uv_timer_start(&ag->echo_timer, on_echo_wait, ECHO_WAIT_MS, 0);
+    return;
+  }
+  uv_timer_stop(&ag->echo_timer);
   dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
 }
 

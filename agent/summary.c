@@ -116,27 +116,29 @@ void dr_summary_print(int exit_code, const char *host, const char *server_reason
   else
     DR_SAY(DR_LOG_ERROR, "job failed with exit code %d", exit_code);
   int have_reason = server_reason != NULL && server_reason[0] != '\0';
-  /* The server names the job's first failure; when that is not this
-   * node's first one, the server's account is the root cause. */
-  int local_root = n_recs > 0;
-  if (local_root && have_reason) {
+  /* The server names the job's root cause: this node's failure that it
+   * names (not always the first one here: a failure that echoes another
+   * may come first), or, when it names none of them, its account. Without
+   * the server's word, this node's first failure. */
+  size_t root = n_recs;
+  for (size_t i = 0; i < n_recs && root == n_recs; i++) {
     char who[96];
-    snprintf(who, sizeof(who), "pid %d) on node %u", (int)recs[0].pid,
-             recs[0].node_rank);
-    local_root = strstr(server_reason, who) != NULL;
+    snprintf(who, sizeof(who), "pid %d) on node %u", (int)recs[i].pid,
+             recs[i].node_rank);
+    if (!have_reason || strstr(server_reason, who) != NULL)
+      root = i;
   }
-  size_t first_other = 0;
-  if (local_root) {
+  if (root < n_recs) {
     DR_SAY(DR_LOG_ERROR, "root cause (first failure):");
-    print_rec(host, &recs[0]);
-    first_other = 1;
+    print_rec(host, &recs[root]);
   } else if (have_reason) {
     DR_SAY(DR_LOG_ERROR, "root cause (first failure, reported by the "
                     "rendezvous server): %s", server_reason);
   }
-  if (n_recs > first_other) {
+  if (n_recs > (root < n_recs ? 1u : 0u)) {
     DR_SAY(DR_LOG_ERROR, "other failures on this node:");
-    for (size_t i = first_other; i < n_recs; i++)
-      print_rec(host, &recs[i]);
+    for (size_t i = 0; i < n_recs; i++)
+      if (i != root)
+        print_rec(host, &recs[i]);
   }
 }

@@ -1,5 +1,7 @@
 #include "exit_codes.h"
 
+#include <string.h>
+
 #include <signal.h>
 #include <stddef.h>
 
@@ -34,4 +36,28 @@ int dr_exit_is_echo(int code, int signal) {
     return 0;
   const dr_exit_info_t *e = dr_exit_info(code);
   return e != NULL && e->echo;
+}
+
+/* memmem on a length-bounded message. */
+static int has(const char *msg, size_t len, const char *word) {
+  size_t n = strlen(word);
+  for (size_t i = 0; n <= len && i <= len - n; i++)
+    if (memcmp(msg + i, word, n) == 0)
+      return 1;
+  return 0;
+}
+
+int dr_failure_is_echo(int code, int signal, const char *msg, size_t len) {
+  if (dr_exit_is_echo(code, signal))
+    return 1;
+  if (signal != 0 || code == 0 || msg == NULL)
+    return 0;
+  static const char *const peer_gone[] = {
+      "Connection closed by peer", "Connection reset by peer", "Broken pipe",
+      "DistNetworkError", "remote process exited or there was a network error",
+  };
+  for (size_t i = 0; i < sizeof(peer_gone) / sizeof(peer_gone[0]); i++)
+    if (has(msg, len, peer_gone[i]))
+      return 1;
+  return 0;
 }

@@ -18,6 +18,8 @@
 #ifndef DR_EXIT_CODES_H
 #define DR_EXIT_CODES_H
 
+#include <stddef.h>
+
 typedef enum { DR_EXIT_DONE, DR_EXIT_RESTART, DR_EXIT_STOP } dr_exit_policy_t;
 
 #define DR_EXIT_MAP(X)                                                        \
@@ -77,5 +79,12 @@ dr_exit_policy_t dr_exit_policy(int code, int signal);
 
 /* 1 when the failure may be an echo of another rank's failure. */
 int dr_exit_is_echo(int code, int signal);
+
+/* The same, also for a program whose every error exits 1 (PyTorch): a
+ * failure whose message (its error file or last lines, len bytes) says a
+ * peer went away ("Connection closed by peer", "Connection reset by peer",
+ * "Broken pipe", DistNetworkError, NCCL's "remote process exited") is an
+ * echo too. */
+int dr_failure_is_echo(int code, int signal, const char *msg, size_t len);
 
 #endif /* DR_EXIT_CODES_H */

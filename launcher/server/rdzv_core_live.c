@@ -103,7 +103,9 @@ void dr_rdzv_failure(dr_rdzv_t *r, dr_rdzv_peer_t *p, const dr_failure_t *f,
    * another node, whose agent names it); an agent's verdict that names a
    * stopped, sleeping or busy worker is a root cause itself. */
   int echo =
-      (f->kind == DR_FAIL_EXIT && dr_exit_is_echo(f->exit_code, f->signal)) ||
+      (f->kind == DR_FAIL_EXIT &&
+       dr_failure_is_echo(f->exit_code, f->signal,
+                          (const char *)f->message.p, f->message.len)) ||
       f->kind == DR_FAIL_HANG_WAIT;
   if (r->holding) {
     if (echo)

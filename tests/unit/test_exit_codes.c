@@ -51,6 +51,20 @@ static void test_policies(void **state) {
   assert_false(dr_exit_is_echo(DR_EXIT_STORAGE, 0));
   assert_false(dr_exit_is_echo(1, 0));
   assert_false(dr_exit_is_echo(-1, SIGKILL)); /* a signal is its own cause */
+  /* A program whose every error exits 1 (PyTorch): the message tells. */
+  static const char gloo[] =
+      "RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:547]"
+      " Connection closed by peer [127.0.0.1]:48839";
+  static const char own[] = "RuntimeError: injected failure before step 5";
+  assert_true(dr_failure_is_echo(1, 0, gloo, strlen(gloo)));
+  assert_false(dr_failure_is_echo(1, 0, own, strlen(own)));
+  assert_false(dr_failure_is_echo(1, 0, gloo, 20)); /* within len only */
+  assert_false(dr_failure_is_echo(-1, SIGSEGV, gloo, strlen(gloo)));
+  assert_false(dr_failure_is_echo(0, 0, gloo, strlen(gloo)));
+  assert_true(dr_failure_is_echo(DR_EXIT_COMM, 0, own, strlen(own)));
+  assert_true(dr_failure_is_echo(1, 0, "torch.distributed.DistNetworkError: x",
+                                 37));
+  assert_false(dr_failure_is_echo(1, 0, NULL, 0));
 }
 
 static const char *policy_text(const dr_exit_info_t *e) {

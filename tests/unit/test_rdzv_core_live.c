@@ -256,6 +256,29 @@ static void test_echo_held_for_root_cause(void **state) {
   assert_int_equal(dr_rdzv_next_due(&f->r), 0);
 }
 
+/* A program whose every error exits 1 (PyTorch): a rank whose message
+ * says its peer went away is held as an echo like exit 3, and the rank
+ * whose exception closed the connection is the root cause. */
+static void test_peer_gone_message_is_an_echo(void **state) {
+  fx_t *f = *state;
+  f->now = 1000;
+  fx_run(f, 2);
+  f->now = 2100;
+  dr_failure_t x = fx_failure_msg(f, 0, 0, 1, 0);
+  x.message = dr_str("RuntimeError: [../gloo/transport/tcp/pair.cc:547] "
+                     "Connection closed by peer [127.0.0.1]:48839");
+  fx_fail_with(f, 0, &x);
+  assert_int_equal(fx_count(f, DR_RDZV_RESTART, FX_ANY), 0);
+  assert_int_equal(fx_count(f, DR_RDZV_STOP, FX_ANY), 0);
+  f->now = 2300;
+  x = fx_failure_msg(f, 0, 1, 1, 0);
+  x.message = dr_str("RuntimeError: injected failure before step 5");
+  fx_fail_with(f, 0, &x);
+  const fx_order_t *o = fx_must(f, DR_RDZV_RESTART, 0);
+  fx_assert_has(o->text, "injected failure before step 5");
+  assert_null(strstr(o->text, "Connection closed"));
+}
+
 /* With no other failure the held echo is the root cause when the hold
  * ends. */
 static void test_echo_acted_on_when_hold_ends(void **state) {
@@ -446,6 +469,7 @@ int main(void) {
       T(test_preempted_stops_at_once),
       T(test_sigusr1_stops_as_preempted),
       T(test_echo_held_for_root_cause),
+      T(test_peer_gone_message_is_an_echo),
       T(test_echo_acted_on_when_hold_ends),
       T(test_hang_wait_held_hang_not),
       T(test_hold_outlasts_silent_node),
