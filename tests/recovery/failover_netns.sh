@@ -18,6 +18,10 @@
 #              orders no restart (one restart order for the failure, the new
 #              server's), and node 0's ddprun stops its worker and exits 3
 #              saying why.
+#   two        two nodes (--nnodes 1:2), node 0 killed as in kill: a move
+#              needs a majority without the server's node, so node 1 says
+#              once that the rendezvous cannot move, waits for its server
+#              as before (join_timeout 5 s here) and exits 3.
 #
 # Usage: failover_netns.sh MODE DDPRUN TRAIN
 # Needs root and iproute2 with bridges; otherwise "SKIP: <reason>", exit 77.
@@ -46,8 +50,12 @@ command -v timeout >/dev/null 2>&1 || skip "no 'timeout' command"
 # shellcheck source=../lib/netns.sh
 . "$(dirname "$0")/../lib/netns.sh"
 netns_init "fo$mode"
-netns_make_star 3
+n_nodes=3 nnodes=2:3
+[ "$mode" = two ] && n_nodes=2 nnodes=1:2
+netns_make_star "$n_nodes"
 
+# The job's secret: the server that takes the job over requires it too.
+export DDPRUN_SECRET="failover-$mode-$$-secret"
 port=29400  # in namespaces of this test's own: nothing else listens there
 mport=29500 # the server's /metrics, the same
 id=failover-$mode-$$
@@ -68,20 +76,24 @@ node() {
   # for it: about 10 steps per 150 ms, so that the job is mid-run for
   # seconds.
   DDPRUN_CKPT_TEST_DELAY_MS=150 TMPDIR=$tmp timeout -k 2 90 \
-    ip netns exec "${star_ns[i]}" "$ddprun" --nnodes 2:3 --nproc-per-node 1 \
-    --rdzv-endpoint "${star_addr[0]}:$port" --rdzv-id "$id" \
-    --rdzv-conf "join_timeout=40,heartbeat_timeout=2,last_call_timeout=1,metrics_port=$mport" \
+    ip netns exec "${star_ns[i]}" "$ddprun" --nnodes "$nnodes" \
+    --nproc-per-node 1 --rdzv-endpoint "${star_addr[0]}:$port" \
+    --rdzv-id "$id" \
+    --rdzv-conf "join_timeout=$join_s,heartbeat_timeout=2,last_call_timeout=1,metrics_port=$mport" \
     --max-restarts 3 --log-dir "$tmp/log.$i" --ckpt-dir "$tmp/ck.$i" \
     --stop-grace 2 "$train" "${train_args[@]}" >"$tmp/out.$i" 2>&1 &
   node_pid[$i]=$!
   pids="$pids $!"
 }
 
+join_s=40
+[ "$mode" = two ] && join_s=5
 node 0
 # The server listens once node 0's ddprun has printed its first round line
 # or its standby summary; the others retry their connection until then.
-node 1
-node 2
+for ((i = 1; i < n_nodes; i++)); do
+  node "$i"
+done
 
 # wait_for FILE PATTERN SECS: until FILE has a line matching PATTERN.
 wait_for() {
@@ -103,7 +115,7 @@ until cat_out | grep -q '^\[rank0\]:step 100/'; do
 done
 # Which node holds rank 0 (and so writes the checkpoints)?
 r0=
-for i in 0 1 2; do
+for ((i = 0; i < n_nodes; i++)); do
   grep -q '^\[rank0\]:step 100/' "$tmp/out.$i" && r0=$i
 done
 echo "$mode: rank 0 is on node $r0 at step 100"
@@ -111,12 +123,12 @@ echo "$mode: rank 0 is on node $r0 at step 100"
 # Lines of output so far: after them, a rank 0 that starts (from a
 # checkpoint or not) and then logs a step is the new generation's.
 declare -A lines_at_cut
-for i in 1 2; do
+for ((i = 1; i < n_nodes; i++)); do
   lines_at_cut[$i]=$(wc -l <"$tmp/out.$i")
 done
 t_cut=$EPOCHREALTIME
 case $mode in
-kill)
+kill | two)
   # The ddprun and its worker, at once, as a host that dies takes them.
   for p in $(ip netns pids "${star_ns[0]}"); do
     kill -KILL "$p" 2>/dev/null
@@ -127,6 +139,19 @@ partition)
   ;;
 *) fail "unknown mode '$mode'" ;;
 esac
+
+if [ "$mode" = two ]; then
+  rc1=0
+  wait "${node_pid[1]}" || rc1=$?
+  [ "$rc1" = 3 ] || fail "node 1 exited $rc1, not 3"
+  n=$(grep -c "the rendezvous cannot move" "$tmp/err.1")
+  [ "$n" = 1 ] || fail "node 1 said $n times that the rendezvous cannot move"
+  grep -q "a job of 2 nodes has no majority without its server's node" \
+    "$tmp/err.1" || fail "node 1 does not say why the rendezvous cannot move"
+  grep -q "serves the job now" "$tmp/err.1" && fail "node 1 took over"
+  echo "two: ok (node 1 said once that the rendezvous cannot move, exit 3)"
+  exit 0
+fi
 
 # The survivors train again: a step line of generation 2 or later. The new
 # generation's rank 0 is on node 1 or 2; its first step line after the cut.
@@ -165,6 +190,10 @@ status "$took" "$took" >"$tmp/status.took" 2>&1 ||
   fail "ddprun status at the new server failed: $(cat "$tmp/status.took")"
 grep -qiE "running|forming" "$tmp/status.took" ||
   fail "ddprun status at the new server: $(cat "$tmp/status.took")"
+(unset DDPRUN_SECRET; status "$took" "$took") >"$tmp/status.nosecret" 2>&1 &&
+  fail "the new server answered a client without the job's secret"
+grep -q "requires the job's shared secret" "$tmp/status.nosecret" ||
+  fail "without the secret: $(cat "$tmp/status.nosecret")"
 status "$other" "$other" >"$tmp/status.other" 2>&1 &&
   fail "a standby answered ddprun status as the job's server"
 grep -q "standby rendezvous server" "$tmp/status.other" ||
