@@ -11,6 +11,7 @@
 
 #include "events.h"
 #include "exit_codes.h"
+#include "failure_lead.h"
 #include "log.h"
 
 static double wall_now(void) {
@@ -105,6 +106,7 @@ void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w) {
       dr_error_file_read(w->error_file, d.message, sizeof(d.message)) != 0)
     if (w->fwd[1] != NULL)
       dr_logfwd_tail(w->fwd[1], d.message, sizeof(d.message));
+  dr_failure_lead(d.message, sizeof(d.message)); /* the failing line first */
   if (ag->state == DR_AG_RUNNING) {
     char what[96];
     DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) %s; stopping "

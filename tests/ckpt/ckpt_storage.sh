@@ -180,6 +180,9 @@ printf '%s\n' "$root" | grep -q "  rank 0  local rank 0  pid [0-9]*  exited with
   die job "the summary does not name rank 0 as the root cause: $summary"
 printf '%s\n' "$root" | grep -F "$tmpname" | grep -qF "($reason)" ||
   die job "the summary's root cause lacks the file and '$reason': $summary"
+# Its first line is the failing one, before rank 0's start-up lines.
+printf '%s\n' "$root" | grep -m 1 '^ddprun:     | ' | grep -qF "($reason)" ||
+  die job "the root cause does not open with the failing line: $root"
 
 # The disk as it was: the previous checkpoint intact, nothing half-written.
 ls "$d"/*.tmp.* >/dev/null 2>&1 && fail "a temporary file is left: $(ls "$d")"
