@@ -134,6 +134,7 @@ void dr__agent_on_assign(dr_agent_t *ag, dr_assignment_t *a) {
   ag->asg = *a;
   memset(a, 0, sizeof(*a));
   ag->have_asg = 1;
+  uv_timer_stop(&ag->echo_timer); /* a wait of the generation before */
   dr__failover_settled(ag);
   dr_events_emit(ag->events, "assign",
                  ",\"gen\":%llu,\"node_rank\":%u,\"nnodes\":%u,"

@@ -58,7 +58,9 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
  * (unless a failure of its own came meanwhile and stopped them). */
 static void on_echo_wait(uv_timer_t *t) {
   dr_agent_t *ag = t->data;
-  if (ag->state == DR_AG_RUNNING)
+  /* Only the generation of the echo: an order may have restarted the
+   * workers meanwhile, and those run on. */
+  if (ag->state == DR_AG_RUNNING && ag->asg.gen == ag->echo_gen)
     dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
 }
 
@@ -83,6 +85,7 @@ void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d) {
       ag->n_alive > 0 && !uv_is_active((uv_handle_t *)&ag->echo_timer) &&
       dr_failure_is_echo(d->exit_code, d->signal, d->message,
                          strlen(d->message))) {
+    ag->echo_gen = ag->asg.gen;
     uv_timer_start(&ag->echo_timer, on_echo_wait, ECHO_WAIT_MS, 0);
     return;
   }

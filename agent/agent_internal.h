@@ -293,6 +293,7 @@ struct dr_agent {
   unsigned n_same_loss;      /* attempts since that ended the same way */
   uv_timer_t retry_timer;
   uv_timer_t echo_timer;     /* agent_failure.c: the wait after an echo */
+  uint64_t echo_gen;         /* ... in this generation */
   struct dr_events *events;  /* --log-dir's events.jsonl, or NULL */
   int64_t clock_skew_us;     /* DDPRUN_TEST_CLOCK_SKEW_MS, see there */
   uv_timer_t hold_timer;     /* polls workers holding signals */
