@@ -30,7 +30,7 @@ netns_cleanup() {
   for ns in $netns_made; do
     ip netns del "$ns" 2>/dev/null
   done
-  [ -n "$tmp" ] && rm -rf "$tmp"
+  [ -n "$tmp" ] && [ -z "${NETNS_KEEP_TMP:-}" ] && rm -rf "$tmp"
 }
 
 netns_init() {
