@@ -7,6 +7,7 @@
 
 #include "log.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 
@@ -35,6 +36,17 @@ static void on_refused(dr_agent_t *ag, const dr_sess_event_t *ev) {
   if (dr__failover_on_refused(ag, ev->code)) {
     /* A standby, or a replaced server: the next place of the rendezvous
      * (agent_failover.c). */
+    dr__agent_reconnect_soon(ag);
+    return;
+  }
+  if (ev->code == ETIMEDOUT || ev->code == -ETIMEDOUT ||
+      (ev->code == 0 && ev->to == 0)) {
+    /* The server dropped a connection it found idle or slow (this ddprun
+     * stalled before its JOIN, or took its replies late): no refusal of
+     * the node, which connects again. */
+    DR_SAY(DR_LOG_WARN, "the rendezvous server %s:%u closed this node's "
+            "connection (%.*s); connecting again", ag->srv_host,
+            ag->srv_port, (int)ev->text.len, (const char *)ev->text.p);
     dr__agent_reconnect_soon(ag);
     return;
   }

@@ -170,6 +170,11 @@ static int start_arz(dr_agent_t *ag) {
 void dr__agent_reconnect_soon(dr_agent_t *ag) {
   ag->arz_ready = 0;
   ag->resume_pending = 0;
+  if (!ag->reconnecting) { /* lost now, and heard until now */
+    ag->lost_ms = ag->heard_ms = uv_now(&ag->loop);
+    ag->n_same_loss = 0;
+    ag->last_loss[0] = '\0';
+  }
   ag->reconnecting = 1;
   uv_timer_start(&ag->retry_timer, on_retry_reconnect, 50, 0);
 }
