@@ -96,6 +96,9 @@ static void on_stop_async(uv_async_t *a) {
     return;
   s->cfg.exit_when_done = 1;
   s->done_flushing = 1;
+  /* ddprun asks once its agent has closed its connection: that close is
+   * read first (the node's end is the job's), within the drain's bound. */
+  s->stop_requested = 1;
   uv_timer_start(&s->drain, on_drain_timeout, 2000, 0);
   dr__server_maybe_finish(s);
 }
@@ -286,7 +289,7 @@ void dr__server_maybe_finish(dr_server_t *s) {
   if (!s->done_flushing || s->closing)
     return;
   for (dr_conn_t *c = s->conns; c != NULL; c = c->next)
-    if (c->out_pending > 0)
+    if (c->out_pending > 0 || (s->stop_requested && c->rp.node != NULL))
       return;
   dr_server_t *tmp = s;
   dr_server_close(&tmp);

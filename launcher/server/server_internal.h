@@ -125,6 +125,7 @@ struct dr_server {
   uint64_t woke_ms;        /* when the loop last woke from a stall (the
                               process stopped, a VM paused), 0 if never */
   uv_async_t stop_async;
+  int stop_requested;      /* dr_server_request_stop(): nodes' closes first */
   uv_async_t takeover_async; /* server_takeover.c */
   void *_Atomic takeover_req;
   uv_check_t reaper;       /* closes doomed connections at a safe point */
