@@ -96,6 +96,27 @@ static char **build_argv(const dr_options_t *o) {
   return argv;
 }
 
+/* The job's server as the options say, on host:port: the one this node
+ * hosts, or its standby. */
+static void job_server_config(const dr_options_t *o, const uint8_t *secret,
+                              size_t secret_len, const char *host,
+                              uint16_t port, dr_server_config_t *c) {
+  dr_server_config_default(c);
+  c->host = host;
+  c->port = port;
+  c->run_id = o->rdzv_id;
+  c->min_nodes = o->min_nodes;
+  c->max_nodes = o->max_nodes;
+  c->max_restarts = o->max_restarts;
+  c->heartbeat_timeout_ms = o->heartbeat_timeout_ms;
+  c->last_call_timeout_ms = o->last_call_timeout_ms;
+  c->replacement_timeout_ms = o->replacement_timeout_ms;
+  c->secret = secret;
+  c->secret_len = secret_len;
+  c->log_dir = o->log_dir;
+  c->metrics_port = o->metrics_port;
+}
+
 __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -231,20 +252,7 @@ int main(int argc, char **argv) {
     if (hosted == NULL)
       goto out;
     dr_server_config_t *c = &hosted->cfg;
-    dr_server_config_default(c);
-    c->host = bind_host;
-    c->port = rdzv_port;
-    c->run_id = o.rdzv_id;
-    c->min_nodes = o.min_nodes;
-    c->max_nodes = o.max_nodes;
-    c->max_restarts = o.max_restarts;
-    c->heartbeat_timeout_ms = o.heartbeat_timeout_ms;
-    c->last_call_timeout_ms = o.last_call_timeout_ms;
-    c->replacement_timeout_ms = o.replacement_timeout_ms;
-    c->secret = secret;
-    c->secret_len = secret_len;
-    c->log_dir = o.log_dir;
-    c->metrics_port = o.metrics_port;
+    job_server_config(&o, secret, secret_len, bind_host, rdzv_port, c);
     c->failover = !o.standalone;
     rc = dr_hosted_start(hosted);
     if (rc == UV_EADDRINUSE && !o.standalone && o.is_host != 1) {
@@ -272,23 +280,10 @@ int main(int argc, char **argv) {
     if (standby == NULL)
       goto out;
     dr_server_config_t *c = &standby->cfg;
-    dr_server_config_default(c);
-    c->host = "0.0.0.0";
     /* The endpoint's port where it is free (another host's, usually), so
      * that `ddprun status` and /metrics find the job's server at the same
      * port of the node that takes it over; else any port. */
-    c->port = rdzv_port;
-    c->metrics_port = o.metrics_port;
-    c->run_id = o.rdzv_id;
-    c->min_nodes = o.min_nodes;
-    c->max_nodes = o.max_nodes;
-    c->max_restarts = o.max_restarts;
-    c->heartbeat_timeout_ms = o.heartbeat_timeout_ms;
-    c->last_call_timeout_ms = o.last_call_timeout_ms;
-    c->replacement_timeout_ms = o.replacement_timeout_ms;
-    c->secret = secret;
-    c->secret_len = secret_len;
-    c->log_dir = o.log_dir;
+    job_server_config(&o, secret, secret_len, "0.0.0.0", rdzv_port, c);
     c->failover = 1;
     c->standby = 1;
     int src = dr_hosted_start(standby);
