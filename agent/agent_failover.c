@@ -110,7 +110,7 @@ static void advance(dr_agent_t *ag) {
     ag->walk_i++;
     if (ag->walk_i >= n) { /* a new cycle: everyone may have come back */
       ag->walk_i = 0;
-      ag->walk_dead = ag->walk_alive = 0;
+      ag->walk_dead = 0;
     }
     unsigned i = ag->walk_i;
     if (is_self(ag, i) && !ag->took_over) {
@@ -160,7 +160,7 @@ int dr__failover_on_lost(dr_agent_t *ag, int code) {
       return 0; /* the server may be back in a moment */
     ag->walking = 1;
     ag->walk_i = 0;
-    ag->walk_dead = ag->walk_alive = 0;
+    ag->walk_dead = 0;
     ag->walk_since_ms = now;
     snprintf(ag->moved_from, sizeof(ag->moved_from), "%s:%u", ag->srv_host,
              ag->srv_port);
@@ -207,14 +207,12 @@ int dr__failover_on_refused(dr_agent_t *ag, int code) {
   if (!ag->walking) {
     ag->walking = 1;
     ag->walk_i = 0;
-    ag->walk_dead = ag->walk_alive = 0;
+    ag->walk_dead = 0;
     ag->walk_since_ms = uv_now(&ag->loop);
     snprintf(ag->moved_from, sizeof(ag->moved_from), "%s:%u", ag->srv_host,
              ag->srv_port);
   }
-  if (ag->walk_i < 32)
-    ag->walk_alive |= 1u << ag->walk_i;
-  advance(ag);
+  advance(ag); /* alive: not marked dead, so no later node takes over */
   return 1;
 }
 

@@ -272,13 +272,13 @@ struct dr_agent {
   uint16_t srv_port;
   /* agent_failover.c: the highest server term seen; the walk over the
    * lost server and the successors (walk_i: the target being tried;
-   * walk_dead: bit i set when target i did not answer this cycle, alive:
-   * a standby answered); this node's standby took the job over. */
+   * walk_dead: bit i set when target i did not answer this cycle); this
+   * node's standby took the job over. */
   uint64_t term_seen;
   uint64_t heard_ms;         /* when the lost server was last heard */
   int walking;
   unsigned walk_i;
-  uint32_t walk_dead, walk_alive;
+  uint32_t walk_dead;
   uint64_t walk_since_ms;
   int took_over;
   int nomove_said;           /* said once that the rendezvous cannot move */
