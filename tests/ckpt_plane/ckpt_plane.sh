@@ -84,7 +84,9 @@ renamed_only() {
   local w=$tmp/$1.watch n
   shift
   for n in "$@"; do
-    grep -qx "moved_to $n" "$w" || fail "$n did not appear by rename: $(cat "$w")"
+    # The watcher reports inotify's event a moment after the rename.
+    wait_for "$wait_secs" "$w" "^moved_to $n\$" ||
+      fail "$n did not appear by rename: $(cat "$w")"
     ! grep -qx "create $n" "$w" || fail "$n was created in place: $(cat "$w")"
   done
 }
