@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ddprun needs and builds it into build/.
+# Installs the Debian packages ddprun's build and tests need and builds it
+# into build/. The container image's own tools (buildah, mmdebstrap) come
+# in where the image is built: deploy/container/build.sh installs them.
 # Idempotent: run it again after pulling changes.
 #   deploy/setup.sh                 # Release-ish build in build/
 #   BUILD_DIR=out deploy/setup.sh   # another build directory
@@ -26,7 +28,6 @@ packages=(
   python3-yaml                       # deploy tests: parse the Kubernetes manifests
   python3-venv                       # tests/package: the wheel's tools and a fresh environment
   dpkg-dev file                      # cpack -G DEB: dpkg-shlibdeps declares the library packages
-  mmdebstrap buildah                 # the container image: a local Debian root, built without a registry
 )
 
 sudo_cmd=()

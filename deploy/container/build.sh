@@ -18,8 +18,8 @@
 #   MIRROR          an apt sources file or URL for mmdebstrap (default:
 #                   this machine's /etc/apt/sources.list.d/debian.sources)
 #   BASE            an image to build on instead (then no mmdebstrap)
-# Needs root, buildah and mmdebstrap (Debian: apt-get install buildah
-# mmdebstrap).
+# Needs root, buildah and mmdebstrap: run as root with apt-get, it installs
+# the two when they are missing (INSTALL_TOOLS=0: it only says so).
 set -euo pipefail
 usage() { echo "usage: deploy/container/build.sh DEB [WORK_DIR]" >&2; exit 2; }
 [ $# -ge 1 ] && [ $# -le 2 ] || usage
@@ -28,9 +28,27 @@ deb=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 work=${2:-$(dirname "$deb")/container}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 suite=${SUITE:-bookworm}
+# The image's own tools, which deploy/setup.sh leaves out: installed here
+# as root where apt-get is (INSTALL_TOOLS=0: only checked).
+mkdir -p "$work"
+need=()
+for tool in buildah mmdebstrap; do
+  [ "$tool" = mmdebstrap ] && [ -n "${BASE:-}" ] && continue
+  command -v "$tool" >/dev/null || need+=("$tool")
+done
+if [ ${#need[@]} -gt 0 ] && [ "${INSTALL_TOOLS:-1}" = 1 ] &&
+  [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+  echo "build.sh: installing ${need[*]}" >&2
+  { apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends "${need[@]}"; } >"$work/install.log" 2>&1 || {
+    echo "build.sh: apt-get install ${need[*]} failed; see $work/install.log" >&2
+    exit 1
+  }
+fi
 for tool in buildah dpkg-deb; do
   command -v "$tool" >/dev/null || {
-    echo "build.sh: $tool not found (Debian: apt-get install buildah)" >&2
+    echo "build.sh: $tool not found (Debian: apt-get install buildah; as root this script installs it)" >&2
     exit 2
   }
 done
