@@ -319,6 +319,12 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     free(ag);
     return 2;
   }
+  if (dr__agent_env_read(ag) != 0) {
+    free(ag->env_summary);
+    free(ag->bind);
+    free(ag);
+    return 2;
+  }
   /* The progress slots, and error files when there is no --log-dir, live
    * here; removed at exit (by the watchdog if the agent is killed). */
   const char *tmpdir = getenv("TMPDIR");
@@ -328,6 +334,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     DR_SAY(DR_LOG_ERROR, "cannot create a directory in %s (%s); set "
             "TMPDIR or --log-dir", tmpdir != NULL ? tmpdir : "/tmp",
             strerror(errno));
+    free(ag->env_summary);
     free(ag->bind);
     free(ag);
     return 2;
@@ -404,6 +411,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   dr_assignment_free(&ag->asg);
   free(ag->w);
   free(ag->bind);
+  free(ag->env_summary);
   free(ag);
   return code;
 }

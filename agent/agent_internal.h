@@ -244,6 +244,8 @@ struct dr_agent {
   dr_worker_t *w;
   dr_binding_t *bind;
   int printed_binding;
+  char *env_summary;         /* agent_env.c: the node's summary (lines), or
+                                NULL; at the head of every rank's files */
   int port_fd;               /* socket holding the offered master port */
   uint16_t port_offer;
   uv_signal_t sigchld;
@@ -308,6 +310,15 @@ struct dr_agent {
   struct dr_persist_plane *persist; /* --ckpt-persist's (agent_persist.c),
                                        or NULL */
 };
+
+/* agent_env.c: reads the node's environment and runs its checks, says
+ * each finding; 0, or DR_EXIT_CONFIG's 2 when a setting cannot work (no
+ * worker may start). The summary is kept in ag->env_summary. */
+int dr__agent_env_read(dr_agent_t *ag);
+/* Says the summary (once per agent) on the console. */
+void dr__agent_env_say(dr_agent_t *ag);
+/* Writes it, each line "ddprun: "-prefixed, to fd (a rank's file). */
+void dr__agent_env_write(const dr_agent_t *ag, int fd);
 
 /* agent_workers.c */
 int dr__workers_start(dr_agent_t *ag);

@@ -252,6 +252,8 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w, uint64_t ckpt_step) {
       if (w->file_fd[i] < 0)
         DR_WARN("cannot open %s (%s); rank %u's output goes to the console only",
                 path, strerror(errno), w->rank);
+      else if (i == 0)
+        dr__agent_env_write(ag, w->file_fd[i]);
     }
     dr_logfwd_opts_t fo = {console ? (i == 0 ? 1 : 2) : -1, w->file_fd[i],
                            prefix};
@@ -285,7 +287,8 @@ int dr__workers_start(dr_agent_t *ag) {
   ag->w = calloc(ag->nproc, sizeof(*ag->w));
   if (ag->w == NULL)
     return -ENOMEM;
-  if (!ag->printed_binding) {
+  dr__agent_env_say(ag);
+  if (!ag->printed_binding) { /* no summary: the bindings at least */
     ag->printed_binding = 1;
     for (uint32_t i = 0; i < ag->nproc; i++) {
       char desc[600];

@@ -1,0 +1,73 @@
+/* The agent's side of the node's environment summary (node_env.h): read
+ * once at the start, its findings said then (a fatal one ends ddprun with
+ * exit 2 before it joins), the summary said before the first workers
+ * start and written at the head of every rank's files. */
+#include "agent_internal.h"
+
+#include "fs.h"
+#include "log.h"
+#include "node_env.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern char **environ;
+
+#define IFS_MAX 64
+
+int dr__agent_env_read(dr_agent_t *ag) {
+  dr_ifc_t ifs[IFS_MAX];
+  /* A test's stand-in /proc and /sys (fake GPUs, InfiniBand ports). */
+  const char *root = getenv("DDPRUN_TEST_SYSROOT");
+  dr_node_env_in_t in = {
+      .root = root != NULL ? root : "",
+      .prog_argv = (const char *const *)ag->cfg->prog_argv,
+      .envp = environ,
+      .nproc = ag->nproc,
+      .bind = ag->bind,
+      .n_cpus = dr_bind_count_cpus(),
+      .ifs = ifs,
+      .n_ifs = dr_node_env_ifs(ifs, IFS_MAX),
+  };
+  dr_node_env_t e;
+  if (dr_node_env_read(&in, &e) != 0) {
+    DR_WARN("out of memory: no environment summary");
+    return 0;
+  }
+  for (size_t i = 0; i < e.n_findings; i++) {
+    if (e.findings[i].level == DR_ENV_FATAL)
+      DR_SAY(DR_LOG_ERROR, "%s", e.findings[i].text);
+    else
+      DR_WARN("%s", e.findings[i].text);
+  }
+  ag->env_summary = e.summary;
+  return e.fatal ? 2 : 0;
+}
+
+void dr__agent_env_say(dr_agent_t *ag) {
+  if (ag->printed_binding || ag->env_summary == NULL)
+    return;
+  ag->printed_binding = 1;
+  const char *s = ag->env_summary;
+  while (*s != '\0') {
+    size_t n = strcspn(s, "\n");
+    DR_SAY(DR_LOG_INFO, "%.*s", (int)n, s);
+    s += n + (s[n] == '\n');
+  }
+}
+
+void dr__agent_env_write(const dr_agent_t *ag, int fd) {
+  if (fd < 0 || ag->env_summary == NULL)
+    return;
+  const char *s = ag->env_summary;
+  while (*s != '\0') {
+    size_t n = strcspn(s, "\n");
+    char line[2048];
+    int k = snprintf(line, sizeof(line), "ddprun: %.*s\n", (int)n, s);
+    if (k > 0)
+      dr_write_all(fd, line, (size_t)k < sizeof(line) ? (size_t)k
+                                                      : sizeof(line) - 1);
+    s += n + (s[n] == '\n');
+  }
+}
