@@ -37,6 +37,9 @@ static inline uint8_t dr_std_spec_get(const dr_std_spec_t *s, uint32_t lr) {
   return s->default_mask;
 }
 
+/* --hang-timeout auto (the default): see hang.c. */
+#define DR_HANG_AUTO UINT32_MAX
+
 /* What the agent takes of ddprun's settings (the launcher fills it from
  * its command line). Strings are borrowed for the agent's run. */
 typedef struct {
@@ -47,7 +50,8 @@ typedef struct {
   int64_t node_rank;              /* requested node rank, -1 = any */
   const char *local_addr;         /* address workers reach this node at */
   uint32_t join_timeout_ms, heartbeat_timeout_ms;
-  uint32_t hang_timeout_ms;       /* 0 = off */
+  uint32_t hang_timeout_ms;       /* 0 = off; DR_HANG_AUTO: the default
+                                     rule of hang.c */
   uint32_t stop_grace_ms, signal_hold_ms;
   const char *role;               /* ROLE_NAME */
   const char *log_dir;            /* --log-dir, or NULL */

@@ -61,7 +61,20 @@ struct dr_hang {
   dr_nvml_t *nvml;
   int nvml_tried;
   pid_t *busy_pgrp;   /* process groups of the processes NVML saw busy */
+  /* --hang-timeout auto: the floor, the longest time between two reports
+   * of a rank seen so far, the timeout in force (eff_ms) and whether the
+   * ranks' wait for another node was said in this episode. */
+  int lenient;
+  uint64_t floor_ms, slowest_ms, eff_ms;
+  uint64_t wait_said;
 };
+
+/* --hang-timeout auto's floor for a program that reports its steps; twice
+ * that for one judged by CPU time. NCCL's own timeout is 10 minutes: the
+ * floor comes before it. */
+#define AUTO_FLOOR_MS 300000u
+/* ... and the multiple of the slowest step. */
+#define AUTO_STEPS 10u
 
 static void tick(struct dr_hang *h);
 
@@ -228,7 +241,12 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   uint32_t i = (uint32_t)vd->named;
   dr_worker_t *w = &ag->w[i];
   const dr_rank_view_t *v = &h->views[i];
-  double S = ag->o->hang_timeout_ms / 1000.0;
+  double S = h->eff_ms / 1000.0;
+  char how[160];
+  if (h->lenient)
+    snprintf(how, sizeof(how), "--hang-timeout auto: %.0f s", S);
+  else
+    snprintf(how, sizeof(how), "--hang-timeout %.1f s", S);
   double quiet = v->quiet_ms / 1000.0;
   if (vd->why == DR_WHY_BUSY_PEERS_WAIT) /* its peers' silence */
     for (uint32_t k = 0; k < h->n; k++)
@@ -238,17 +256,15 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   char first[400];
   if (v->reports)
     snprintf(first, sizeof(first), "hung: no progress for %.1f s after step "
-             "%llu (--hang-timeout %.1f s): %s", quiet,
-             (unsigned long long)w->progress_step, S,
-             dr_stall_why_text(vd->why));
+             "%llu (%s): %s", quiet, (unsigned long long)w->progress_step,
+             how, dr_stall_why_text(vd->why));
   else if (vd->why == DR_WHY_BUSY_PEERS_WAIT)
     snprintf(first, sizeof(first), "hung: busy while its peers made no "
-             "progress for %.1f s (--hang-timeout %.1f s; judged by CPU time)",
-             quiet, S);
+             "progress for %.1f s (%s; judged by CPU time)", quiet, how);
   else
     snprintf(first, sizeof(first), "hung: no progress for %.1f s: its "
-             "processes used no CPU time%s (--hang-timeout %.1f s): %s",
-             quiet, h->nvml != NULL ? " and its GPU ran nothing" : "", S,
+             "processes used no CPU time%s (%s): %s",
+             quiet, h->nvml != NULL ? " and its GPU ran nothing" : "", how,
              dr_stall_why_text(vd->why));
   if (v->reports)
     DR_SAY(DR_LOG_ERROR, "rank %u (local rank %u, pid %d) made no progress "
@@ -364,6 +380,20 @@ static void say_cpu(struct dr_hang *h, uint32_t i) {
   h->said_cpu = 1;
 }
 
+/* The timeout in force: --hang-timeout's, or auto's from the steps seen;
+ * and the waiting time after it. */
+static void set_timeout(struct dr_hang *h) {
+  if (h->lenient) {
+    int reports = 0;
+    for (uint32_t i = 0; i < h->n; i++)
+      reports |= h->views[i].alive && h->views[i].reports;
+    uint64_t steps = h->slowest_ms * AUTO_STEPS;
+    h->eff_ms = !reports ? 2 * h->floor_ms
+                         : steps > h->floor_ms ? steps : h->floor_ms;
+  }
+  h->wait_ms = h->eff_ms + h->eff_ms / 2 + (uint64_t)h->budget_ms;
+}
+
 static void tick(struct dr_hang *h) {
   dr_agent_t *ag = h->ag;
   if (ag->state != DR_AG_RUNNING || ag->w == NULL) {
@@ -406,16 +436,24 @@ static void tick(struct dr_hang *h) {
                     gpu_busy(h, i, n_busy));
     dr_progress_sample_t smp = dr_progress_read(ag->progress, i);
     if (smp.seq != w->progress_seq) {
+      if (w->progress_seq != 0 && smp.seq != 0 &&
+          now - w->progress_ms > h->slowest_ms)
+        h->slowest_ms = now - w->progress_ms;
       w->progress_seq = smp.seq;
       w->progress_step = smp.step;
       w->progress_ms = now;
     }
     v->alive = 1;
     v->reports = (smp.flags & DR_PROGRESS_REPORTS) != 0 || smp.seq != 0;
+    uint64_t cpu_quiet = dr_stall_quiet_ms(&r->cpu, &h->cfg);
     if (v->reports)
       v->quiet_ms = w->progress_seq != 0 ? now - w->progress_ms : 0;
     else
-      v->quiet_ms = dr_stall_quiet_ms(&r->cpu, &h->cfg);
+      v->quiet_ms = cpu_quiet;
+    /* auto: its CPU time or GPU counts as progress too (an evaluation, a
+     * checkpoint between two reports) */
+    if (h->lenient && v->quiet_ms > cpu_quiet)
+      v->quiet_ms = cpu_quiet;
     v->stopped = h->ps[i].stopped;
     v->disk_wait = h->ps[i].disk_wait;
     v->busy = dr_stall_cpu_pct(&r->cpu, &h->cfg, DR_STALL_BUSY_OVER_MS) >=
@@ -423,18 +461,18 @@ static void tick(struct dr_hang *h) {
     const dr_stack_t *s = stack_of(h, i);
     v->place = s != NULL ? s->place : DR_PLACE_UNKNOWN;
     if (!v->reports && !h->said_cpu &&
-        now - r->cpu.start_ms >= ag->o->hang_timeout_ms / 2)
+        now - r->cpu.start_ms >= h->eff_ms / 2)
       say_cpu(h, i);
   }
-  dr_verdict_t vd = dr_stall_judge(h->views, h->n, ag->o->hang_timeout_ms,
-                                   h->wait_ms);
+  set_timeout(h);
+  dr_verdict_t vd = dr_stall_judge(h->views, h->n, h->eff_ms, h->wait_ms,
+                                   h->lenient);
   /* Quiet for half the timeout: suspect. Its stacks are taken then, so
    * that a stop for a culprit named on another node can say where this
    * node's ranks are, though none of them is stalled yet. */
   int suspect = 0;
   for (uint32_t i = 0; i < h->n; i++)
-    if (h->views[i].alive &&
-        h->views[i].quiet_ms >= ag->o->hang_timeout_ms / 2)
+    if (h->views[i].alive && h->views[i].quiet_ms >= h->eff_ms / 2)
       suspect = 1;
   if (vd.stalled == 0) {
     if ((h->stalled || h->suspect) && !suspect) {
@@ -469,6 +507,19 @@ static void tick(struct dr_hang *h) {
     if (h->collecting)
       return;
   }
+  if (vd.named >= 0 && vd.why == DR_WHY_WAITED && h->lenient &&
+      ag->asg.nnodes > 1) {
+    /* auto: what they wait for may be a long evaluation on another node;
+     * the agent of a node that holds a culprit names it. */
+    if (h->wait_said != h->episode) {
+      h->wait_said = h->episode;
+      DR_SAY(DR_LOG_WARN, "every rank of this node has made no progress "
+             "for %.0f s, waiting; --hang-timeout auto leaves the verdict to "
+             "the node whose rank they wait for (--hang-timeout SECONDS "
+             "would stop them here)", h->views[vd.named].quiet_ms / 1000.0);
+    }
+    return;
+  }
   if (vd.named >= 0)
     declare(h, &vd); /* the agent stops the group: no further verdict */
 }
@@ -498,6 +549,14 @@ int dr__hang_start(dr_agent_t *ag, dr_hang_verdict_cb on_verdict) {
     return -ENOMEM;
   }
   uint32_t S = ag->o->hang_timeout_ms;
+  if (S == DR_HANG_AUTO) {
+    /* DDPRUN_TEST_HANG_FLOOR_MS: a test's floor, in place of minutes */
+    const char *t = getenv("DDPRUN_TEST_HANG_FLOOR_MS");
+    h->lenient = 1;
+    h->floor_ms = t != NULL && atoi(t) > 0 ? (uint64_t)atoi(t) : AUTO_FLOOR_MS;
+    S = (uint32_t)(2 * h->floor_ms);
+  }
+  h->eff_ms = S;
   h->cfg.timeout_ms = S;
   h->cfg.hz = sysconf(_SC_CLK_TCK);
   if (h->cfg.hz <= 0)

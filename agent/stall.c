@@ -91,24 +91,27 @@ unsigned dr_stall_cpu_pct(const dr_stall_t *s, const dr_stall_cfg_t *c,
 
 /* ---- the verdict -------------------------------------------------------- */
 
-static int stalled(const dr_rank_view_t *v, uint64_t timeout_ms) {
-  return v->alive && v->quiet_ms >= timeout_ms && v->quiet_ms > 0;
+/* lenient: a busy rank is at work, whatever its reports say. */
+static int stalled(const dr_rank_view_t *v, uint64_t timeout_ms,
+                   int lenient) {
+  return v->alive && v->quiet_ms >= timeout_ms && v->quiet_ms > 0 &&
+         !(lenient && v->busy);
 }
 
 /* The rule (1 strongest, 0 none) that makes rank i a culprit. */
 static dr_stall_why_t rule(const dr_rank_view_t *v, size_t n, size_t i,
-                           uint64_t timeout_ms) {
+                           uint64_t timeout_ms, int lenient) {
   const dr_rank_view_t *r = &v[i];
   int peer_collective = 0, peer_idle_stalled = 0;
   for (size_t k = 0; k < n; k++) {
     if (k == i || !v[k].alive)
       continue;
     peer_collective |= v[k].place == DR_PLACE_COLLECTIVE;
-    peer_idle_stalled |= stalled(&v[k], timeout_ms) && !v[k].busy &&
+    peer_idle_stalled |= stalled(&v[k], timeout_ms, lenient) && !v[k].busy &&
                          !v[k].stopped;
   }
-  if (!stalled(r, timeout_ms)) {
-    if (r->alive && !r->reports && r->busy &&
+  if (!stalled(r, timeout_ms, lenient)) {
+    if (!lenient && r->alive && !r->reports && r->busy &&
         r->place != DR_PLACE_COLLECTIVE && peer_idle_stalled)
       return DR_WHY_BUSY_PEERS_WAIT;
     return DR_WHY_NONE;
@@ -120,7 +123,7 @@ static dr_stall_why_t rule(const dr_rank_view_t *v, size_t n, size_t i,
   if (r->place == DR_PLACE_IO ||
       (r->disk_wait && r->place != DR_PLACE_COLLECTIVE))
     return DR_WHY_DISK;
-  if (r->busy && r->place != DR_PLACE_COLLECTIVE)
+  if (!lenient && r->busy && r->place != DR_PLACE_COLLECTIVE)
     return DR_WHY_BUSY;
   if (r->place != DR_PLACE_COLLECTIVE && r->place != DR_PLACE_UNKNOWN &&
       peer_collective)
@@ -129,16 +132,20 @@ static dr_stall_why_t rule(const dr_rank_view_t *v, size_t n, size_t i,
 }
 
 dr_verdict_t dr_stall_judge(const dr_rank_view_t *v, size_t n,
-                            uint64_t timeout_ms, uint64_t wait_ms) {
+                            uint64_t timeout_ms, uint64_t wait_ms,
+                            int lenient) {
   dr_verdict_t out = {0, -1, DR_WHY_NONE};
-  for (size_t i = 0; i < n; i++)
-    out.stalled += stalled(&v[i], timeout_ms);
+  size_t alive = 0;
+  for (size_t i = 0; i < n; i++) {
+    out.stalled += stalled(&v[i], timeout_ms, lenient);
+    alive += v[i].alive != 0;
+  }
   if (out.stalled == 0)
     return out;
   /* The strongest rule wins; among equals the rank quiet longest, then the
    * lowest. Rules are numbered strongest first (DR_WHY_STOPPED = 1). */
   for (size_t i = 0; i < n; i++) {
-    dr_stall_why_t w = rule(v, n, i, timeout_ms);
+    dr_stall_why_t w = rule(v, n, i, timeout_ms, lenient);
     if (w == DR_WHY_NONE)
       continue;
     if (out.named < 0 || w < out.why ||
@@ -147,10 +154,10 @@ dr_verdict_t dr_stall_judge(const dr_rank_view_t *v, size_t n,
       out.why = w;
     }
   }
-  if (out.named >= 0)
-    return out;
+  if (out.named >= 0 || (lenient && (size_t)out.stalled < alive))
+    return out; /* lenient: a rank at work is what the others wait for */
   for (size_t i = 0; i < n; i++)
-    if (stalled(&v[i], timeout_ms) && v[i].quiet_ms >= wait_ms &&
+    if (stalled(&v[i], timeout_ms, lenient) && v[i].quiet_ms >= wait_ms &&
         (out.named < 0 || v[i].quiet_ms > v[out.named].quiet_ms)) {
       out.named = (int)i;
       out.why = DR_WHY_WAITED;

@@ -99,9 +99,14 @@ typedef struct {
   dr_stall_why_t why;
 } dr_verdict_t;
 
-/* Applies the rules to n ranks. wait_ms: when a waiting rank is named. */
+/* Applies the rules to n ranks. wait_ms: when a waiting rank is named.
+ * lenient (--hang-timeout auto): a busy rank is at work, never a culprit
+ * (rules 3 and 5 are off: a long evaluation or checkpoint on one rank
+ * while the others wait is not a hang), and a waiting rank is named only
+ * when every rank is stalled. */
 dr_verdict_t dr_stall_judge(const dr_rank_view_t *v, size_t n,
-                            uint64_t timeout_ms, uint64_t wait_ms);
+                            uint64_t timeout_ms, uint64_t wait_ms,
+                            int lenient);
 
 /* "stopped (SIGSTOP or a debugger)", ... */
 const char *dr_stall_why_text(dr_stall_why_t why);

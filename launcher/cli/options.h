@@ -100,7 +100,8 @@ typedef struct {
   char *cpu_list;                     /* the LIST of --cpu-bind ("0-3:4-7",
                                          CPUs < CPU_SETSIZE); else NULL */
   char *secret_file;                  /* --secret-file */
-  uint32_t hang_timeout_ms;           /* --hang-timeout, 0 = off */
+  uint32_t hang_timeout_ms;           /* --hang-timeout, 0 = off,
+                                         DR_HANG_AUTO: auto */
   /* checkpoints in node memory */
   char *ckpt_dir;                     /* --ckpt-dir, NULL = none */
   int32_t ckpt_replicas;              /* --ckpt-replicas 0..8; after a

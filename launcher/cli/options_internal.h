@@ -78,6 +78,8 @@ int dr__set_signals(void *dst, const dr_flag_t *row, const char *val,
                     const char *what, char *err, size_t err_len);
 int dr__set_gpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
+int dr__set_hang_timeout(void *dst, const dr_flag_t *row, const char *val,
+                         const char *what, char *err, size_t err_len);
 int dr__set_cpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len);
 int dr__set_log_level(void *dst, const dr_flag_t *row, const char *val,

@@ -154,6 +154,22 @@ int dr__set_signals(void *dst, const dr_flag_t *row, const char *val,
   return dr_flags_replace_str(&o->signals_to_handle, out, err, err_len);
 }
 
+int dr__set_hang_timeout(void *dst, const dr_flag_t *row, const char *val,
+                         const char *what, char *err, size_t err_len) {
+  dr_options_t *o = dst;
+  uint32_t ms;
+  if (strcmp(val, "auto") == 0)
+    o->hang_timeout_ms = DR_HANG_AUTO;
+  else if (strcmp(val, "off") == 0)
+    o->hang_timeout_ms = 0;
+  else if (dr_parse_seconds_ms(val, 0, &ms) == 0)
+    o->hang_timeout_ms = ms;
+  else
+    FAIL("must be auto, off, or a number of seconds from 0 (off) to 86400, "
+         "such as 600");
+  return 0;
+}
+
 int dr__set_gpu_bind(void *dst, const dr_flag_t *row, const char *val,
                      const char *what, char *err, size_t err_len) {
   dr_options_t *o = dst;

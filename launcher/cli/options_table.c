@@ -173,9 +173,14 @@ const dr_flag_t dr__opt_table[] = {
    "Shared secret of the job; without it no client can join or read the "
    "store.",
    NULL, dr_flag_set_str, OFF(secret_file)},
-  {"hang-timeout", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS", "0 (off)",
-   "Treat a worker group that makes no progress for this long as hung.",
-   NULL, dr_flag_set_seconds, OFF(hang_timeout_ms)},
+  {"hang-timeout", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ALL, "SECONDS|auto|off",
+   "auto",
+   "Treat a worker group that makes no progress for this long as hung. "
+   "auto: no progress for 10 x the slowest step seen (at least 5 min; "
+   "10 min of no CPU time for a program that does not report), a busy "
+   "rank counts as working, and a node whose ranks only wait leaves the "
+   "verdict to the node of the culprit.",
+   NULL, dr__set_hang_timeout, 0},
   {"config", 0, DR_FLAG_VALUE, DR_FLAG_FROM_ARGV | DR_FLAG_FROM_ENV, "FILE", "none",
    "Read options from this INI file (see below).",
    NULL, dr_flag_set_str, OFF(config_file)},
@@ -232,6 +237,7 @@ int dr__opt_defaults(dr_options_t *o) {
   o->monitor_interval_s = 0.1;
   o->stop_grace_ms = 10000;
   o->signal_hold_ms = 30000;
+  o->hang_timeout_ms = DR_HANG_AUTO;
   o->gpu_bind = DR_GPU_BIND_NONE;
   o->cpu_bind = DR_CPU_BIND_NONE;
   o->log_level = DR_LOG_INFO;

@@ -12,9 +12,13 @@
  * seconds) on stderr first. Nothing runs past --max-s (60 s by default):
  * a launcher that fails to stop it cannot leave it behind for long.
  *
+ * With --for MS the stuck rank is only held up for MS (a long evaluation
+ * when it spins), the others wait as long, then every rank goes on; with
+ * --steps N every rank exits 0 after step N.
+ *
  *   hangprobe --rank 3 --at 50 --how spin [--no-report] [--step-ms 10]
- *             [--max-s 60] [--marker STRING]
- * Exit codes: 0 never (it is stopped), 64 a bad option, 70 past --max-s. */
+ *             [--for MS] [--steps N] [--max-s 60] [--marker STRING]
+ * Exit codes: 0 after --steps, 64 a bad option, 70 past --max-s. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <signal.h>
@@ -59,7 +63,8 @@ __attribute__((noinline, noclone)) static void busy_for(double secs) {
 }
 
 int main(int argc, char **argv) {
-  long stuck_rank = -1, at = -1, step_ms = 10, max_s = 60;
+  long stuck_rank = -1, at = -1, step_ms = 10, max_s = 60, for_ms = -1;
+  long steps = -1;
   const char *how = "spin";
   int report = 1;
   for (int i = 1; i < argc; i++) {
@@ -83,6 +88,10 @@ int main(int argc, char **argv) {
       step_ms = atol(v);
     else if (strcmp(a, "--max-s") == 0)
       max_s = atol(v);
+    else if (strcmp(a, "--for") == 0)
+      for_ms = atol(v);
+    else if (strcmp(a, "--steps") == 0)
+      steps = atol(v);
     else if (strcmp(a, "--marker") != 0) {
       fprintf(stderr, "hangprobe: unknown option %s\n", a);
       return 64;
@@ -99,13 +108,19 @@ int main(int argc, char **argv) {
   long rank = r != NULL ? atol(r) : 0;
   dr_progress_t *p = report ? dr_progress_attach_env() : NULL;
   for (long step = 0;; step++) {
+    if (steps >= 0 && step == steps)
+      return 0;
     if (step == at) {
       if (rank != stuck_rank) {
-        poll(NULL, 0, -1); /* waits for a peer that never comes */
+        poll(NULL, 0, (int)for_ms); /* waits for a peer (that never comes) */
         continue;
       }
       fprintf(stderr, "hangprobe: rank %ld stuck at step %ld (%s) at %.3f\n",
               rank, step, how, wall());
+      if (for_ms >= 0 && strcmp(how, "spin") == 0) {
+        busy_for((double)for_ms / 1000.0);
+        continue;
+      }
       if (strcmp(how, "spin") == 0)
         for (;;)
           busy_for(1.0);

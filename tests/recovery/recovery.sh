@@ -367,9 +367,10 @@ latejoin)
 
 hang)
   # A longer job: rank 3 is stopped in the middle of its steps, where the
-  # other ranks soon wait for it in an all-reduce.
+  # other ranks soon wait for it in an all-reduce. 1000 steps: a loaded
+  # machine runs them at 30 ms, and each run must end within job_secs.
   train_args=(--layers 2 --width 128 --input-dim 32 --classes 8
-    --samples 8192 --eval-samples 256 --batch 16 --steps 2000 --log-every 50
+    --samples 8192 --eval-samples 256 --batch 16 --steps 1000 --log-every 50
     --seed 11 --ckpt-every 100)
   ref ref
   server srv 2 1
@@ -383,7 +384,7 @@ hang)
   k=$(holder 1 3 n0 n1) || exit 1
   r0=$(holder 1 0 n0 n1) || exit 1
   p3=$(events "$(ev $k)" spawn | grep '"gen":1,"rank":3,' | field pid)
-  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:step 300/2000 ' ||
+  wait_for "$wait_secs" "$tmp/$r0.out" '^\[rank0\]:step 300/1000 ' ||
     { show $r0; fail "rank 0 never reached step 300"; }
   kill -STOP "$p3"
   t_stop=$(date +%s.%N)
@@ -405,7 +406,7 @@ hang)
     fail "no hung rank and its last step were named"
   echo "$first" | grep -q '"gen":1,"rank":[0-3],"exit_code":4,.*hung: no progress for [0-9.]* s after step [0-9]* (--hang-timeout 3.0 s)' ||
     fail "the server's first failure is not a hang (exit 4): $first"
-  grep -q "resuming at step [1-9][0-9]* of 2000" "$tmp/all" ||
+  grep -q "resuming at step [1-9][0-9]* of 1000" "$tmp/all" ||
     fail "the restarted group did not resume from a checkpoint"
   crc=$(crc_of "$tmp/all")
   [ "$crc" = "$ref_crc" ] || fail "weights $crc differ from $ref_crc"
@@ -446,6 +447,52 @@ hang)
     fail "the server restarted $late s after the hang verdict" \
       "($(echo "$first" | sed -n 's/.*"what":"\([^"]*\)".*/\1/p'))," \
       "not at once"
+  ;;
+
+hang_auto_eval | hang_auto_sleep)
+  # --hang-timeout auto (the default), its floor 2 s here: rank 3 (node 1)
+  # reports its steps, then at step 100 spins for 8 s (an evaluation) or
+  # sleeps for good, while the other ranks wait, blocked. The evaluation
+  # is work: no verdict, every rank goes on and the job ends 0; node 0's
+  # agent, whose ranks only wait, says so once and leaves the verdict to
+  # node 1. The sleeper is named at once, as under --hang-timeout.
+  how=spin
+  [ "$mode" = hang_auto_sleep ] && how=sleep
+  program=("$hangprobe" --rank 3 --at 100 --how "$how" --for 8000 --steps 300
+    --marker "$tmp/")
+  server srv 2 0
+  s=$srv_pid
+  agent_env=(DDPRUN_TEST_HANG_FLOOR_MS=2000)
+  for n in n0 n1; do
+    agent $n 2 0 "${program[@]}"
+    apid[$n]=$agent_pid
+  done
+  want_rc=0
+  [ "$mode" = hang_auto_sleep ] && want_rc=4
+  for n in n0 n1; do
+    finish "${apid[$n]}"; expect_rc $n "$rc" $want_rc
+  done
+  finish "$s"; expect_rc srv "$rc" $want_rc
+  all n0 n1
+  k=$(holder 1 3 n0 n1) || exit 1
+  o=n0
+  [ "$k" = n0 ] && o=n1
+  grep -q "hangprobe: rank 3 stuck at step 100 ($how)" "$tmp/all" ||
+    fail "rank 3 did not get stuck"
+  if [ "$mode" = hang_auto_eval ]; then
+    ! grep -q "is to blame\|treating it as hung" "$tmp/all" ||
+      fail "a long evaluation was called a hang: $(grep 'to blame' "$tmp/all")"
+    grep -q "every rank of this node has made no progress for [0-9]* s, waiting; --hang-timeout auto leaves the verdict to the node whose rank they wait for" \
+      "$tmp/$o.err" || { show "$o"; fail "$o did not say its ranks wait"; }
+    echo "hang_auto_eval: an 8 s evaluation on rank 3 with auto's floor at 2 s:" \
+      "no verdict, the job ended 0; $o said: $(grep -o 'every rank of this node.*waiting' "$tmp/$o.err" | head -n 1)"
+  else
+    grep -qE "^ddprun: rank 3 is to blame: it sleeps" "$tmp/$k.err" ||
+      fail "rank 3 is not blamed for sleeping: $(grep 'to blame' "$tmp/all")"
+    grep -q "(--hang-timeout auto: [0-9]* s)" "$tmp/$k.err" ||
+      fail "the verdict does not say it came from auto"
+    echo "hang_auto_sleep: $(grep -m1 'made no progress' "$tmp/$k.err")"
+  fi
   ;;
 
 hang_busy | hang_busy_cpu | hang_sleep_cpu | hang_spin)

@@ -83,7 +83,7 @@ static void test_defaults(void **state) {
   assert_int_equal(o->cpu_bind, DR_CPU_BIND_NONE);
   assert_null(o->cpu_list);
   assert_null(o->secret_file);
-  assert_int_equal(o->hang_timeout_ms, 0);
+  assert_int_equal(o->hang_timeout_ms, DR_HANG_AUTO);
   assert_null(o->config_file);
   assert_int_equal(o->log_level, DR_LOG_INFO);
   assert_null(o->ckpt_dir);
@@ -1130,6 +1130,27 @@ static void test_free_after_failure(void **state) {
   dr_options_free(&o);
 }
 
+/* --hang-timeout: auto (the default), off, 0 (off) or seconds; anything
+ * else is refused. */
+static void test_hang_timeout(void **state) {
+  fx_t *f = *state;
+  fx_assert_ok(f, fx_parse(f, "--hang-timeout", "off", "train", NULL));
+  assert_int_equal(f->o.hang_timeout_ms, 0);
+  dr_options_free(&f->o);
+  fx_assert_ok(f, fx_parse(f, "--hang-timeout", "auto", "train", NULL));
+  assert_int_equal(f->o.hang_timeout_ms, DR_HANG_AUTO);
+  dr_options_free(&f->o);
+  fx_assert_ok(f, fx_parse(f, "--hang-timeout", "0", "train", NULL));
+  assert_int_equal(f->o.hang_timeout_ms, 0);
+  dr_options_free(&f->o);
+  fx_assert_ok(f, fx_parse(f, "--hang-timeout", "2.5", "train", NULL));
+  assert_int_equal(f->o.hang_timeout_ms, 2500);
+  dr_options_free(&f->o);
+  assert_int_equal(fx_parse(f, "--hang-timeout", "sometimes", "train", NULL),
+                   DR_EBADARG);
+  assert_non_null(strstr(f->err, "must be auto, off, or a number of seconds"));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fx_setup, fx_teardown)
 
 int main(void) {
@@ -1146,6 +1167,7 @@ int main(void) {
       T(test_ini),
       T(test_ini_errors),
       T(test_bad_input),
+      T(test_hang_timeout),
       T(test_help),
       T(test_program),
       T(test_std_spec),

@@ -118,13 +118,13 @@ static dr_rank_view_t rank(uint64_t quiet, dr_place_t place) {
 static void test_nothing_stalled(void **state) {
   (void)state;
   dr_rank_view_t v[2] = {rank(400, DR_PLACE_UNKNOWN), rank(4999, 0)};
-  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000);
+  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000, 0);
   assert_int_equal(d.stalled, 0);
   assert_int_equal(d.named, -1);
   /* A dead rank, however quiet, is not judged. */
   v[0].alive = 0;
   v[0].quiet_ms = 60000;
-  assert_int_equal(dr_stall_judge(v, 2, 5000, 9000).stalled, 0);
+  assert_int_equal(dr_stall_judge(v, 2, 5000, 9000, 0).stalled, 0);
 }
 
 /* The PyTorch job: rank 1 sleeps, rank 0 waits in backward; both quiet. */
@@ -132,14 +132,14 @@ static void test_sleeper_named(void **state) {
   (void)state;
   dr_rank_view_t v[2] = {rank(5100, DR_PLACE_COLLECTIVE),
                          rank(5100, DR_PLACE_SLEEP)};
-  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000);
+  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000, 0);
   assert_int_equal(d.stalled, 2);
   assert_int_equal(d.named, 1);
   assert_int_equal(d.why, DR_WHY_SLEEPING);
   /* Known only by the kernel (py-spy absent): waiting on a futex versus
    * sleeping: the same. */
   v[0].place = DR_PLACE_WAIT;
-  d = dr_stall_judge(v, 2, 5000, 9000);
+  d = dr_stall_judge(v, 2, 5000, 9000, 0);
   assert_int_equal(d.named, 1);
 }
 
@@ -150,7 +150,7 @@ static void test_stopped_named(void **state) {
                          rank(3100, DR_PLACE_COLLECTIVE)};
   v[0].reports = v[1].reports = 1;
   v[1].stopped = 1;
-  dr_verdict_t d = dr_stall_judge(v, 2, 3000, 5250);
+  dr_verdict_t d = dr_stall_judge(v, 2, 3000, 5250, 0);
   assert_int_equal(d.named, 1);
   assert_int_equal(d.why, DR_WHY_STOPPED);
 }
@@ -163,20 +163,20 @@ static void test_busy_named(void **state) {
   for (int i = 0; i < 3; i++)
     v[i].reports = 1;
   v[1].busy = 1;
-  dr_verdict_t d = dr_stall_judge(v, 3, 5000, 9000);
+  dr_verdict_t d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.named, 1);
   assert_int_equal(d.why, DR_WHY_BUSY);
   /* Busy in a collective is a rank that spins while it waits (NCCL):
    * then the one outside the collective is named. */
   v[1].place = DR_PLACE_COLLECTIVE;
   v[0].place = DR_PLACE_COLLECTIVE;
-  d = dr_stall_judge(v, 3, 5000, 9000);
+  d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.named, 2);
   assert_int_equal(d.why, DR_WHY_OFF_COLLECTIVE);
   /* A stopped rank outranks a busy one. */
   v[0].stopped = 1;
   v[1].place = DR_PLACE_UNKNOWN;
-  d = dr_stall_judge(v, 3, 5000, 9000);
+  d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.named, 0);
   assert_int_equal(d.why, DR_WHY_STOPPED);
 }
@@ -186,17 +186,17 @@ static void test_busy_peer_named(void **state) {
   (void)state;
   dr_rank_view_t v[2] = {rank(5500, DR_PLACE_WAIT), rank(300, 0)};
   v[1].busy = 1;
-  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000);
+  dr_verdict_t d = dr_stall_judge(v, 2, 5000, 9000, 0);
   assert_int_equal(d.stalled, 1);
   assert_int_equal(d.named, 1);
   assert_int_equal(d.why, DR_WHY_BUSY_PEERS_WAIT);
   /* Not when the busy rank reports (and so progresses), nor when it is in
    * a collective itself. */
   v[1].reports = 1;
-  assert_int_equal(dr_stall_judge(v, 2, 5000, 9000).named, -1);
+  assert_int_equal(dr_stall_judge(v, 2, 5000, 9000, 0).named, -1);
   v[1].reports = 0;
   v[1].place = DR_PLACE_COLLECTIVE;
-  d = dr_stall_judge(v, 2, 5000, 9000);
+  d = dr_stall_judge(v, 2, 5000, 9000, 0);
   assert_int_equal(d.named, 0); /* then the waiter is off the collective */
   assert_int_equal(d.why, DR_WHY_OFF_COLLECTIVE);
 }
@@ -208,25 +208,61 @@ static void test_all_wait(void **state) {
   dr_rank_view_t v[3] = {rank(6000, DR_PLACE_COLLECTIVE),
                          rank(6100, DR_PLACE_COLLECTIVE),
                          rank(6000, DR_PLACE_UNKNOWN)};
-  dr_verdict_t d = dr_stall_judge(v, 3, 5000, 9000);
+  dr_verdict_t d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.stalled, 3);
   assert_int_equal(d.named, -1);
   v[1].quiet_ms = 9000;
-  d = dr_stall_judge(v, 3, 5000, 9000);
+  d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.named, 1);
   assert_int_equal(d.why, DR_WHY_WAITED);
   /* Without any stack: the same. */
   for (int i = 0; i < 3; i++)
     v[i].place = DR_PLACE_UNKNOWN;
-  assert_int_equal(dr_stall_judge(v, 3, 5000, 9000).why, DR_WHY_WAITED);
+  assert_int_equal(dr_stall_judge(v, 3, 5000, 9000, 0).why, DR_WHY_WAITED);
   v[1].quiet_ms = 8999;
-  assert_int_equal(dr_stall_judge(v, 3, 5000, 9000).named, -1);
+  assert_int_equal(dr_stall_judge(v, 3, 5000, 9000, 0).named, -1);
   /* A disk wait outside a collective is its own doing. */
   v[2].disk_wait = 1;
-  d = dr_stall_judge(v, 3, 5000, 9000);
+  d = dr_stall_judge(v, 3, 5000, 9000, 0);
   assert_int_equal(d.named, 2);
   assert_int_equal(d.why, DR_WHY_DISK);
   assert_non_null(strstr(dr_stall_why_text(d.why), "disk"));
+}
+
+/* --hang-timeout auto: a long evaluation on one rank (busy, not reporting)
+ * while its peers wait idle is not a hang; a rank busy outside a
+ * collective is no culprit; the waiting ranks are named only once every
+ * rank is stalled; the other rules stand. */
+static void test_lenient(void **state) {
+  (void)state;
+  dr_rank_view_t v[3] = {rank(9500, DR_PLACE_COLLECTIVE), rank(0, 0),
+                         rank(9500, DR_PLACE_COLLECTIVE)};
+  v[1].busy = 1; /* evaluating */
+  dr_verdict_t d = dr_stall_judge(v, 3, 5000, 9000, 1);
+  assert_int_equal(d.stalled, 2);
+  assert_int_equal(d.named, -1);
+  /* strict: the same ranks make a verdict */
+  d = dr_stall_judge(v, 3, 5000, 9000, 0);
+  assert_int_equal(d.named, 1);
+  assert_int_equal(d.why, DR_WHY_BUSY_PEERS_WAIT);
+  /* Stalled by its reports but busy: no culprit in auto. */
+  v[1].quiet_ms = 9400;
+  v[1].reports = 1;
+  d = dr_stall_judge(v, 3, 5000, 9000, 1);
+  assert_int_equal(d.named, -1);
+  assert_int_equal(dr_stall_judge(v, 3, 5000, 9000, 0).why, DR_WHY_BUSY);
+  /* Every rank stalled and waiting: named, as strict. */
+  v[1].busy = 0;
+  v[1].place = DR_PLACE_COLLECTIVE;
+  d = dr_stall_judge(v, 3, 5000, 9000, 1);
+  assert_int_equal(d.named, 0);
+  assert_int_equal(d.why, DR_WHY_WAITED);
+  /* One rank stalled asleep outside the collective: named. */
+  v[2].place = DR_PLACE_SLEEP;
+  v[0].quiet_ms = 0;
+  d = dr_stall_judge(v, 3, 5000, 9000, 1);
+  assert_int_equal(d.named, 2);
+  assert_int_equal(d.why, DR_WHY_SLEEPING);
 }
 
 /* ---- /proc ------------------------------------------------------------- */
@@ -418,6 +454,7 @@ int main(void) {
       cmocka_unit_test(test_busy_named),
       cmocka_unit_test(test_busy_peer_named),
       cmocka_unit_test(test_all_wait),
+      cmocka_unit_test(test_lenient),
       cmocka_unit_test(test_fake_proc),
       cmocka_unit_test(test_real_children),
       cmocka_unit_test(test_nvml_missing),
