@@ -72,6 +72,14 @@ void dr_optim_set_total_steps(dr_optim_t *o, uint64_t total_steps) {
   o->have_k = 0;
 }
 
+int dr_optim_set_lr(dr_optim_t *o, float lr) {
+  if (!(lr >= 0.0f) || !isfinite(lr))
+    return DR_EBADARG;
+  o->cfg.lr = lr;
+  o->have_k = 0; /* the step's constants depend on it */
+  return 0;
+}
+
 float dr_optim_schedule_lr(const dr_optim_config_t *c, uint64_t step) {
   const double lr = c->lr;
   const uint64_t warmup = c->warmup_steps, total = c->total_steps;

@@ -2,7 +2,8 @@
  *
  * The learning rate is that of the global batch (batch per rank x world x
  * grad-accum): the rule is to give --lr for the batch the job runs with;
- * ddprun does not rescale it with the world size. Schedule: linear warmup
+ * ddprun does not rescale it with the world size unless asked to (train's
+ * --lr-scale linear sets the base rate with dr_optim_set_lr). Schedule: linear warmup
  * from 0 over warmup steps (lr * (step + 1) / warmup_steps, so no step runs
  * at 0 and step warmup_steps - 1 runs at lr), then cosine decay from lr at
  * step warmup_steps to min_lr_frac * lr at the last step, total_steps - 1,
@@ -55,6 +56,11 @@ float dr_optim_schedule_lr(const dr_optim_config_t *c, uint64_t step);
 /* Sets the schedule's total_steps (its decay ends at total_steps - 1):
  * a resumed run whose schedule is not its own --steps. */
 void dr_optim_set_total_steps(dr_optim_t *o, uint64_t total_steps);
+
+/* Sets the schedule's base rate (the lr of the config) from the next
+ * update on: train's --lr-scale linear (lr_schedule.h). DR_EBADARG for a
+ * negative or non-finite rate. */
+int dr_optim_set_lr(dr_optim_t *o, float lr);
 
 /* Applies one update with the gradients in the model's params, at the
  * schedule's lr for step (0-based optimizer step, which is also AdamW's

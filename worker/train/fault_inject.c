@@ -59,6 +59,11 @@ static const dr_fault_var_t vars[] = {
      "world size: after the pre-division by the world size 60000, finite in "
      "fp16, but the fp16 sum of two of them overflows (--grad-compress "
      "fp16): an overflow only the reduced result shows"},
+    {"DDPRUN_SMOKE_TEST_BREAK", "ckpt",
+     "with --smoke, rank 0 flips the lowest bit of the first weight it "
+     "reads back from the checkpoint, before comparing it with the weights "
+     "written, so that the checkpoint check fails (exit 1); announced on "
+     "stderr"},
     {"DDPRUN_SHM_TEST_TAKEN", "N",
      "the first N names that each creation of a shared-memory segment (a "
      "ring of the CPU backend, the shared weights) tries are taken: created "
@@ -94,6 +99,7 @@ static struct {
   uint64_t ovf_step, ovf_count;
   int ovf_sum;          /* OVERFLOW_TEST_SUM set */
   uint64_t ovf_sum_step;
+  char smoke_break[16]; /* SMOKE_TEST_BREAK: "" = off */
 } g;
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -162,6 +168,10 @@ static void load(void) {
     g.ovf_sum = 1;
     g.ovf_sum_step = strtoull(s, NULL, 10) - 1;
   }
+
+  s = getenv("DDPRUN_SMOKE_TEST_BREAK");
+  if (s != NULL && strlen(s) < sizeof(g.smoke_break))
+    memcpy(g.smoke_break, s, strlen(s) + 1);
 
   s = getenv("DDPRUN_PLAN_TEST_SCALE");
   if (s != NULL && atof(s) > 0)
@@ -279,6 +289,11 @@ float dr_fault_overflow_value(uint32_t rank, uint32_t world, uint64_t step) {
     return 60000.0f * (float)world;
   }
   return 0;
+}
+
+int dr_fault_smoke_break(const char *check) {
+  dr_fault_init();
+  return g.smoke_break[0] != '\0' && strcmp(g.smoke_break, check) == 0;
 }
 
 const dr_fault_var_t *dr_fault_vars(int *n) {

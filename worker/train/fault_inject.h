@@ -26,6 +26,8 @@
  *   DDPRUN_OVERFLOW_TEST_SUM=STEP        every rank's gradient holds a
  *                                        value finite in fp16 whose fp16
  *                                        sum overflows, at step STEP
+ *   DDPRUN_SMOKE_TEST_BREAK=ckpt         --smoke: a bit of the checkpoint
+ *                                        read back flipped
  *   DDPRUN_SHM_TEST_TAKEN=N              shared-memory names found taken
  *   DDPRUN_SHM_TEST_KILL=TAG[:RANK]      SIGKILL right after creating a
  *                                        shared-memory segment
@@ -91,6 +93,10 @@ void dr_fault_spin(uint32_t rank, uint64_t step);
  * 60000 x world (60000 after the pre-division by the world size, finite
  * in fp16; the sum of two is not); 0 for none. Announced on stderr. */
 float dr_fault_overflow_value(uint32_t rank, uint32_t world, uint64_t step);
+
+/* DDPRUN_SMOKE_TEST_BREAK: 1 when it names check ("ckpt"), so that
+ * --smoke finds that check failing. */
+int dr_fault_smoke_break(const char *check);
 
 /* The variables for train --help: *n entries, static. */
 typedef struct {

@@ -10,6 +10,7 @@
 #include "compress.h"
 #include "data.h"
 #include "loss_scale.h"
+#include "lr_schedule.h"
 #include "model.h"
 #include "optim.h"
 #include "pg.h"
@@ -84,6 +85,12 @@ typedef struct {
   struct dr_train_saver *saver; /* train_ckpt_save.c: the checkpoint
                                    writer and its state; NULL before the
                                    first checkpoint */
+  uint64_t ckpt_global_batch; /* the resumed checkpoint's global batch;
+                                 0 without a resume */
+  dr_lr_scale_t lrs;         /* --lr-scale (lr_schedule.h) */
+  int log_first;             /* the loop logs step 1 on its own too */
+  double first_loss;         /* the first logged loss, averaged over ranks */
+  struct dr_train_smoke *smoke; /* --smoke (train_smoke.h); else NULL */
 } dr_run_t;
 
 
@@ -144,6 +151,17 @@ void dr_train_ckpt_close(dr_run_t *r);
  * waited for the previous write, and how long in all) with --ckpt-dir;
  * else empty. buf is returned. */
 const char *dr_train_ckpt_fields(const dr_run_t *r, char *buf, size_t n);
+
+/* lr_schedule.c. Every rank, after the resume (r->ckpt_global_batch is
+ * known) and before the first step, start: sets r->lrs from the settings
+ * and the global batch and gives the optimizer start's rate; rank 0 says
+ * on stderr, in one line, where the global batch differs from the
+ * reference and what --lr-scale does about it, with the rate step start
+ * runs at. Returns 0. */
+int dr_train_lr_start(dr_run_t *r, uint64_t start);
+/* Every rank, before step's first update: gives the optimizer the base
+ * rate of step (nothing without --lr-scale linear). */
+void dr_train_lr_step(dr_run_t *r, uint64_t step);
 
 /* train_preempt.c: SIGUSR1 sets a flag (install before the loop; -1 and
  * errno on failure). After each step all ranks agree on whether any was

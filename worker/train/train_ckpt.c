@@ -307,6 +307,8 @@ int dr_train_resume(dr_run_t *r, uint64_t *start) {
    * that a resume of the extended run follows it too). */
   r->sched_steps = v.sched_steps;
   dr_optim_set_total_steps(r->opt, v.sched_steps);
+  /* The file's: dr__train_ckpt_fits let it through only equal to ours. */
+  r->ckpt_global_batch = r->global_batch;
   if (v.ls_taken) {
     r->ls.scale = v.ls_scale;
     r->ls.good = v.ls_good;

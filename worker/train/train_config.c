@@ -37,6 +37,16 @@ typedef struct {
 
 static const row_t rows[] = {
     {"config", K_STR, OFF(config), NULL, 0, 0, "INI file of settings"},
+    {"smoke", K_FLAG, OFF(smoke), "0", 0, 1,
+     "a self-check to run first, alone or under ddprun: a short run (20 "
+     "steps unless --steps; the other settings as given, --ckpt-every "
+     "aside) that writes the checkpoint of its last step and reads it back "
+     "(in a new directory under --ckpt-dir, else under $TMPDIR or /tmp, "
+     "removed afterwards), evaluates, and checks that the steps ran, that "
+     "the weights read back are bit-identical to those written, that the "
+     "evaluation gave a finite loss, and that the loss fell; rank 0 prints "
+     "one `smoke:` line per check and a verdict; exit 0 when all held, 1 "
+     "otherwise"},
     {"data", K_STR, OFF(data), "synthetic", 0, 0,
      "synthetic (a teacher MLP labels random inputs) or text:PATH (predict "
      "the next byte of a file)"},
@@ -67,7 +77,20 @@ static const row_t rows[] = {
     {"epochs", K_U32, OFF(epochs), "1", 1, 1e6, "epochs when --steps is 0"},
     {"lr", K_F64, OFF(lr), "0.003", 0, 1e3,
      "learning rate of the global batch (batch x world x grad-accum); not "
-     "rescaled with the world size"},
+     "rescaled with the world size unless --lr-scale linear"},
+    {"lr-ref-batch", K_U64, OFF(lr_ref_batch), NULL, 1, 1e12,
+     "the global batch --lr was tuned for (unset by default): where the "
+     "run's global batch differs, rank 0 says so at start, with the rate "
+     "--lr-scale linear would use"},
+    {"lr-scale", K_STR, OFF(lr_scale), "none", 0, 0,
+     "none: --lr as is; linear: --lr x global batch / reference, the "
+     "reference being --lr-ref-batch, else a resumed checkpoint's global "
+     "batch (always the run's own: a resume keeps it), else none (--lr as "
+     "is, said at start); ramped from --lr over --lr-warmup steps, under "
+     "the --warmup and cosine schedule"},
+    {"lr-warmup", K_U64, OFF(lr_warmup), "0", 0, 1e12,
+     "--lr-scale linear: steps over which the rate's scale rises linearly "
+     "from 1 (step 1) to global batch / reference (step N + 1 and after)"},
     {"optimizer", K_STR, OFF(optimizer), "adamw", 0, 0, "sgd or adamw"},
     {"momentum", K_F64, OFF(momentum), "0.9", 0, 1, "SGD momentum"},
     {"weight-decay", K_F64, OFF(weight_decay), "0", 0, 10, "weight decay"},
@@ -234,6 +257,8 @@ static int set(dr_train_config_t *c, const row_t *r, const char *v, char *err,
   }
   if (r->off == OFF(batch))
     c->batch_given = 1;
+  if (r->off == OFF(steps))
+    c->steps_given = 1;
   if (r->off == OFF(bucket_cap_mb)) {
     c->bucket_cap_auto = strcmp(v, "auto") == 0;
     if (c->bucket_cap_auto) {
@@ -416,7 +441,9 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
   for (size_t k = 0; k < N_ROWS; k++)
     if (rows[k].def != NULL && set(c, &rows[k], rows[k].def, err, n) != 0)
       return DR_EBADARG;
-  c->batch_given = 0; /* set by the file or a flag from here on */
+  /* Set by the file or a flag from here on. */
+  c->batch_given = 0;
+  c->steps_given = 0;
   /* The file first, so that flags override it. */
   const char *file = NULL;
   for (int i = 1; i < argc; i++) {
@@ -489,6 +516,16 @@ int dr_train_config_parse(int argc, char **argv, dr_train_config_t *c,
       strcmp(c->extend_schedule, "hold") != 0)
     return fail(err, n, "--extend-schedule '%s': expected none, stretch or "
                 "hold", c->extend_schedule);
+  if (strcmp(c->lr_scale, "none") != 0 && strcmp(c->lr_scale, "linear") != 0)
+    return fail(err, n, "--lr-scale '%s': expected none or linear",
+                c->lr_scale);
+  if (c->lr_warmup > 0 && strcmp(c->lr_scale, "linear") != 0)
+    return fail(err, n, "--lr-warmup %llu ramps in the scaling of --lr-scale "
+                "linear, and --lr-scale is none; give --lr-scale linear, or "
+                "--warmup for the schedule's own warmup",
+                (unsigned long long)c->lr_warmup);
+  if (c->smoke && !c->steps_given)
+    c->steps = DR_TRAIN_SMOKE_STEPS;
   if (strcmp(c->precision, "fp32") != 0 && strcmp(c->precision, "bf16") != 0 &&
       strcmp(c->precision, "fp16") != 0)
     return fail(err, n, "--precision '%s': expected fp32, bf16 or fp16",

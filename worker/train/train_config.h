@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* --smoke's steps when --steps is not given. */
+#define DR_TRAIN_SMOKE_STEPS 20
+
 typedef struct {
   char *config;
   char *data;           /* "synthetic" or "text:PATH" */
@@ -19,8 +22,13 @@ typedef struct {
   uint64_t global_batch; /* 0, or samples per step over all ranks: batch
                            is derived from it and the world size */
   uint64_t steps;       /* optimizer steps; 0 = from epochs */
+  int steps_given;      /* --steps was set (flag or file) */
   uint32_t epochs;
   double lr;
+  uint64_t lr_ref_batch; /* --lr-ref-batch: the global batch --lr was tuned
+                            for; 0 when not given */
+  char *lr_scale;       /* none | linear (lr_schedule.h) */
+  uint64_t lr_warmup;   /* linear: steps over which the scaling ramps in */
   char *optimizer;      /* sgd | adamw */
   double momentum, weight_decay, beta1, beta2, eps;
   uint64_t warmup;
@@ -52,6 +60,7 @@ typedef struct {
   uint64_t powersgd_start_step; /* steps all-reduced uncompressed first */
   int powersgd_no_ef;   /* tests: PowerSGD without error feedback */
   char *loss_scale;     /* dynamic[:INIT] | FIXED | none */
+  int smoke;            /* --smoke: the self-check of train_smoke.h */
 } dr_train_config_t;
 
 /* 0; 1 after --help or --version (printed); DR_EBADARG with a one-line message. */

@@ -159,6 +159,7 @@ static int one_step(dr_run_t *r, uint64_t step, double *loss_out,
   int rc = dev->step_begin != NULL ? dev->step_begin(r, step) : 0;
   if (rc != 0)
     return rc;
+  dr_train_lr_step(r, step);
   dr_step_marks_t m = {.start_us = dr_mono_us()};
   float scale = (float)r->ls.scale;
   /* A device that runs the step on its own clock compresses there too. */
@@ -244,6 +245,7 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
   const dr_train_config_t *c = &r->c;
   double window_loss = 0;
   uint64_t window_n = 0, straggler_from = start;
+  int logged = 0;
   int rc0 = dr_train_threads_open(r);
   if (rc0 != 0)
     return rc0;
@@ -269,7 +271,8 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
     window_loss += loss;
     window_n++;
     int last = step + 1 == r->total_steps;
-    if ((step + 1) % c->log_every == 0 || last) {
+    if ((step + 1) % c->log_every == 0 || last ||
+        (r->log_first && step == start)) {
       /* Set: GCC 12 at -O3 cannot tell that global_mean() sets it
        * whenever it returns 0. */
       double mean = 0.0;
@@ -281,6 +284,9 @@ int dr_train_loop(dr_run_t *r, uint64_t start) {
       if (rc != 0)
         return rc;
       r->last_loss = mean;
+      if (!logged)
+        r->first_loss = mean;
+      logged = 1;
       dr_report_progress(r, step, mean, dr_optim_lr(r->opt, step));
       window_loss = 0;
       window_n = 0;

@@ -20,6 +20,7 @@
 #include "train_hostw.h"
 #include "train_plan.h"
 #include "train_threads.h"
+#include "train_smoke.h"
 
 static void span_hook(void *arg, const char *name, uint64_t t0, uint64_t t1) {
   dr_trace_span(arg, DR_TRACE_COMPUTE, name, t0, t1);
@@ -229,6 +230,8 @@ static void teardown(dr_run_t *r) {
   /* First: the write in flight reads no state, but its checkpoint is
    * the one a restart resumes from. */
   dr_train_ckpt_close(r);
+  /* After it: the write was into --smoke's directory. */
+  dr_train_smoke_close(r);
   dr_train_threads_free(r);
   dr_train_plan_free(r);
   dr_progress_close(&r->progress);
@@ -312,7 +315,10 @@ int main(int argc, char **argv) {
     return code;
   }
   r->progress = dr_progress_attach_env();
-  code = dr_train_elastic(r);
+  /* --smoke's own checkpoint directory, before anything reads it. */
+  code = r->c.smoke ? dr_train_smoke_open(r) : 0;
+  if (code == 0)
+    code = dr_train_elastic(r);
   if (code == 0)
     code = setup(r);
   uint64_t start = 0;
@@ -321,12 +327,21 @@ int main(int argc, char **argv) {
     if (r->gpu != NULL)
       dr_gpu_train_summary(r);
     dr_fault_mem_touch(r->rank);
-    code = dr_train_resume(r, &start);
+    /* --smoke starts afresh: its directory is new. */
+    if (!r->c.smoke)
+      code = dr_train_resume(r, &start);
   }
+  if (code == 0)
+    code = dr_train_lr_start(r, start);
   if (code == 0)
     code = dr_train_plan_start(r);
   if (code == 0)
     code = dr_train_hostw_open(r);
+  if (code == 0 && r->c.smoke) {
+    code = dr_train_smoke_run(r);
+    teardown(r);
+    return code;
+  }
   if (code == 0)
     code = dr_train_loop(r, start);
   if (code == 0) {
