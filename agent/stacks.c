@@ -72,6 +72,50 @@ static int find_on_path(const char *name, char *out, size_t n) {
   return -ENOENT;
 }
 
+/* py-spy where a pip install put it without PATH knowing: beside the
+ * Python the process runs (its argv[0], when a path: a virtual
+ * environment's bin/), and in the bin/ of the environment this ddprun was
+ * installed into by pip (its program lies in
+ * <env>/lib/pythonX.Y/site-packages/ddprun.scripts/; `pip install
+ * ddprun[stacks]` puts py-spy in <env>/bin). 0 and the path, or -ENOENT. */
+static int find_pyspy_beside(pid_t pid, char *out, size_t n) {
+  char p[600], arg0[512];
+  snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
+  FILE *f = fopen(p, "re");
+  if (f != NULL) {
+    size_t k = fread(arg0, 1, sizeof(arg0) - 1, f);
+    fclose(f);
+    arg0[k] = '\0';
+    char *slash = strrchr(arg0, '/');
+    if (slash != NULL && arg0[0] == '/') {
+      *slash = '\0';
+      if (snprintf(out, n, "%s/py-spy", arg0) < (int)n &&
+          access(out, X_OK) == 0)
+        return 0;
+    }
+  }
+  char self[512];
+  ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (k <= 0)
+    return -ENOENT;
+  self[k] = '\0';
+  /* .../lib/pythonX.Y/site-packages/ddprun.scripts/ddprun: up four */
+  for (int up = 0; up < 4; up++) {
+    char *slash = strrchr(self, '/');
+    if (slash == NULL)
+      return -ENOENT;
+    *slash = '\0';
+    if (up == 0 && strcmp(strrchr(self, '/') != NULL ? strrchr(self, '/') + 1
+                                                     : self,
+                          "ddprun.scripts") != 0)
+      return -ENOENT;
+  }
+  if (snprintf(out, n, "%s/bin/py-spy", self) < (int)n &&
+      access(out, X_OK) == 0)
+    return 0;
+  return -ENOENT;
+}
+
 /* ---- running a tool ------------------------------------------------------ */
 
 typedef struct {
@@ -315,9 +359,12 @@ static char task_state(const char *stat_path, char *comm, size_t n) {
 static int try_tool(tool_t t, pid_t pid, uint64_t deadline, dr_stack_t *s) {
   char path[512], pidstr[24], label[48];
   snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-  if (find_on_path(tool_names[t], path, sizeof(path)) != 0) {
+  if (find_on_path(tool_names[t], path, sizeof(path)) != 0 &&
+      (t != T_PYSPY || find_pyspy_beside(pid, path, sizeof(path)) != 0)) {
     note(s, "%s not found on PATH%s", tool_names[t],
-         t == T_PYSPY ? " (pip install py-spy)" : "");
+         t == T_PYSPY ? " nor beside the program's python (pip install "
+                        "'ddprun[stacks]', or pip install py-spy)"
+                      : "");
     return -ENOENT;
   }
   snprintf(label, sizeof(label), "%s", tool_names[t]);

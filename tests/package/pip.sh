@@ -56,6 +56,16 @@ for f in ddprun.scripts/ddprun ddprun.scripts/ddprun-rdzv ddprun.scripts/train \
          ddprun_progress/__init__.py ddprun_ckpt/__init__.py; do
   grep -qx "$f" "$tmp/wheel.txt" || fail "the wheel lacks $f"
 done
+# The extra that brings py-spy (the Python stacks of a hung rank).
+"$tools/bin/python" - "$wheel" "$version" >"$tmp/metadata.txt" <<'PY'
+import sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z:
+    print(z.read("ddprun-%s.dist-info/METADATA" % sys.argv[2]).decode())
+PY
+grep -qx "Provides-Extra: stacks" "$tmp/metadata.txt" ||
+  fail "the wheel has no stacks extra: $(grep '^Provides-Extra' "$tmp/metadata.txt" | tr '\n' ' ')"
+grep -q "^Requires-Dist: py-spy>=0.3.14; extra == ['\"]stacks['\"]$" "$tmp/metadata.txt" ||
+  fail "the stacks extra does not require py-spy: $(grep '^Requires-Dist' "$tmp/metadata.txt" | tr '\n' ' ')"
 for lib in libuv libsodium libdeflate libinih libjansson libopenblas libgfortran; do
   grep -qE "^ddprun\.libs/$lib" "$tmp/wheel.txt" || fail "the wheel carries no $lib"
 done

@@ -84,7 +84,7 @@ fi
 where=$(sed -n '/^ddprun: where the ranks of this node are/,/^ddprun: full stacks/p' "$err" |
   head -n 4)
 if [ "$mode" = nopyspy ]; then
-  echo "$where" | grep -q "(stacks by kernel [a-z]*; py-spy not found on PATH (pip install py-spy); eu-stack not found on PATH)" ||
+  echo "$where" | grep -qF "; py-spy not found on PATH nor beside the program's python (pip install 'ddprun[stacks]', or pip install py-spy); eu-stack not found on PATH)" ||
     die job "the summary does not say that py-spy is missing: $where"
   echo "$where" | grep -q "^ddprun:   rank 1: kernel: .*nanosleep" ||
     die job "rank 1's kernel stack is not in nanosleep: $where"

@@ -372,8 +372,10 @@ static void test_collect_no_tools(void **state) {
   setenv("PATH", "/nonexistent", 1);
   dr_stack_t s;
   assert_int_equal(dr_stacks_collect(pid, 1, 2000, &s), 0);
-  assert_string_equal(s.missing, "py-spy not found on PATH (pip install "
-                                 "py-spy); eu-stack not found on PATH");
+  assert_string_equal(s.missing, "py-spy not found on PATH nor beside the "
+                                 "program's python (pip install "
+                                 "'ddprun[stacks]', or pip install py-spy); "
+                                 "eu-stack not found on PATH");
   assert_true(strncmp(s.tool, "kernel", 6) == 0);
   dr_stack_free(&s);
   assert_int_equal(dr_stacks_collect(pid, 0, 2000, &s), 0);
@@ -383,6 +385,65 @@ static void test_collect_no_tools(void **state) {
   setenv("PATH", old, 1);
   free(old);
   end_child(pid);
+}
+
+/* py-spy off PATH, beside the Python the process runs (its argv[0]'s
+ * directory, as a virtual environment's bin/ holds both). */
+static void test_pyspy_beside_python(void **state) {
+  (void)state;
+  char dir[] = "/tmp/test_stacks_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  char spy[128], py[128];
+  snprintf(spy, sizeof(spy), "%s/py-spy", dir);
+  FILE *f = fopen(spy, "w");
+  assert_non_null(f);
+  fputs("#!/bin/sh\n"
+        "[ \"$1\" = --version ] && { echo 'py-spy 0.0.1'; exit 0; }\n"
+        "printf 'Process 1: python3 job.py\\nPython v3.11.2\\n\\n"
+        "Thread 1 (idle): \"MainThread\"\\n    wait (job.py:7)\\n"
+        "    main (job.py:9)\\n'\n", f);
+  fclose(f);
+  chmod(spy, 0755);
+  snprintf(py, sizeof(py), "%s/python3", dir);
+  assert_int_equal(symlink("/bin/sleep", py), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    execl(py, py, "30", (char *)NULL);
+    _exit(127);
+  }
+  /* Until it runs as python3: its cmdline says so. */
+  for (int i = 0; i < 500; i++) {
+    char path[64], buf[256] = "";
+    snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+    FILE *c = fopen(path, "r");
+    if (c != NULL) {
+      size_t k = fread(buf, 1, sizeof(buf) - 1, c);
+      buf[k] = '\0';
+      fclose(c);
+    }
+    if (strcmp(buf, py) == 0)
+      break;
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+  }
+  char *old = strdup(getenv("PATH") != NULL ? getenv("PATH") : "");
+  setenv("PATH", "/nonexistent", 1);
+  setenv("DDPRUN_STACK_TOOLS", "py-spy", 1);
+  dr_stack_t s;
+  assert_int_equal(dr_stacks_collect(pid, 1, 5000, &s), 0);
+  print_message("tool: %s; where: %s; missing: %s\n", s.tool, s.where,
+                s.missing);
+  assert_true(strncmp(s.tool, "py-spy", 6) == 0);
+  assert_string_equal(s.missing, "");
+  dr_stack_free(&s);
+  unsetenv("DDPRUN_STACK_TOOLS");
+  setenv("PATH", old, 1);
+  free(old);
+  end_child(pid);
+  unlink(spy);
+  unlink(py);
+  rmdir(dir);
 }
 
 /* A tool that never ends is killed at the deadline, and the kernel's view
@@ -472,6 +533,7 @@ int main(void) {
       cmocka_unit_test(test_collect_kernel),
       cmocka_unit_test(test_collect_default),
       cmocka_unit_test(test_collect_no_tools),
+      cmocka_unit_test(test_pyspy_beside_python),
       cmocka_unit_test(test_collect_timeout),
       cmocka_unit_test(test_collect_all),
   };
