@@ -87,6 +87,27 @@ char **dr_env_build(const dr_env_t *e) {
   }
   if (e->local_world > 1 && getenv("OMP_NUM_THREADS") == NULL)
     put(x, "OMP_NUM_THREADS", "1");
+  /* PyTorch's flight recorder: every process group keeps its last
+   * collectives, with sequence numbers, for a hang report (fr.h); other
+   * programs ignore it. Dumps, NCCL's on its own timeout included, go
+   * beside the rank's files (with --log-dir: kept); ddprun_progress
+   * writes one to DDPRUN_FR_DUMP when the agent asks. */
+  if (getenv("TORCH_FR_BUFFER_SIZE") == NULL &&
+      getenv("TORCH_NCCL_TRACE_BUFFER_SIZE") == NULL)
+    put(x, "TORCH_FR_BUFFER_SIZE", "2000");
+  const char *slash = e->error_file != NULL ? strrchr(e->error_file, '/')
+                                            : NULL;
+  if (slash != NULL) {
+    int dir_len = (int)(slash - e->error_file);
+    put(x, "DDPRUN_FR_DUMP", "%.*s/fr_trace.json", dir_len, e->error_file);
+    if (e->o->log_dir != NULL && getenv("TORCH_FR_DUMP_TEMP_FILE") == NULL &&
+        getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == NULL) {
+      put(x, "TORCH_FR_DUMP_TEMP_FILE", "%.*s/nccl_trace_rank_", dir_len,
+          e->error_file);
+      put(x, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "%.*s/nccl_trace_rank_",
+          dir_len, e->error_file);
+    }
+  }
   if (getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
     put(x, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   int set_cuda = e->bind != NULL && e->bind->have_gpu;

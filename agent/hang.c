@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "events.h"
+#include "fr.h"
 #include "log.h"
 #include "nvml.h"
 #include "pgstat.h"
@@ -39,6 +40,10 @@ typedef struct {
   dr_stack_req_t *reqs;
   dr_stack_t *out;
   uint64_t took_ms;
+  /* PyTorch's flight recorder of each rank whose program offers a dump
+   * (fr.h): its path ("" when none), what it said. */
+  char (*fr_path)[1024];
+  dr_fr_rank_t *fr;
 } collect_t;
 
 struct dr_hang {
@@ -87,13 +92,26 @@ static void collect_free(collect_t *c) {
     dr_stack_free(&c->out[i]);
   free(c->reqs);
   free(c->out);
+  free(c->fr_path);
+  free(c->fr);
   free(c);
 }
 
 static void collect_work(uv_work_t *req) {
   collect_t *c = req->data;
   uint64_t t0 = dr_mono_ms();
+  /* The dumps are asked for first: the programs write them while the
+   * stacks are taken. */
+  for (size_t i = 0; i < c->n; i++)
+    if (c->fr_path[i][0] != '\0' && dr_fr_request(c->fr_path[i]) != 0)
+      c->fr_path[i][0] = '\0';
   dr_stacks_collect_all(c->reqs, c->n, c->timeout_ms, c->out);
+  uint64_t deadline = t0 + (uint64_t)c->timeout_ms;
+  if (deadline < dr_mono_ms() + 500)
+    deadline = dr_mono_ms() + 500;
+  for (size_t i = 0; i < c->n; i++)
+    if (c->fr_path[i][0] != '\0')
+      dr_fr_collect(c->fr_path[i], deadline, &c->fr[i]);
   c->took_ms = dr_mono_ms() - t0;
 }
 
@@ -110,6 +128,24 @@ static void collect_done(uv_work_t *req, int status) {
   tick(h); /* judge now, with the stacks */
 }
 
+/* Where worker w's flight recorder dump goes (env.c's DDPRUN_FR_DUMP),
+ * when its program offers one (ddprun_progress made path.ready); else
+ * "". */
+static void fr_path_of(dr_agent_t *ag, const dr_worker_t *w, char *out,
+                       size_t n) {
+  (void)ag;
+  char ready[1100];
+  out[0] = '\0';
+  const char *slash = strrchr(w->error_file, '/');
+  if (!w->alive || slash == NULL)
+    return;
+  snprintf(out, n, "%.*s/fr_trace.json", (int)(slash - w->error_file),
+           w->error_file);
+  snprintf(ready, sizeof(ready), "%s.ready", out);
+  if (access(ready, F_OK) != 0)
+    out[0] = '\0';
+}
+
 /* Starts taking every live worker's stack (req[i] is local rank i, pid 0
  * for the dead). */
 static void collect_start(struct dr_hang *h) {
@@ -118,8 +154,11 @@ static void collect_start(struct dr_hang *h) {
   if (c != NULL) {
     c->reqs = calloc(h->n, sizeof(*c->reqs));
     c->out = calloc(h->n, sizeof(*c->out));
+    c->fr_path = calloc(h->n, sizeof(*c->fr_path));
+    c->fr = calloc(h->n, sizeof(*c->fr));
   }
-  if (c == NULL || c->reqs == NULL || c->out == NULL) {
+  if (c == NULL || c->reqs == NULL || c->out == NULL || c->fr_path == NULL ||
+      c->fr == NULL) {
     collect_free(c);
     return;
   }
@@ -131,6 +170,7 @@ static void collect_start(struct dr_hang *h) {
   for (uint32_t i = 0; i < h->n; i++) {
     c->reqs[i].pid = ag->w[i].alive ? ag->w[i].pid : 0;
     c->reqs[i].is_python = -1;
+    fr_path_of(ag, &ag->w[i], c->fr_path[i], sizeof(c->fr_path[i]));
   }
   /* A dead worker's request is answered at once: no such process. */
   if (uv_queue_work(&ag->loop, &c->req, collect_work, collect_done) != 0) {
@@ -236,6 +276,23 @@ static void say_where(struct dr_hang *h, const char *suffix, char *dir,
   }
 }
 
+/* What the local ranks' flight recorders say, said on one line and left
+ * in out ("" when no rank offered a dump). */
+static void fr_line(struct dr_hang *h, char *out, size_t n) {
+  out[0] = '\0';
+  if (h->done == NULL)
+    return;
+  uint32_t *ids = calloc(h->n, sizeof(*ids));
+  if (ids == NULL)
+    return;
+  for (uint32_t i = 0; i < h->n; i++)
+    ids[i] = h->ag->w[i].rank;
+  dr_fr_verdict(h->done->fr, ids, h->done->n, out, n);
+  free(ids);
+  if (out[0] != '\0')
+    DR_SAY(DR_LOG_ERROR, "flight recorder (PyTorch): %s", out);
+}
+
 static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   dr_agent_t *ag = h->ag;
   uint32_t i = (uint32_t)vd->named;
@@ -279,9 +336,10 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
           dr_stall_why_text(vd->why), st != NULL && st->where[0] ? ", at " : "",
           st != NULL ? st->where : "");
 
-  char dir[900], tools[500], groups[1200];
+  char dir[900], tools[500], groups[1200], fr[600];
   say_where(h, "", dir, sizeof(dir), tools, sizeof(tools), groups,
             sizeof(groups));
+  fr_line(h, fr, sizeof(fr));
 
   char indented[1300];
   size_t o = 0;
@@ -294,9 +352,10 @@ static void declare(struct dr_hang *h, const dr_verdict_t *vd) {
   }
   char message[sizeof(((dr_failure_rec_t *)0)->message)];
   int k = snprintf(message, sizeof(message), "%s\nwhere the ranks of this "
-                   "node are (%s):%s%s%s%s", first, tools, indented,
+                   "node are (%s):%s%s%s%s%s%s", first, tools, indented,
                    dir[0] != '\0' ? "\nfull stacks: " : "", dir,
-                   dir[0] != '\0' ? "/<rank>/stack.txt" : "");
+                   dir[0] != '\0' ? "/<rank>/stack.txt" : "",
+                   fr[0] != '\0' ? "\nflight recorder: " : "", fr);
   /* The server gets the last DR_FAILURE_MSG_MAX bytes of a message: the
    * verdict itself must be among them. */
   if (k < 0 || (size_t)k > DR_FAILURE_MSG_MAX)
@@ -575,9 +634,10 @@ void dr__hang_tell(dr_agent_t *ag) {
   if (h == NULL || (!h->stalled && !h->suspect) || h->done == NULL ||
       ag->state != DR_AG_RUNNING)
     return;
-  char dir[900], tools[500], groups[1200];
+  char dir[900], tools[500], groups[1200], fr[600];
   say_where(h, ", as the group stops", dir, sizeof(dir), tools,
             sizeof(tools), groups, sizeof(groups));
+  fr_line(h, fr, sizeof(fr));
 }
 
 void dr__hang_free(dr_agent_t *ag) {
