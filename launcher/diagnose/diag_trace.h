@@ -34,6 +34,24 @@ typedef struct {
   double end_us;
 } dr_dg_coll_t;
 
+/* One kind of op of a step's backward pass, its runs summed: PyTorch's
+ * autograd function ("AddmmBackward0", from the event
+ * "autograd::engine::evaluate_function: AddmmBackward0"), or a layer's
+ * backward span in train's trace ("fc1.bwd"). Only the pass the step's
+ * bwd_t0_us..bwd_t1_us spans counts (with gradient accumulation, the
+ * last). */
+#define DR_DG_OP_NAME 64
+typedef struct {
+  char name[DR_DG_OP_NAME]; /* cut to fit, on a character boundary;
+                               control bytes made '?' */
+  double self_us;  /* its runs' time less that of the backward ops nested
+                      in them on their thread (a reentrant backward, as
+                      activation checkpointing runs): a nested op counts
+                      once, as itself. Host time: on a GPU, the time the
+                      op took to launch its kernels, not theirs. */
+  uint32_t n_runs;
+} dr_dg_op_t;
+
 typedef struct {
   uint64_t step;          /* as the trace numbers it (ProfilerStep#N) */
   double t0_us, t1_us;    /* the step: data, forward, backward, optimizer */
@@ -46,6 +64,9 @@ typedef struct {
   size_t n_grad;
   dr_dg_coll_t *colls;    /* in start order */
   size_t n_colls;
+  dr_dg_op_t *bwd_ops;    /* one per name, in the order the trace first
+                             names them; n_bwd_ops of them */
+  size_t n_bwd_ops;
 } dr_dg_step_t;
 
 typedef struct {
@@ -58,6 +79,9 @@ typedef struct {
   int have_clock_offset;
   dr_dg_step_t *steps;    /* in time order */
   size_t n_steps;
+  int no_shapes;          /* PyTorch's, profiled without record_shapes:
+                             it has collectives, none with a size, and no
+                             "Input Dims" on them */
   char note[256];         /* what the reader left out or could not tell,
                              "; "-separated ("no record_shapes: sizes
                              unknown"), "" when nothing */

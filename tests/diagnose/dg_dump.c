@@ -1,6 +1,7 @@
 /* Prints what the readers make of traces, for the shell tests and the
  * benchmark (not `ddprun diagnose` itself).
- *   dg_dump FILE|DIR...            every rank, step and collective
+ *   dg_dump FILE|DIR...            every rank, step, collective and
+ *                                  backward op
  *   dg_dump --summary FILE|DIR...  one line per rank, and the read time
  *   dg_dump --merge OUT FILE...    writes the merged trace
  * Exit 0, or 1 with the reader's one line on stderr.
@@ -42,6 +43,9 @@ static void dump(const dr_dg_rank_t *r) {
              kind(c->kind), (unsigned long long)c->n_bytes, c->bucket,
              c->ready_us, c->start_us, c->end_us);
     }
+    for (size_t k = 0; k < s->n_bwd_ops; k++)
+      printf("  op %s self %.3f runs %u\n", s->bwd_ops[k].name,
+             s->bwd_ops[k].self_us, s->bwd_ops[k].n_runs);
   }
 }
 

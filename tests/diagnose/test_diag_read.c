@@ -105,6 +105,26 @@ static void near(double got, double want) {
     fail_msg("got %.6f, want %.6f", got, want);
 }
 
+/* A sum of the trace's numbers: the reader and Python may add them in
+ * other orders. */
+static void near_sum(double got, double want) {
+  if (got < want - 1e-6 || got > want + 1e-6)
+    fail_msg("got %.9f, want %.9f", got, want);
+}
+
+/* Step s's backward op called name: its self time (us) and runs. */
+static void has_op(const dr_dg_step_t *s, const char *name, double self_us,
+                   uint32_t runs) {
+  for (size_t i = 0; i < s->n_bwd_ops; i++)
+    if (strcmp(s->bwd_ops[i].name, name) == 0) {
+      near_sum(s->bwd_ops[i].self_us, self_us);
+      assert_int_equal(s->bwd_ops[i].n_runs, runs);
+      return;
+    }
+  fail_msg("step %llu has no backward op %s", (unsigned long long)s->step,
+           name);
+}
+
 /* ---- PyTorch, real ---------------------------------------------------- */
 
 static void torch_rank0_step3(void **state) {
@@ -156,6 +176,13 @@ static void torch_rank0_step3(void **state) {
   const dr_dg_coll_t *last = &r->steps[0].colls[5];
   assert_true(last->end_us > s->t0_us && last->ready_us < s->t0_us);
   assert_string_equal(r->note, "");
+  assert_int_equal(r->no_shapes, 0);
+  /* The backward ops (fixtures/expect_backward.py's per_step). */
+  assert_int_equal(s->n_bwd_ops, 4);
+  has_op(s, "SumBackward0", 17.726, 1);
+  has_op(s, "AddmmBackward0", 19494.773, 6);
+  has_op(s, "torch::autograd::AccumulateGrad", 5430.881, 12);
+  has_op(s, "TBackward0", 42.612, 6);
 }
 
 static void torch_rank1_second_cycle(void **state) {
@@ -231,6 +258,7 @@ static void torch_without_shapes(void **state) {
                               f->err, sizeof(f->err)),
                    0);
   assert_non_null(strstr(f->r.note, "sizes unknown"));
+  assert_int_equal(f->r.no_shapes, 1);
   assert_int_equal(f->r.n_steps, 2);
   const dr_dg_step_t *s = &f->r.steps[1];
   assert_int_equal(s->n_colls, 2);
@@ -268,6 +296,61 @@ static void torch_accumulation(void **state) {
   assert_int_equal(s->n_colls, 2);
   assert_int_equal(s->colls[0].bucket, 0);
   assert_int_equal(s->colls[1].bucket, 1);
+  /* The last pass's ops only: one run per layer, not two. */
+  assert_int_equal(s->n_bwd_ops, 6);
+  has_op(s, "MeanBackward0", 19.689, 1);
+  has_op(s, "PowBackward0", 17.977, 1);
+  has_op(s, "SubBackward0", 1.302, 1);
+  has_op(s, "AddmmBackward0", 144.464, 4);
+  has_op(s, "torch::autograd::AccumulateGrad", 6296.385, 8);
+  has_op(s, "TBackward0", 17.124, 4);
+  assert_int_equal(f->r.no_shapes, 1);
+}
+
+/* Backward ops nested on one thread (a reentrant backward, as activation
+ * checkpointing runs) count once, as the innermost; on another thread
+ * they are apart; an earlier pass of an accumulating step counts for
+ * nothing; a long name is cut before a character that does not fit, and
+ * a control byte in one becomes '?'. The ops come in the order the trace
+ * first names them. */
+#define EV(name, ts, dur, tid)                                                \
+  "{\"name\":\"" name "\",\"ph\":\"X\",\"cat\":\"cpu_op\",\"ts\":" #ts        \
+  ",\"dur\":" #dur ",\"tid\":" #tid "}"
+#define BW "autograd::engine::evaluate_function: "
+#define LONG "XXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXXX"
+
+static void backward_ops_nested(void **state) {
+  fx_t *f = *state;
+  reads(f, "{\"traceEvents\":["
+           EV("ProfilerStep#1", 0, 1000, 1) ","
+           EV("DistributedDataParallel.forward", 10, 40, 1) ","
+           EV(BW "AddmmBackward0", 60, 20, 1) ","
+           EV("DistributedDataParallel.forward", 100, 40, 1) ","
+           EV(BW "CheckpointFunctionBackward", 200, 100, 2) ","
+           EV(BW "AddmmBackward0", 210, 30, 2) ","
+           EV(BW "ReluBackward0", 250, 20, 2) ","
+           EV(BW "AddmmBackward0", 320, 10, 2) ","
+           EV(BW "AddmmBackward0", 220, 50, 3) ","
+           EV(BW "torch::autograd::AccumulateGrad", 340, 5, 2) ","
+           EV(BW LONG "\xc3\xa9", 350, 1, 2) "," /* e-acute: bytes 63, 64 */
+           EV(BW "Two\\nLines", 352, 1, 2) ","
+           EV("Optimizer.step#SGD.step", 400, 50, 1) "]}");
+  assert_int_equal(f->r.n_steps, 1);
+  const dr_dg_step_t *s = &f->r.steps[0];
+  near(s->bwd_t0_us, 200);
+  near(s->bwd_t1_us, 353);
+  assert_int_equal(s->n_bwd_ops, 6);
+  static const char *const order[6] = {
+      "AddmmBackward0", "CheckpointFunctionBackward", "ReluBackward0",
+      "torch::autograd::AccumulateGrad", LONG, "Two?Lines"};
+  for (size_t i = 0; i < 6; i++)
+    assert_string_equal(s->bwd_ops[i].name, order[i]);
+  has_op(s, "AddmmBackward0", 30 + 10 + 50, 3);
+  has_op(s, "CheckpointFunctionBackward", 100 - 30 - 20, 1);
+  has_op(s, "ReluBackward0", 20, 1);
+  has_op(s, "torch::autograd::AccumulateGrad", 5, 1);
+  has_op(s, LONG, 1, 1);
+  assert_int_equal(f->r.no_shapes, 0); /* no collectives: nothing to say */
 }
 
 /* ---- train, real and in the newer format ------------------------------ */
@@ -330,6 +413,13 @@ static void train_v2(void **state) {
   near(s->colls[0].ready_us, 1796118800017657);
   near(s->colls[1].ready_us, 1796118800018753);
   near(s->colls[1].start_us, 1796118800019003);
+  /* Its layers' backward spans, in the order the trace names them. */
+  assert_int_equal(s->n_bwd_ops, 3);
+  assert_string_equal(s->bwd_ops[0].name, "head.bwd");
+  has_op(s, "head.bwd", 54, 1);
+  has_op(s, "fc1.bwd", 881, 1);
+  has_op(s, "fc0.bwd", 212, 1);
+  assert_int_equal(r->no_shapes, 0);
 }
 
 /* ---- broken input ----------------------------------------------------- */
@@ -1064,6 +1154,7 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(torch_without_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(torch_accumulation, setup, teardown),
+      cmocka_unit_test_setup_teardown(backward_ops_nested, setup, teardown),
       cmocka_unit_test_setup_teardown(train_v1, setup, teardown),
       cmocka_unit_test_setup_teardown(train_v2, setup, teardown),
       cmocka_unit_test_setup_teardown(every_prefix_is_an_error, setup,

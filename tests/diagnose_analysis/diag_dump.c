@@ -1,8 +1,10 @@
 /* Prints the report of a synthetic job, for diag_json.sh:
  *   diag_dump [--text] full|bare|partial|empty|no_backward
- * full: 4 ranks, sized buckets, rank 3 slow by its data; bare: no
+ * full: 4 ranks, sized buckets, rank 3 slow by its data, two backward
+ * ops; bare: no
  * collectives; partial: world 8 with 6 traces, unequal steps, unknown
- * sizes; empty: no trace; no_backward: no backward pass. */
+ * sizes; empty: no trace; no_backward: no backward pass (its ops then
+ * count for nothing). */
 #include <stdio.h>
 #include <string.h>
 
@@ -42,6 +44,11 @@ int main(int argc, char **argv) {
   if (strcmp(what, "full") == 0 || strcmp(what, "no_backward") == 0) {
     r = syn_ranks(made = n = 4, 4, 5, 100, full, &sized);
     snprintf(r[0].path, sizeof(r[0].path), "dir/\"rank 0\"\\\t.json");
+    for (size_t i = 0; i < n; i++)
+      for (size_t k = 0; k < r[i].n_steps; k++) {
+        syn_add_op(&r[i].steps[k], "AddmmBackward0", 40, 3);
+        syn_add_op(&r[i].steps[k], "torch::autograd::AccumulateGrad", 6, 6);
+      }
     if (strcmp(what, "no_backward") == 0)
       for (size_t i = 0; i < n; i++)
         for (size_t k = 0; k < r[i].n_steps; k++)

@@ -28,7 +28,7 @@ def keys(obj, want, where):
     assert not missing, f"{where}: missing {missing}"
 keys(d, ["version", "source", "backend", "world", "ranks_given", "ranks_used",
          "missing_ranks", "steps", "summary", "ranks", "buckets", "patterns",
-         "recommendation", "notes"], "top")
+         "recommendation", "backward_ops", "notes"], "top")
 assert d["version"] == 1
 keys(d["steps"], ["count", "first", "last"], "steps")
 keys(d["summary"], STATS, "summary")
@@ -62,6 +62,13 @@ if rec["available"]:
                          "measured_step_ms"], "in_use")
 else:
     assert isinstance(rec["reason"], str) and rec["reason"]
+bo = d["backward_ops"]
+if bo is not None:
+    keys(bo, ["rank", "path", "steps", "backward_ms", "ops_ms", "kinds", "top"],
+         "backward_ops")
+    assert 0 < len(bo["top"]) <= 5 and len(bo["top"]) <= bo["kinds"]
+    for t in bo["top"]:
+        keys(t, ["name", "total_ms", "ms_per_step", "share", "runs"], "op")
 assert all(isinstance(n, str) for n in d["notes"])
 # What each job shows.
 names = [p["name"] for p in d["patterns"]]
@@ -72,8 +79,15 @@ if s == "full":
     assert abs(slow["whatif_step_ms"] - 94) < 1e-6, slow
     assert rec["available"] and rec["fit"]["weak"] is False
     assert abs(rec["in_use"]["measured_step_ms"] - 114) < 1e-6
+    # Every rank's backward pass is 60 ms: rank 0's ops, over 5 steps.
+    assert bo["rank"] == 0 and bo["steps"] == 5 and bo["kinds"] == 2, bo
+    assert [t["name"] for t in bo["top"]] == [
+        "AddmmBackward0", "torch::autograd::AccumulateGrad"], bo["top"]
+    assert abs(bo["top"][0]["total_ms"] - 200) < 1e-6, bo["top"][0]
+    assert abs(bo["top"][0]["share"] - 200 / 300) < 1e-6, bo["top"][0]
 elif s == "bare":
     assert d["buckets"] == [] and names == [] and not rec["available"]
+    assert bo is None
     assert rec["fit"] is None
 elif s == "partial":
     assert d["world"] == 8 and d["ranks_used"] == 6
@@ -84,7 +98,7 @@ elif s == "empty":
     assert d["ranks"] == [] and d["steps"]["first"] is None
     assert d["summary"]["step_ms"] is None and d["world"] is None
 elif s == "no_backward":
-    assert d["summary"]["backward_ms"] is None
+    assert d["summary"]["backward_ms"] is None and bo is None
     assert d["summary"]["hidden_ms"] is None
     assert not rec["available"] and rec["fit"] is not None
 PY

@@ -25,6 +25,19 @@ void syn_add_coll(dr_dg_step_t *st, dr_dg_kind_t kind, double mib,
       ready >= 0 ? ready * 1000 : -1, start * 1000, end * 1000};
 }
 
+void syn_add_op(dr_dg_step_t *st, const char *name, double ms,
+                uint32_t runs) {
+  dr_dg_op_t *v = realloc(st->bwd_ops, (st->n_bwd_ops + 1) * sizeof(*v));
+  if (v == NULL)
+    abort();
+  st->bwd_ops = v;
+  dr_dg_op_t *op = &v[st->n_bwd_ops++];
+  memset(op, 0, sizeof(*op));
+  snprintf(op->name, sizeof(op->name), "%s", name);
+  op->self_us = ms * 1000;
+  op->n_runs = runs;
+}
+
 void syn_fill_step(dr_dg_step_t *st, uint64_t step, const syn_step_t *s) {
   memset(st, 0, sizeof(*st));
   st->step = step;
@@ -81,6 +94,7 @@ void syn_free(dr_dg_rank_t *r, size_t n) {
     for (size_t k = 0; k < r[i].n_steps; k++) {
       free(r[i].steps[k].grad_ready_us);
       free(r[i].steps[k].colls);
+      free(r[i].steps[k].bwd_ops);
     }
     free(r[i].steps);
   }

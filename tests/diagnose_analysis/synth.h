@@ -39,6 +39,10 @@ void syn_fill_step(dr_dg_step_t *st, uint64_t step, const syn_step_t *s);
 void syn_add_coll(dr_dg_step_t *st, dr_dg_kind_t kind, double mib,
                   double ready, double start, double end);
 
+/* Appends a backward op to st: its self time in ms, over runs runs. */
+void syn_add_op(dr_dg_step_t *st, const char *name, double ms,
+                uint32_t runs);
+
 void syn_free(dr_dg_rank_t *r, size_t n);
 
 #endif /* DR_TEST_SYNTH_H */

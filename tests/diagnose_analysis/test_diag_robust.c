@@ -1,7 +1,8 @@
 /* `ddprun diagnose`'s analysis never crashes and keeps its invariants on
  * whatever a reader may hand it: random models (a fixed seed) with
  * unknown fields, times out of order, duplicate and missing steps,
- * unsized and overlapping collectives; both reports render each. */
+ * unsized and overlapping collectives, backward ops of any time; both
+ * reports render each. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -59,9 +60,21 @@ static void plausible_step(dr_dg_step_t *st) {
     st->colls[next((uint32_t)st->n_colls)].n_bytes = 0;
 }
 
+/* Backward ops of a few names (so that steps share some), any time. */
+static void random_ops(dr_dg_step_t *st) {
+  static const char *const names[] = {"AddmmBackward0", "ReluBackward0",
+                                      "fc0.bwd", "", "TBackward0",
+                                      "torch::autograd::AccumulateGrad"};
+  size_t n = next(9);
+  for (size_t i = 0; i < n; i++)
+    syn_add_op(st, names[next(6)], next(4) == 0 ? 0 : next(50000) / 1000.0,
+               next(5));
+}
+
 static void random_step(dr_dg_step_t *st) {
   if (next(2)) {
     plausible_step(st);
+    random_ops(st);
     return;
   }
   memset(st, 0, sizeof(*st));
@@ -80,6 +93,31 @@ static void random_step(dr_dg_step_t *st) {
   for (size_t i = 0; i < n; i++)
     syn_add_coll(st, (dr_dg_kind_t)next(6), next(3) == 0 ? 0 : next(64) / 8.0,
                  t() / 1000, t() / 1000, t() / 1000);
+  random_ops(st);
+}
+
+/* The slowest backward ops: ranked, cut at DR_DG_TOP_OPS, means of the
+ * totals. */
+static void check_bwd(const dr_dg_backward_t *b) {
+  if (b->n_steps == 0) {
+    assert_int_equal(b->n_top, 0);
+    return;
+  }
+  assert_true(b->path != NULL && b->n_top <= DR_DG_TOP_OPS);
+  assert_true(b->n_top <= b->n_kinds && (b->n_top == DR_DG_TOP_OPS ||
+                                         b->n_top == b->n_kinds));
+  double sum = 0;
+  for (size_t i = 0; i < b->n_top; i++) {
+    const dr_dg_op_stats_t *t = &b->top[i];
+    if (i > 0)
+      assert_true(t->total_ms < b->top[i - 1].total_ms ||
+                  (t->total_ms == b->top[i - 1].total_ms &&
+                   strcmp(t->name, b->top[i - 1].name) > 0));
+    assert_true(t->step_ms * (double)b->n_steps <= t->total_ms + 1e-9 &&
+                t->step_ms * (double)b->n_steps >= t->total_ms - 1e-9);
+    sum += t->total_ms;
+  }
+  assert_true(sum <= b->ops_ms + 1e-9);
 }
 
 /* Per (rank, step); medians over different subsets (hidden needs the
@@ -120,6 +158,7 @@ static void test_random_models(void **state) {
         check(&a.ranks[i]);
     if (a.rec.ok)
       assert_true(a.rec.best < a.rec.n_caps);
+    check_bwd(&a.bwd);
     FILE *f = fopen("/dev/null", "w");
     assert_non_null(f);
     assert_int_equal(dr_dg_report_text(f, &a), 0);

@@ -10,6 +10,9 @@
 #              steps) within 10% of the same computation made here in
 #              Python from the trace's own events
 #   advice     a bucket_cap_mb, recommended from the planner's model
+#   backward   the slowest backward ops, as the trace's own events give
+#              them (tests/diagnose/fixtures/expect_backward.py), in the
+#              JSON and the text
 #   slow rank  rank 1 sleeping 40 ms in its data loading each step (each
 #              rank bound to a CPU of its own): rank 1 named, its data
 #              loading the cause (longer than rank 0's by at least half the
@@ -108,6 +111,39 @@ PY
 cat "$tmp/base.check"
 rec=$(sed -n 's/^recommends //p' "$tmp/base.check")
 echo "found: 5 steps x 2 ranks, 8 bucket all-reduces each"
+
+# The slowest backward ops: the same as the traces' own events give them
+# (tests/diagnose/fixtures/expect_backward.py), in the same order, with
+# the 8 Linear layers' AddmmBackward0 among them; and in the text report.
+python3 "$here/../diagnose/fixtures/expect_backward.py" "$tmp/base.trace" \
+  >"$tmp/base.bwd" 2>"$tmp/base.bwd.err" ||
+  { cat "$tmp/base.bwd.err" >&2; die base "expect_backward.py failed"; }
+"$ddprun" diagnose "$tmp/base.trace" >"$tmp/base.txt" 2>>"$tmp/base.diag.err" ||
+  die base "ddprun diagnose (text) failed"
+python3 - "$tmp/base.json" "$tmp/base.bwd" "$tmp/base.txt" <<'PY' ||
+import json, sys
+got = json.load(open(sys.argv[1]))["backward_ops"]
+want = json.load(open(sys.argv[2]))
+text = open(sys.argv[3]).read()
+assert got is not None and want is not None, (got, want)
+assert (got["rank"], got["steps"], got["kinds"]) == \
+    (want["rank"], want["steps"], want["kinds"]), (got, want)
+assert want["steps"] == 5, want["steps"]
+names = [t["name"] for t in got["top"]]
+assert names == [t["name"] for t in want["top"]], (names, want["top"])
+assert "AddmmBackward0" in names, names
+for g, w in zip(got["top"], want["top"]):
+    assert g["runs"] == w["runs"], (g, w)
+    for k in ("total_ms", "ms_per_step", "share"):
+        assert abs(g[k] - w[k]) <= 2e-6, (k, g, w)
+head = ("slowest backward ops (rank %d, the longest backward pass; mean per "
+        "step over 5 steps):" % got["rank"])
+assert head in text.splitlines(), text
+print("slowest backward op: %s, %.3f ms a step (%.0f%% of rank %d's "
+      "backward pass)" % (names[0], got["top"][0]["ms_per_step"],
+                          100 * got["top"][0]["share"], got["rank"]))
+PY
+  die base "diagnose's backward ops disagree with the trace's events"
 
 # slow rank: rank 1 sleeps 40 ms in its data loading each step.
 bind=(--cpu-bind auto)

@@ -351,6 +351,8 @@ int dr_dg_analyze(const dr_dg_rank_t *ranks, size_t n,
     rc = dr__dg_recommend(&c, out);
   if (rc == 0)
     rc = dr__dg_patterns(&c, out);
+  if (rc == 0)
+    rc = dr__dg_backward(&c, out);
   for (size_t i = 0; c.s != NULL && i < c.n_ranks * c.n_steps; i++)
     free(c.s[i].grad);
   free(c.s);

@@ -142,7 +142,7 @@ typedef struct {
 /* The bucket size from the planner's model fitted to the trace. */
 typedef struct {
   int ok;                  /* 0: none; why says why */
-  char why[200];
+  char why[240];
   /* alpha and B by dr_plan_fit over the fastest rank's duration of each
    * (step, gradient all-reduce) pair. */
   double alpha_ms, bytes_per_ms;
@@ -162,6 +162,37 @@ typedef struct {
   double measured_step_ms;
   char how[120];           /* "pass bucket_cap_mb=N to ..." */
 } dr_dg_recommend_t;
+
+/* The backward pass's slowest ops (diag_backward.c), on one rank: the
+ * rank whose backward pass, summed over the analysed steps that have one
+ * with ops, is the longest (the one the others wait for, when they wait
+ * for a backward pass; the lowest rank of equals). Its ops are summed by
+ * name (dr_dg_op_t: self time, host time) over those steps, and ranked by
+ * that total. */
+#define DR_DG_TOP_OPS 5
+
+typedef struct {
+  char name[DR_DG_OP_NAME];
+  double total_ms;         /* over the steps */
+  double step_ms;          /* total_ms / steps: the mean per step */
+  double share;            /* total_ms / the backward pass over the same
+                              steps (ops on two threads at once can take
+                              the sum of shares past 1) */
+  size_t n_runs;           /* over the steps */
+} dr_dg_op_stats_t;
+
+typedef struct {
+  size_t n_steps;          /* the steps summed; 0: no backward ops in the
+                              analysed steps (nothing else is set) */
+  int rank;                /* -1: unknown (the trace does not say) */
+  const char *path;        /* its trace, borrowed from the input */
+  double backward_ms;      /* the rank's backward pass, summed over them */
+  double ops_ms;           /* all its backward ops, summed over them */
+  size_t n_kinds;          /* distinct op names */
+  dr_dg_op_stats_t top[DR_DG_TOP_OPS]; /* the largest totals first (equal
+                              ones by name) */
+  size_t n_top;
+} dr_dg_backward_t;
 
 #define DR_DG_MAX_NOTES 16
 #define DR_DG_MAX_PATTERNS 8
@@ -183,6 +214,7 @@ typedef struct {
   dr_dg_pattern_t patterns[DR_DG_MAX_PATTERNS];
   size_t n_patterns;
   dr_dg_recommend_t rec;
+  dr_dg_backward_t bwd;    /* the backward pass's slowest ops */
   char notes[DR_DG_MAX_NOTES][240]; /* what is missing or was left out */
   size_t n_notes;
 } dr_dg_analysis_t;

@@ -1,6 +1,6 @@
 /* Internals of `ddprun diagnose`'s analysis, shared by diag_analyze.c (the
- * per-step metrics and their medians), diag_patterns.c and
- * diag_recommend.c. Definitions of the metrics: diag_analyze.h. */
+ * per-step metrics and their medians), diag_patterns.c, diag_recommend.c
+ * and diag_backward.c. Definitions of the metrics: diag_analyze.h. */
 #ifndef DR_DIAG_INTERNAL_H
 #define DR_DIAG_INTERNAL_H
 
@@ -54,5 +54,9 @@ int dr__dg_patterns(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
 
 /* The recommendation (diag_recommend.c): fills a->rec. 0 or -ENOMEM. */
 int dr__dg_recommend(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
+
+/* The backward pass's slowest ops (diag_backward.c): fills a->bwd, from
+ * the filled samples. 0 or -ENOMEM. */
+int dr__dg_backward(const dr__dg_ctx_t *c, dr_dg_analysis_t *a);
 
 #endif /* DR_DIAG_INTERNAL_H */

@@ -267,10 +267,21 @@ out:
   return rc;
 }
 
+/* Why there are no sizes when a PyTorch rank was profiled without
+ * record_shapes: what to change, and what it gives. */
+#define NO_SHAPES_WHY                                                        \
+  "the traces have no tensor sizes (profiled without record_shapes); "     \
+  "profile with torch.profiler.profile(record_shapes=True) to get a "     \
+  "bucket size from the all-reduces' sizes"
+
 int dr__dg_recommend(const dr__dg_ctx_t *c, dr_dg_analysis_t *a) {
   dr_dg_recommend_t *rec = &a->rec;
+  int no_shapes = 0;
+  for (size_t r = 0; r < c->n_ranks; r++)
+    no_shapes |= c->rank[r]->no_shapes;
   const char *why = a->n_steps == 0       ? "no steps to analyse"
                     : !a->have_grad_colls ? "no gradient all-reduces in the traces"
+                    : !a->have_sizes && no_shapes ? NO_SHAPES_WHY
                     : !a->have_sizes ? "the traces do not give the all-reduces' "
                                        "sizes, so the model cannot be fitted"
                                      : NULL;

@@ -139,6 +139,43 @@ static void recommendation(FILE *f, const dr_dg_analysis_t *a) {
             b->step_ms, gain, 100 * DR_DG_GAIN_FRAC);
 }
 
+static void backward_ops(FILE *f, const dr_dg_analysis_t *a) {
+  const dr_dg_backward_t *b = &a->bwd;
+  if (a->n_steps == 0)
+    return;
+  if (b->n_steps == 0) {
+    fprintf(f, "\nslowest backward ops: none in the traces (PyTorch's "
+            "autograd::engine::evaluate_function events, train's LAYER.bwd "
+            "spans)\n");
+    return;
+  }
+  if (b->rank >= 0)
+    fprintf(f, "\nslowest backward ops (rank %d, ", b->rank);
+  else
+    fprintf(f, "\nslowest backward ops (%s, ", b->path);
+  fprintf(f, "the longest backward pass; mean per step over %zu step%s):\n",
+          b->n_steps, b->n_steps == 1 ? "" : "s");
+  fprintf(f, "%5s  %-36s %9s %9s %7s %9s\n", "#", "op", "ms/step", "total ms",
+          "share", "runs/step");
+  for (size_t i = 0; i < b->n_top; i++) {
+    const dr_dg_op_stats_t *t = &b->top[i];
+    fprintf(f, "%5zu  %-36s %9.3f %9.3f", i + 1, t->name, t->step_ms,
+            t->total_ms);
+    if (t->share >= 0)
+      fprintf(f, " %6.1f%%", 100 * t->share);
+    else
+      fprintf(f, " %7s", "-");
+    fprintf(f, " %9.4g\n", (double)t->n_runs / (double)b->n_steps);
+  }
+  double n = (double)b->n_steps;
+  fprintf(f, "  all %zu op%s: %.3f ms a step", b->n_kinds,
+          b->n_kinds == 1 ? "" : "s", b->ops_ms / n);
+  if (b->backward_ms > 0)
+    fprintf(f, ", %.1f%% of the backward pass (%.3f ms a step)",
+            100 * b->ops_ms / b->backward_ms, b->backward_ms / n);
+  fprintf(f, "\n");
+}
+
 int dr_dg_report_text(FILE *f, const dr_dg_analysis_t *a) {
   summary(f, a);
   for (size_t i = 0; i < a->n_notes; i++)
@@ -147,5 +184,6 @@ int dr_dg_report_text(FILE *f, const dr_dg_analysis_t *a) {
   patterns(f, a);
   bucket_table(f, a);
   recommendation(f, a);
+  backward_ops(f, a);
   return ferror(f) ? -EIO : 0;
 }

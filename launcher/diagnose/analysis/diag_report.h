@@ -5,7 +5,9 @@
  * of medians; one line per pattern with its numbers and what to try; the
  * bucket table; the candidate bucket sizes with the model's predicted
  * step, the cap in use predicted beside the measured step, and the one to
- * use.
+ * use (or why there is none: without record_shapes, what to change); the
+ * backward pass's slowest ops (dr_dg_backward_t), or one line saying the
+ * traces have none.
  *
  * The JSON, one object (schema version 1; times in ms; a number the traces
  * do not give is null; keys are only ever added):
@@ -41,6 +43,12 @@
  *                   "predicted_step_ms": ., "measured_step_ms": .}},
  *        (without a recommendation: "available": false, "reason": "...",
  *         "fit" when the sizes allowed one, else null; nothing else)
+ *    "backward_ops": {"rank": 1, "path": "...", "steps": 8,
+ *        "backward_ms": ., "ops_ms": ., "kinds": 12,
+ *        "top": [{"name": "AddmmBackward0", "total_ms": ., "ms_per_step": .,
+ *                 "share": ., "runs": 32}, ...]},
+ *        (dr_dg_backward_t: the rank with the longest backward pass and
+ *         its 5 largest ops; null when the traces have no backward ops)
  *    "notes": ["..."]}
  *
  * STATS = {"step_ms", "data_ms", "forward_ms", "backward_ms",

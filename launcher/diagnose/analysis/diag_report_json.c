@@ -156,6 +156,35 @@ static void recommendation(FILE *f, const dr_dg_recommend_t *r) {
   fputs("}}", f);
 }
 
+static void backward_ops(FILE *f, const dr_dg_backward_t *b) {
+  if (b->n_steps == 0) {
+    fputs("null", f);
+    return;
+  }
+  fputs("{\"rank\": ", f);
+  if (b->rank >= 0)
+    fprintf(f, "%d", b->rank);
+  else
+    fputs("null", f);
+  fputs(", \"path\": ", f);
+  str(f, b->path);
+  fprintf(f, ", \"steps\": %zu", b->n_steps);
+  kv(f, "backward_ms", b->backward_ms);
+  kv(f, "ops_ms", b->ops_ms);
+  fprintf(f, ", \"kinds\": %zu, \"top\": [", b->n_kinds);
+  for (size_t i = 0; i < b->n_top; i++) {
+    const dr_dg_op_stats_t *t = &b->top[i];
+    fputs(i ? ",\n    {" : "\n    {", f);
+    key(f, "name", 1);
+    str(f, t->name);
+    kv(f, "total_ms", t->total_ms);
+    kv(f, "ms_per_step", t->step_ms);
+    kv(f, "share", t->share);
+    fprintf(f, ", \"runs\": %zu}", t->n_runs);
+  }
+  fputs("]}", f);
+}
+
 int dr_dg_report_json(FILE *f, const dr_dg_analysis_t *a) {
   fprintf(f, "{\"version\": 1, \"source\": ");
   str(f, a->source);
@@ -210,6 +239,8 @@ int dr_dg_report_json(FILE *f, const dr_dg_analysis_t *a) {
   }
   fputs("],\n \"recommendation\": ", f);
   recommendation(f, &a->rec);
+  fputs(",\n \"backward_ops\": ", f);
+  backward_ops(f, &a->bwd);
   fputs(",\n \"notes\": [", f);
   for (size_t i = 0; i < a->n_notes; i++) {
     fputs(i ? ",\n   " : "\n   ", f);

@@ -225,6 +225,7 @@ void dr_dg_rank_free(dr_dg_rank_t *r) {
   for (size_t i = 0; i < r->n_steps; i++) {
     free(r->steps[i].grad_ready_us);
     free(r->steps[i].colls);
+    free(r->steps[i].bwd_ops);
   }
   free(r->steps);
   r->steps = NULL;

@@ -220,6 +220,7 @@ static int combine(dr_dg_rank_t *a, int64_t pa, dr_dg_rank_t *b, int64_t pb,
   free(b->steps);
   b->steps = NULL;
   b->n_steps = 0;
+  a->no_shapes |= b->no_shapes;
   if (b->note[0] != '\0')
     dr__dg_note(a, "%s", b->note);
   set_note(s, "rank %d: %s and %s combined", a->rank, a->path, b->path);

@@ -215,13 +215,27 @@ typedef enum {
 
 typedef struct {
   double t0, t1, dur; /* dur as the trace says: t1 - t0 rounds */
-  uint64_t aux;
+  uint64_t aux;       /* DR__SP_STEP: its number; DR__SP_BWD: its name's
+                         index in the builder's names, or UINT64_MAX */
+  int64_t tid;        /* DR__SP_BWD: its thread; else 0 */
   int role;
 } dr__span_t;
+
+/* The backward ops' names (diag_read_ops.c): interned pointers (equal
+ * names, equal pointers, as the lexer's), borrowed from the trace, each
+ * with its index in v. */
+typedef struct {
+  const char **v;     /* [n], by index */
+  size_t n, cap;
+  size_t *slot;       /* open addressing on the pointer: index + 1, 0
+                         empty; n_slot a power of two, at most half full */
+  size_t n_slot;
+} dr__opnames_t;
 
 typedef struct {
   dr__span_t *sp;
   size_t n, cap;
+  dr__opnames_t names;
   dr_dg_coll_t *coll; /* bucket: as known, or -1 (set from the order of
                          all-reduces launched in the backward pass when
                          number_buckets) */
@@ -232,11 +246,28 @@ typedef struct {
 /* A span t0 .. t0 + dur. */
 int dr__build_span(dr__build_t *b, int role, double t0, double dur,
                    uint64_t aux);
+/* A backward op's span (DR__SP_BWD) on thread tid; name interned, and
+ * borrowed until dr__build_steps returns. 0 or -ENOMEM. */
+int dr__build_bwd(dr__build_t *b, double t0, double dur, int64_t tid,
+                  const char *name);
 int dr__build_coll(dr__build_t *b, const dr_dg_coll_t *c);
 /* Fills r->steps from b (see diag_read_steps.c for the rules) and frees
  * b's arrays. 0 or -ENOMEM. */
 int dr__build_steps(dr__build_t *b, dr_dg_rank_t *r);
 void dr__build_free(dr__build_t *b);
+
+/* ---- the backward ops (diag_read_ops.c) ------------------------------- */
+
+/* name's index in *t, added when new. 0 or -ENOMEM. */
+int dr__opnames_index(dr__opnames_t *t, const char *name, uint64_t *index);
+void dr__opnames_free(dr__opnames_t *t);
+/* Fills each step's bwd_ops from b's backward spans: step_of[i] is span
+ * i's step in steps[0..n_steps) or SIZE_MAX, and the steps' bwd_t0_us is
+ * set (a span of an earlier pass, before it, does not count). 0 or
+ * -ENOMEM (the steps' bwd_ops filled so far stay, for the caller to
+ * free). */
+int dr__build_ops(const dr__build_t *b, const size_t *step_of,
+                  dr_dg_step_t *steps, size_t n_steps);
 
 /* ---- the two sources -------------------------------------------------- */
 

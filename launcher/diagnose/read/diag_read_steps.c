@@ -23,6 +23,8 @@
  * - Bucket numbers, where the source does not give them (PyTorch's DDP),
  *   are the order of the all-reduces handed over within the backward
  *   pass; every other collective has -1.
+ * - The backward ops are the backward pass's spans by name, their self
+ *   times summed (diag_read_ops.c).
  */
 #include "diag_read_internal.h"
 #include "grow.h"
@@ -33,8 +35,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int dr__build_span(dr__build_t *b, int role, double t0, double dur,
-                   uint64_t aux) {
+static int push(dr__build_t *b, int role, double t0, double dur,
+                uint64_t aux, int64_t tid) {
   double t1 = t0 + dur;
   if (!isfinite(t0) || !isfinite(t1) || !(dur >= 0))
     return 0;
@@ -42,8 +44,21 @@ int dr__build_span(dr__build_t *b, int role, double t0, double dur,
   if (p == NULL)
     return -ENOMEM;
   b->sp = p;
-  b->sp[b->n++] = (dr__span_t){t0, t1, dur, aux, role};
+  b->sp[b->n++] = (dr__span_t){t0, t1, dur, aux, tid, role};
   return 0;
+}
+
+int dr__build_span(dr__build_t *b, int role, double t0, double dur,
+                   uint64_t aux) {
+  return push(b, role, t0, dur, role == DR__SP_BWD ? UINT64_MAX : aux, 0);
+}
+
+int dr__build_bwd(dr__build_t *b, double t0, double dur, int64_t tid,
+                  const char *name) {
+  uint64_t index;
+  if (dr__opnames_index(&b->names, name, &index) != 0)
+    return -ENOMEM;
+  return push(b, DR__SP_BWD, t0, dur, index, tid);
 }
 
 int dr__build_coll(dr__build_t *b, const dr_dg_coll_t *c) {
@@ -62,6 +77,7 @@ int dr__build_coll(dr__build_t *b, const dr_dg_coll_t *c) {
 void dr__build_free(dr__build_t *b) {
   free(b->sp);
   free(b->coll);
+  dr__opnames_free(&b->names);
   memset(b, 0, sizeof(*b));
 }
 
@@ -347,6 +363,16 @@ int dr__build_steps(dr__build_t *b, dr_dg_rank_t *r) {
       fill(&steps[k], &tmp[k], &b->sp[i], pass);
     }
   }
+  /* Each span's step, for its backward ops. */
+  for (size_t i = 0; i < b->n; i++)
+    if (at[i] != SIZE_MAX)
+      at[i] = idx[at[i]];
+  if (dr__build_ops(b, at, steps, n) != 0) {
+    free(tmp);
+    tmp = NULL;
+    free(idx);
+    goto out;
+  }
   size_t accumulated = 0;
   for (size_t i = 0; i < b->n_coll; i++)
     if (cat[i] != SIZE_MAX && idx[cat[i]] != SIZE_MAX) {
@@ -382,6 +408,7 @@ out:
     for (size_t k = 0; k < n; k++) {
       free(steps[k].grad_ready_us);
       free(steps[k].colls);
+      free(steps[k].bwd_ops);
     }
     free(steps);
   }

@@ -12,7 +12,8 @@
  *              forward pass. Without it the forward stays unknown.
  *   "autograd::engine::evaluate_function: ..."  X (cpu_op), the backward
  *              pass runs through these (on the main thread on a CPU, on
- *              autograd's device threads on a GPU).
+ *              autograd's device threads on a GPU); by the name after the
+ *              colon ("AddmmBackward0"), the backward pass's ops.
  *   "torch::autograd::AccumulateGrad"  X (cpu_op), one per parameter per
  *              backward: its end is when the parameter's gradient is
  *              written, just before DDP's hook marks it ready. The Xxx-
@@ -30,7 +31,9 @@
  *   "gloo:all_reduce", "gloo:broadcast", ... X on one of gloo's worker
  *              threads: the communication itself. "Input Dims" [[N]] and
  *              "Input type" ["float"] give its size (with record_shapes
- *              only); "finished": false marks one the profile stopped in
+ *              only: a trace with collectives, none sized, and no
+ *              "Input Dims" on them is marked no_shapes); "finished":
+ *              false marks one the profile stopped in
  *              (its end is then unknown). Gloo runs a process group's
  *              work first in, first out on two threads, so the k-th gloo
  *              event to start is the k-th launch's: they are paired in
@@ -215,6 +218,7 @@ static void drop_nested(ops_t *l) {
 
 typedef struct {
   ops_t launch, comm, rpc, runtime;
+  int saw_dims; /* a launch or gloo event with "Input Dims" */
 } torch_t;
 
 static void torch_free(torch_t *k) {
@@ -383,6 +387,8 @@ static void meta(const dr__trace_t *t, dr_dg_rank_t *r) {
     dr__dg_note(r, "rank unknown");
 }
 
+#define EVAL_FN "autograd::engine::evaluate_function: "
+
 static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
                torch_t *k) {
   const char *n = e->name;
@@ -400,8 +406,8 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
     return dr__build_span(b, DR__SP_DATA, t0, e->dur, 0);
   if (ends(n, "DataParallel.forward"))
     return dr__build_span(b, DR__SP_FWD, t0, e->dur, 0);
-  if (starts(n, "autograd::engine::evaluate_function: "))
-    return dr__build_span(b, DR__SP_BWD, t0, e->dur, 0);
+  if (starts(n, EVAL_FN))
+    return dr__build_bwd(b, t0, e->dur, e->tid, n + strlen(EVAL_FN));
   if (strcmp(n, "torch::autograd::AccumulateGrad") == 0)
     return dr__build_span(b, DR__SP_GRAD, t1, 0, 0);
   if (starts(n, "Optimizer.step#"))
@@ -421,6 +427,7 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
      * _reduce_scatter_base_ [[N/w], [N]]). */
     json_t *a = dr__ev_args(t, e);
     const json_t *dims = a != NULL ? json_object_get(a, "Input Dims") : NULL;
+    k->saw_dims |= dims != NULL;
     o.elems[0] = elems(json_array_get(dims, 0));
     o.elems[1] = elems(json_array_get(dims, 1));
     json_decref(a);
@@ -432,8 +439,10 @@ static int one(const dr__trace_t *t, const dr__ev_t *e, dr__build_t *b,
     o.kind = dr__kind_of(n);
     int rc;
     if (starts(n, "gloo:")) {
-      if (a != NULL)
+      if (a != NULL) {
         gloo_size(a, &o);
+        k->saw_dims |= json_object_get(a, "Input Dims") != NULL;
+      }
       o.corr = -2; /* not a kernel */
       rc = add(&k->comm, &o);
     } else {
@@ -486,6 +495,7 @@ int dr__read_torch(const dr__trace_t *t, dr_dg_rank_t *r, char *err,
     if (any && !sized)
       dr__dg_note(r, "collective sizes unknown (profiled without "
                      "record_shapes)");
+    r->no_shapes = any && !sized && !k.saw_dims;
   }
   torch_free(&k);
   if (rc == 0)

@@ -11,7 +11,8 @@
  *   "data"     X, loading a batch (on thread 0, or 2 beside a GPU).
  *   "L.fwd", "loss"   X, forward spans; "L.bwd" X, a layer's backward
  *              span, which ends when its gradients are complete: those
- *              ends are the gradients' ready times.
+ *              ends are the gradients' ready times, and the spans, by
+ *              name, the backward pass's ops.
  *   "forward+backward"  X, both passes in one span (train on a GPU).
  *   "optimizer"  X, the optimizer step.
  *   "allreduce bucket I (X.XX MiB)"  X on thread 1, the communication of
@@ -151,7 +152,7 @@ int dr__read_train(const dr__trace_t *t, dr_dg_rank_t *r, char *err,
     } else if (ends(n, ".fwd") || strcmp(n, "loss") == 0) {
       rc = dr__build_span(&b, DR__SP_FWD, t0, e->dur, 0);
     } else if (ends(n, ".bwd")) {
-      rc = dr__build_span(&b, DR__SP_BWD, t0, e->dur, 0);
+      rc = dr__build_bwd(&b, t0, e->dur, e->tid, n);
       if (rc == 0)
         rc = dr__build_span(&b, DR__SP_GRAD, t1, 0, 0);
     } else if (strcmp(n, "forward+backward") == 0) {
