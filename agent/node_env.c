@@ -48,9 +48,10 @@ static int read_gpus(const char *root, gpu_t *g, int max) {
     return 0;
   int n = 0;
   for (struct dirent *e; n < max && (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(g[n].busid))
+    size_t len = strlen(e->d_name);
+    if (e->d_name[0] == '.' || len >= sizeof(g[n].busid))
       continue;
-    snprintf(g[n].busid, sizeof(g[n].busid), "%s", e->d_name);
+    memcpy(g[n].busid, e->d_name, len + 1);
     snprintf(g[n].model, sizeof(g[n].model), "unknown model");
     g[n].numa = -1;
     char p[PATH_MAX], info[4096];

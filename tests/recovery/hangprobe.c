@@ -108,8 +108,10 @@ int main(int argc, char **argv) {
   long rank = r != NULL ? atol(r) : 0;
   dr_progress_t *p = report ? dr_progress_attach_env() : NULL;
   for (long step = 0;; step++) {
-    if (steps >= 0 && step == steps)
+    if (steps >= 0 && step == steps) {
+      dr_progress_close(&p);
       return 0;
+    }
     if (step == at) {
       if (rank != stuck_rank) {
         poll(NULL, 0, (int)for_ms); /* waits for a peer (that never comes) */
