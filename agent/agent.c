@@ -403,6 +403,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
   dr_events_emit(ag->events, "exit_agent", ",\"exit_code\":%d", code);
   dr_events_close(&ag->events);
   dr__hang_free(ag);
+  dr__agent_ranks_free(ag);
   dr_progress_close(&ag->progress);
   dr__ckpt_free(ag);
   nftw(ag->tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);

@@ -20,6 +20,21 @@ static double wall_now(void) {
   return (double)tv.tv_sec + tv.tv_usec / 1e6;
 }
 
+/* The last whole lines of text within max bytes. */
+static dr_bytes_t last_lines(const char *text, uint32_t max) {
+  dr_bytes_t m = dr_str(text);
+  if (m.len > max) {
+    m.p += m.len - max;
+    m.len = max;
+    const uint8_t *nl = max > 0 ? memchr(m.p, '\n', m.len - 1) : NULL;
+    if (nl != NULL) {
+      m.len -= (uint32_t)(nl + 1 - m.p);
+      m.p = nl + 1;
+    }
+  }
+  return m;
+}
+
 void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   dr_buf_t b;
   dr_buf_init(&b);
@@ -31,15 +46,20 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   x.exit_code = f->exit_code;
   x.signal = f->signal;
   x.kind = f->kind;
-  x.message = dr_str(f->message);
-  if (x.message.len > DR_FAILURE_MSG_MAX) { /* the last lines, whole */
-    x.message.p += x.message.len - DR_FAILURE_MSG_MAX;
-    x.message.len = DR_FAILURE_MSG_MAX;
-    const uint8_t *nl = memchr(x.message.p, '\n', x.message.len - 1);
-    if (nl != NULL) {
-      x.message.len -= (uint32_t)(nl + 1 - x.message.p);
-      x.message.p = nl + 1;
-    }
+  /* The server says how it ended ("was killed by signal SIGKILL"): an OOM
+   * kill is named on the message's first line, which the budget keeps. */
+  char oom[DR_FAILURE_MSG_MAX + 1];
+  if (f->oom_killed) {
+    char line[96];
+    int k = snprintf(oom, sizeof(oom), "%s%s",
+                     dr_failure_oom_line(f, line, sizeof(line)),
+                     f->message[0] != '\0' ? "\n" : "");
+    dr_bytes_t tail = last_lines(f->message, DR_FAILURE_MSG_MAX - (uint32_t)k);
+    memcpy(oom + k, tail.p, tail.len);
+    oom[k + tail.len] = '\0';
+    x.message = dr_str(oom);
+  } else {
+    x.message = last_lines(f->message, DR_FAILURE_MSG_MAX);
   }
   dr_enc_failure(&b, 0, &x);
   dr__agent_send(ag, &b);
@@ -47,10 +67,10 @@ void dr__agent_report_failure(dr_agent_t *ag, const dr_failure_rec_t *f) {
   dr_events_emit(ag->events, "failure",
                  ",\"gen\":%llu,\"rank\":%u,\"local_rank\":%u,\"pid\":%d,"
                  "\"exit_code\":%d,\"signal\":%d,\"kind\":\"%s\","
-                 "\"message\":\"%s\"",
+                 "\"oom_killed\":%s,\"message\":\"%s\"",
                  (unsigned long long)ag->asg.gen, f->rank, f->local_rank,
                  (int)f->pid, f->exit_code, f->signal,
-                 dr_fail_kind_name(f->kind),
+                 dr_fail_kind_name(f->kind), f->oom_killed ? "true" : "false",
                  dr_json_escape(f->message, esc, sizeof(esc)));
 }
 
@@ -102,6 +122,15 @@ void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w) {
   d.signal = w->signal;
   d.core_dumped = w->core_dumped;
   d.kind = w->signal != 0 ? DR_FAIL_SIGNAL : DR_FAIL_EXIT;
+  /* Only signals the agent did not send come here: a SIGKILL (or a
+   * shell's 137) while the OOM killer ran is its, named with the rank's
+   * memory as last seen. */
+  d.rss_bytes = d.rss_peak_bytes = DR_NONE;
+  if (w->hl_pid == w->pid) {
+    d.rss_bytes = w->hl_use.rss_bytes;
+    d.rss_peak_bytes = w->hl_use.rss_peak_bytes;
+  }
+  d.oom_killed = dr__agent_rank_oom_killed(ag, w);
   /* Everything it wrote, first: its stderr's tail is the message, and its
    * last lines come before the line that says it failed. */
   dr__workers_drain(w);

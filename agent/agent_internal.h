@@ -12,6 +12,7 @@
 #include "bind.h"
 #include "client.h"
 #include "logfwd.h"
+#include "pgstat.h"
 #include "session.h"
 #include "wire.h"
 
@@ -146,10 +147,23 @@ typedef struct {
   int core_dumped;
   dr_fail_kind_t kind;
   char message[2048]; /* the error file's message or the last stderr lines */
+  int oom_killed;     /* the SIGKILL was the kernel's OOM killer's (or
+                         the exit code 137 passed a SIGKILL of it on) */
+  uint64_t rss_bytes, rss_peak_bytes; /* its group's resident memory at
+                                         the last sample and at most;
+                                         DR_NONE: unknown */
 } dr_failure_rec_t;
 
-/* "exited with code 1" / "killed by signal SIGSEGV (core dumped)". */
+/* "exited with code 1" / "killed by signal SIGSEGV (core dumped)" /
+ * "killed by the OOM killer (SIGKILL; its last RSS 12.3 GiB, peak 12.9
+ * GiB)" / "exited with code 137 (the OOM killer; its last RSS ...)". Fits
+ * 96 bytes. */
 const char *dr_failure_what(const dr_failure_rec_t *f, char *out, size_t n);
+/* "the OOM killer killed it (its last RSS 12.3 GiB, peak 12.9 GiB)": the
+ * first line of an OOM kill's message to the server, whose account says
+ * already how the rank ended. */
+const char *dr_failure_oom_line(const dr_failure_rec_t *f, char *out,
+                                size_t n);
 
 /* Reads the message from a worker's error file (torchelastic's JSON, or
  * plain text): 0 and out filled, or -errno. */
@@ -195,6 +209,18 @@ typedef struct {
   uint64_t st_seq, st_step, st_change_ms;
   uint64_t st_rate_ms, st_rate_step;
   double st_rate;
+  /* Its health (agent_ranks.c), sampled on the heartbeat: its process
+   * group's memory and CPU use since pid hl_pid started (0: not yet
+   * sampled); the OOM killer's count at the last sample that found the
+   * group alive (hl_oom_known: 0 none yet), against which a SIGKILL that
+   * the agent did not send is judged; its RSS and GPU memory as last
+   * reported (RANKS goes again when one moves by a fifth, or becomes
+   * known or unknown). */
+  pid_t hl_pid;
+  dr_pgstat_use_t hl_use;
+  uint64_t hl_oom_base;
+  int hl_oom_known;
+  uint64_t hl_rss_sent, hl_gpu_sent;
 } dr_worker_t;
 
 typedef enum {
@@ -306,6 +332,12 @@ struct dr_agent {
   char round_said[1024];
   uint64_t round_said_ms;
   uint64_t ranks_digest, ranks_sent_ms;
+  /* agent_ranks.c: NVML for the ranks' GPU use (tried once; NULL where
+   * the node has none), and the OOM killer's count as last read
+   * (oom_ns: uv_hrtime() then, 0: never read). */
+  struct dr_nvml *nvml;
+  int nvml_tried;
+  uint64_t oom_kills, oom_ns;
   struct dr_ckpt_plane *ckpt; /* --ckpt-dir's (agent_ckpt.c), or NULL */
   struct dr_persist_plane *persist; /* --ckpt-persist's (agent_persist.c),
                                        or NULL */
@@ -515,8 +547,16 @@ void dr__persist_free(dr_agent_t *ag);
 /* agent_ranks.c: the workers as `ddprun status` shows them. */
 /* Worker w's DR_RS_* state. */
 uint32_t dr__agent_rank_state(const dr_agent_t *ag, const dr_worker_t *w);
-/* RANKS to the server when the workers changed; called every heartbeat. */
+/* Samples the workers' health, then RANKS to the server when the workers
+ * changed; called every heartbeat. */
 void dr__agent_report_ranks(dr_agent_t *ag);
+/* 1 when worker w, killed by a SIGKILL that the agent did not send (or
+ * exited with 137, as a shell whose child was), was killed by the kernel's
+ * OOM killer: its count rose since w was last seen alive (or, not seen
+ * yet, since before it started). */
+int dr__agent_rank_oom_killed(dr_agent_t *ag, const dr_worker_t *w);
+/* After the loop has ended: NVML, if it was opened. */
+void dr__agent_ranks_free(dr_agent_t *ag);
 
 /* agent_stacks.c: the server's STACKS id: the workers' stacks, collected
  * off the loop, answered with STACK_DUMP id. */

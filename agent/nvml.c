@@ -1,6 +1,8 @@
-/* NVML through dlopen: device and per-process utilisation. See nvml.h.
- * The few declarations needed are copied from nvml.h (the ABI is stable:
- * the _v2 entry points exist since driver 325). */
+/* NVML through dlopen: device and per-process utilisation, device memory
+ * and the processes that hold a context. See nvml.h. The few declarations
+ * needed are copied from nvml.h (the ABI is stable: the _v2 entry points
+ * exist since driver 325; the process lists' _v2 and _v3 since 470 and
+ * 510 take the same 24-byte record, the first one a 16-byte record). */
 #include "nvml.h"
 
 #include <dlfcn.h>
@@ -20,11 +22,26 @@ typedef struct {
   unsigned int sm_util, mem_util, enc_util, dec_util;
 } nvml_proc_sample_t;
 
+typedef struct {
+  unsigned long long total, free, used;
+} nvml_memory_t;
+typedef struct {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+} nvml_proc_v1_t;
+typedef struct {
+  unsigned int pid;
+  unsigned long long used_gpu_memory;
+  unsigned int gpu_instance_id, compute_instance_id;
+} nvml_proc_v2_t;
+
 #define NVML_SUCCESS 0
 #define NVML_ERROR_NOT_FOUND 6
 #define NVML_ERROR_INSUFFICIENT_SIZE 7
+#define NVML_ERROR_FUNCTION_NOT_FOUND 13
 #define DEV_MAX 64
 #define PIDS_MAX 1024
+#define PROCS_MAX 4096 /* context-holding processes kept per refresh */
 
 typedef struct {
   nvml_device_t handle;
@@ -32,7 +49,12 @@ typedef struct {
   int util;          /* the last refresh's percent, -1 unknown */
   int per_process;   /* process samples are supported */
   unsigned long long last_seen;
+  uint64_t mem_used, mem_total; /* DR_NVML_UNKNOWN: unknown */
 } gpu_t;
+
+/* The process list entry points, newest first: v3 and v2 take
+ * nvml_proc_v2_t, v1 nvml_proc_v1_t. */
+enum { PROCS_V3, PROCS_V2, PROCS_V1, PROCS_N };
 
 struct dr_nvml {
   void *lib;
@@ -45,12 +67,18 @@ struct dr_nvml {
   nvml_ret_t (*proc_util)(nvml_device_t, nvml_proc_sample_t *, unsigned int *,
                           unsigned long long);
   const char *(*error_string)(nvml_ret_t);
+  nvml_ret_t (*mem_info)(nvml_device_t, nvml_memory_t *);
+  nvml_ret_t (*procs_fn[PROCS_N])(nvml_device_t, unsigned int *, void *);
   gpu_t dev[DEV_MAX];
   unsigned int n_dev;
   pid_t pids[PIDS_MAX];
   size_t n_pids;
   nvml_proc_sample_t *samples;
   unsigned int samples_cap;
+  dr_nvml_proc_t *procs; /* the last refresh's, n_procs of procs_cap */
+  size_t n_procs, procs_cap;
+  void *raw;             /* a process list as NVML writes it */
+  size_t raw_cap;        /* its size in bytes */
 };
 
 static void *sym(struct dr_nvml *g, const char *name, int *missing) {
@@ -85,6 +113,13 @@ int dr_nvml_open(const char *lib, dr_nvml_t **out, char *why, size_t n) {
   *(void **)&g->error_string = sym(g, "nvmlErrorString", &missing);
   int none = 0;
   *(void **)&g->proc_util = sym(g, "nvmlDeviceGetProcessUtilization", &none);
+  *(void **)&g->mem_info = sym(g, "nvmlDeviceGetMemoryInfo", &none);
+  static const char *const procs_names[PROCS_N] = {
+      "nvmlDeviceGetComputeRunningProcesses_v3",
+      "nvmlDeviceGetComputeRunningProcesses_v2",
+      "nvmlDeviceGetComputeRunningProcesses"};
+  for (int k = 0; k < PROCS_N; k++)
+    *(void **)&g->procs_fn[k] = sym(g, procs_names[k], &none);
   nvml_ret_t rc = NVML_SUCCESS;
   if (missing)
     snprintf(why, n, "%s lacks the NVML functions needed",
@@ -106,6 +141,7 @@ int dr_nvml_open(const char *lib, dr_nvml_t **out, char *why, size_t n) {
     gpu_t *d = &g->dev[i];
     d->util = -1;
     d->per_process = g->proc_util != NULL;
+    d->mem_used = d->mem_total = DR_NVML_UNKNOWN;
     if (g->by_index(i, &d->handle) != NVML_SUCCESS)
       d->handle = NULL;
     else if (g->uuid(d->handle, d->uuid, sizeof(d->uuid)) != NVML_SUCCESS)
@@ -146,18 +182,142 @@ static void proc_samples(struct dr_nvml *g, gpu_t *d) {
   }
 }
 
+/* Room for n records of rec bytes in g->raw: 0, or -1. */
+static int raw_room(struct dr_nvml *g, size_t n, size_t rec) {
+  if (n * rec <= g->raw_cap)
+    return 0;
+  void *p = realloc(g->raw, n * rec);
+  if (p == NULL)
+    return -1;
+  g->raw = p;
+  g->raw_cap = n * rec;
+  return 0;
+}
+
+/* One entry point's list of device d into g->raw: its count, or -1 when
+ * this entry point does not serve (then the next older one is tried). */
+static long procs_call(struct dr_nvml *g, int k, gpu_t *d) {
+  size_t rec = k == PROCS_V1 ? sizeof(nvml_proc_v1_t) : sizeof(nvml_proc_v2_t);
+  /* A process may start between the two calls: a little room more, and
+   * one more try with the count the second call gives. */
+  unsigned int count = 0;
+  nvml_ret_t rc = g->procs_fn[k](d->handle, &count, NULL);
+  for (int attempt = 0; attempt < 2 && rc == NVML_ERROR_INSUFFICIENT_SIZE;
+       attempt++) {
+    count += 4;
+    if (count > PROCS_MAX || raw_room(g, count, rec) != 0)
+      return 0;
+    rc = g->procs_fn[k](d->handle, &count, g->raw);
+  }
+  if (rc == NVML_SUCCESS)
+    return (long)count;
+  return rc == NVML_ERROR_FUNCTION_NOT_FOUND ? -1 : 0;
+}
+
+/* The processes that hold a context on device i, appended to g->procs. */
+static void running_procs(struct dr_nvml *g, unsigned int i) {
+  gpu_t *d = &g->dev[i];
+  for (int k = 0; k < PROCS_N; k++) {
+    if (g->procs_fn[k] == NULL)
+      continue;
+    long count = procs_call(g, k, d);
+    if (count < 0)
+      continue;
+    for (long j = 0; j < count && g->n_procs < PROCS_MAX; j++) {
+      if (g->n_procs == g->procs_cap) {
+        size_t cap = g->procs_cap > 0 ? 2 * g->procs_cap : 16;
+        dr_nvml_proc_t *p = realloc(g->procs, cap * sizeof(*p));
+        if (p == NULL)
+          return;
+        g->procs = p;
+        g->procs_cap = cap;
+      }
+      dr_nvml_proc_t *p = &g->procs[g->n_procs++];
+      if (k == PROCS_V1) {
+        const nvml_proc_v1_t *r = (const nvml_proc_v1_t *)g->raw + j;
+        p->pid = (pid_t)r->pid;
+        p->mem_bytes = r->used_gpu_memory; /* NVML's "not available" is
+                                              all ones, as DR_NVML_UNKNOWN */
+      } else {
+        const nvml_proc_v2_t *r = (const nvml_proc_v2_t *)g->raw + j;
+        p->pid = (pid_t)r->pid;
+        p->mem_bytes = r->used_gpu_memory;
+      }
+      p->dev = i;
+    }
+    return;
+  }
+}
+
 void dr_nvml_refresh(dr_nvml_t *g) {
   if (g == NULL)
     return;
   g->n_pids = 0;
+  g->n_procs = 0;
   for (unsigned int i = 0; i < g->n_dev; i++) {
     gpu_t *d = &g->dev[i];
     if (d->handle == NULL)
       continue;
     nvml_util_t u;
     d->util = g->util(d->handle, &u) == NVML_SUCCESS ? (int)u.gpu : -1;
+    nvml_memory_t m;
+    if (g->mem_info != NULL && g->mem_info(d->handle, &m) == NVML_SUCCESS) {
+      d->mem_used = m.used;
+      d->mem_total = m.total;
+    } else {
+      d->mem_used = d->mem_total = DR_NVML_UNKNOWN;
+    }
+    running_procs(g, i);
     if (d->per_process)
       proc_samples(g, d);
+  }
+}
+
+size_t dr_nvml_procs(dr_nvml_t *g, const dr_nvml_proc_t **procs) {
+  if (g == NULL) {
+    *procs = NULL;
+    return 0;
+  }
+  *procs = g->procs;
+  return g->n_procs;
+}
+
+void dr_nvml_group_use(dr_nvml_t *g, const pid_t *procs_pgrp,
+                       const pid_t *pgids, size_t n, dr_nvml_use_t *out) {
+  for (size_t i = 0; i < n; i++) {
+    dr_nvml_use_t *u = &out[i];
+    u->mem_bytes = u->dev_used_bytes = u->dev_total_bytes = DR_NVML_UNKNOWN;
+    u->util = UINT32_MAX;
+    if (g == NULL || pgids[i] <= 0)
+      continue;
+    uint64_t sum = 0;
+    int any = 0, known = 1;
+    double fullest = -1;
+    for (size_t k = 0; k < g->n_procs; k++) {
+      const dr_nvml_proc_t *p = &g->procs[k];
+      if (procs_pgrp[k] != pgids[i] || p->dev >= g->n_dev)
+        continue;
+      any = 1;
+      if (p->mem_bytes == DR_NVML_UNKNOWN)
+        known = 0;
+      else
+        sum += p->mem_bytes;
+      const gpu_t *d = &g->dev[p->dev];
+      if (d->util >= 0 &&
+          (u->util == UINT32_MAX || (uint32_t)d->util > u->util))
+        u->util = (uint32_t)d->util;
+      if (d->mem_total != DR_NVML_UNKNOWN && d->mem_total > 0 &&
+          d->mem_used != DR_NVML_UNKNOWN) {
+        double f = (double)d->mem_used / (double)d->mem_total;
+        if (f > fullest) {
+          fullest = f;
+          u->dev_used_bytes = d->mem_used;
+          u->dev_total_bytes = d->mem_total;
+        }
+      }
+    }
+    if (any && known)
+      u->mem_bytes = sum;
   }
 }
 
@@ -205,6 +365,8 @@ void dr_nvml_close(dr_nvml_t **gp) {
   g->shutdown();
   dlclose(g->lib);
   free(g->samples);
+  free(g->procs);
+  free(g->raw);
   free(g);
   *gp = NULL;
 }

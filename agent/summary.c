@@ -13,8 +13,42 @@
 #include <time.h>
 #include <unistd.h>
 
+/* "12.3 GiB", "245 MiB": a size in a sentence. */
+static const char *size_text(uint64_t bytes, char *out, size_t n) {
+  if (bytes >= (1ull << 30))
+    snprintf(out, n, "%.1f GiB", (double)bytes / 1073741824.0);
+  else if (bytes >= (1ull << 20))
+    snprintf(out, n, "%.0f MiB", (double)bytes / 1048576.0);
+  else
+    snprintf(out, n, "%.0f KiB", (double)bytes / 1024.0);
+  return out;
+}
+
+const char *dr_failure_oom_line(const dr_failure_rec_t *f, char *out,
+                                size_t n) {
+  char rss[24], peak[24];
+  if (f->rss_bytes != DR_NONE && f->rss_peak_bytes != DR_NONE)
+    snprintf(out, n, "the OOM killer killed it (its last RSS %s, peak %s)",
+             size_text(f->rss_bytes, rss, sizeof(rss)),
+             size_text(f->rss_peak_bytes, peak, sizeof(peak)));
+  else
+    snprintf(out, n, "the OOM killer killed it");
+  return out;
+}
+
 const char *dr_failure_what(const dr_failure_rec_t *f, char *out, size_t n) {
-  if (f->signal != 0) {
+  if (f->oom_killed) {
+    /* Killed itself, or a shell passed its child's SIGKILL on. */
+    const char *how = f->signal != 0 ? "killed by the OOM killer (SIGKILL"
+                                     : "exited with code 137 (the OOM killer";
+    char rss[24], peak[24];
+    if (f->rss_bytes != DR_NONE && f->rss_peak_bytes != DR_NONE)
+      snprintf(out, n, "%s; its last RSS %s, peak %s)", how,
+               size_text(f->rss_bytes, rss, sizeof(rss)),
+               size_text(f->rss_peak_bytes, peak, sizeof(peak)));
+    else
+      snprintf(out, n, "%s)", how);
+  } else if (f->signal != 0) {
     const char *name = sigabbrev_np(f->signal);
     snprintf(out, n, "killed by signal SIG%s%s", name != NULL ? name : "?",
              f->core_dumped ? " (core dumped)" : "");

@@ -46,7 +46,7 @@
 #include <stdint.h>
 
 #define DR_PROTO_MAGIC 0x4452u
-#define DR_PROTO_VERSION 4u
+#define DR_PROTO_VERSION 5u
 #define DR_FRAME_HDR_LEN 12u
 #define DR_MAX_FIELDS 20u
 #define DR_NONE UINT64_MAX
@@ -519,9 +519,12 @@ int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
  *
  *   node  (32 + host)  node_rank u32, nproc u32, first_rank u32, state u32,
  *                      hb_age_ms u64, report_age_ms u64, host
- *   rank  (52)         rank u32, local_rank u32, node_rank u32, pid u32,
+ *   rank  (100)        rank u32, local_rank u32, node_rank u32, pid u32,
  *                      state u32, exit_code u32, signal u32, step u64,
- *                      step_age_ms u64, rate_milli u64
+ *                      step_age_ms u64, rate_milli u64, rss_bytes u64,
+ *                      rss_peak_bytes u64, cpu_milli u32,
+ *                      gpu_mem_bytes u64, gpu_util u32,
+ *                      gpu_used_bytes u64, gpu_total_bytes u64
  *   stack (16 + text)  rank u32, node_rank u32, pid u32, code u32, text
  *   missing (4)        node_rank u32
  *   peer  (24 + addr)  node_rank u32, port u32, roles u32, 0 u32,
@@ -531,10 +534,11 @@ int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
  * host's length); the iterators below then only read them. */
 #define DR_NODE_REC_LEN 32u
 #define DR_PEER_REC_LEN 24u
-#define DR_RANK_REC_LEN 52u
+#define DR_RANK_REC_LEN 100u
 #define DR_STACK_REC_LEN 16u
 #define DR_HOST_MAX 255u
 #define DR_NO_RANK UINT32_MAX /* a node rank not assigned (yet) */
+#define DR_NO_U32 UINT32_MAX  /* a u32 figure of a record not known */
 
 /* X(NAME, value, name) */
 #define DR_JOB_STATES(X)                                                     \
@@ -604,6 +608,21 @@ typedef struct {
   uint64_t step;        /* its last progress report; DR_NONE: none */
   uint64_t step_age_ms; /* since that step was first seen; DR_NONE: none */
   uint64_t rate_milli;  /* steps per 1000 s, lately; DR_NONE: unknown */
+  /* Its health, as its agent samples it (protocol 5): the resident bytes of
+   * its process group (the rank and every descendant still in its group)
+   * now and at most since it started, DR_NONE unknown (not running, not
+   * sampled yet); the group's CPU use over the last seconds in
+   * thousandths of one CPU, DR_NO_U32 unknown. */
+  uint64_t rss_bytes, rss_peak_bytes;
+  uint32_t cpu_milli;
+  /* Through NVML, where the node has it: the GPU memory its group's
+   * processes use, summed (DR_NONE: unknown, or no process of it holds a
+   * GPU context); the utilisation of the GPU they run on, percent
+   * (DR_NO_U32: unknown), and that GPU's memory in use by every process
+   * and its total (DR_NONE: unknown). */
+  uint64_t gpu_mem_bytes;
+  uint32_t gpu_util;
+  uint64_t gpu_used_bytes, gpu_total_bytes;
 } dr_rank_rec_t;
 
 typedef struct {

@@ -358,6 +358,13 @@ static void put_rank_recs(dr__frame_t *f, const dr_rank_rec_t *v, size_t n) {
     dr__store_be64(h + 28, v[i].step);
     dr__store_be64(h + 36, v[i].step_age_ms);
     dr__store_be64(h + 44, v[i].rate_milli);
+    dr__store_be64(h + 52, v[i].rss_bytes);
+    dr__store_be64(h + 60, v[i].rss_peak_bytes);
+    dr__store_be32(h + 68, v[i].cpu_milli);
+    dr__store_be64(h + 72, v[i].gpu_mem_bytes);
+    dr__store_be32(h + 80, v[i].gpu_util);
+    dr__store_be64(h + 84, v[i].gpu_used_bytes);
+    dr__store_be64(h + 92, v[i].gpu_total_bytes);
     put_item(f, h, sizeof(h), no_tail);
   }
 }

@@ -114,6 +114,13 @@ int dr_rank_rec_next(const dr_list_t *l, uint32_t *pos, dr_rank_rec_t *o) {
   o->step = dr__load_be64(it.p + 28);
   o->step_age_ms = dr__load_be64(it.p + 36);
   o->rate_milli = dr__load_be64(it.p + 44);
+  o->rss_bytes = dr__load_be64(it.p + 52);
+  o->rss_peak_bytes = dr__load_be64(it.p + 60);
+  o->cpu_milli = dr__load_be32(it.p + 68);
+  o->gpu_mem_bytes = dr__load_be64(it.p + 72);
+  o->gpu_util = dr__load_be32(it.p + 80);
+  o->gpu_used_bytes = dr__load_be64(it.p + 84);
+  o->gpu_total_bytes = dr__load_be64(it.p + 92);
   return 1;
 }
 

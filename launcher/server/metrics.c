@@ -246,6 +246,73 @@ static void render_round(dr_server_t *s, dr_buf_t *b) {
       put(b, "ddprun_rdzv_round_rank_missing{node=\"%u\"} 1\n", k);
 }
 
+/* Per rank of the running round, from its agent's last report: the
+ * series of a rank exist while its figure is known (the families always).
+ * Labelled by global rank, node rank, local rank and host. */
+enum { RK_RSS, RK_RSS_PEAK, RK_CPU, RK_GPU_MEM, RK_GPU_UTIL, RK_N };
+
+/* Figure k of rank x as a gauge's value: 0 and *v, or -1 unknown. */
+static int rank_figure(const dr_rank_rec_t *x, int k, double *v) {
+  switch (k) {
+  case RK_RSS:
+    *v = (double)x->rss_bytes;
+    return x->rss_bytes != DR_NONE ? 0 : -1;
+  case RK_RSS_PEAK:
+    *v = (double)x->rss_peak_bytes;
+    return x->rss_peak_bytes != DR_NONE ? 0 : -1;
+  case RK_CPU:
+    *v = (double)x->cpu_milli / 1000.0;
+    return x->cpu_milli != DR_NO_U32 ? 0 : -1;
+  case RK_GPU_MEM:
+    *v = (double)x->gpu_mem_bytes;
+    return x->gpu_mem_bytes != DR_NONE ? 0 : -1;
+  default:
+    *v = (double)x->gpu_util / 100.0;
+    return x->gpu_util != DR_NO_U32 ? 0 : -1;
+  }
+}
+
+static void render_ranks(dr_server_t *s, dr_buf_t *b) {
+  static const struct {
+    const char *name, *help;
+  } fam[RK_N] = {
+      {"rank_rss_bytes",
+       "Resident memory of each rank's processes (the rank and the "
+       "children in its process group, e.g. DataLoader workers; shared "
+       "pages count once per process), as its agent last sampled it."},
+      {"rank_rss_peak_bytes",
+       "The most resident memory each rank's processes held at any "
+       "sample since the rank started."},
+      {"rank_cpu_ratio",
+       "CPU use of each rank's processes over the last seconds, in CPUs "
+       "(1: one CPU busy all the time)."},
+      {"rank_gpu_memory_bytes",
+       "GPU memory used by each rank's processes (NVML), where the node "
+       "has NVML and the rank holds a GPU context."},
+      {"rank_gpu_utilization_ratio",
+       "Utilisation of the GPU each rank runs on (NVML), 0 to 1."}};
+  const dr_rdzv_t *r = &s->rdzv;
+  char esc[600];
+  for (int k = 0; k < RK_N; k++) {
+    family(b, fam[k].name, "gauge", fam[k].help);
+    for (size_t i = 0; r->state == DR_JOB_RUNNING && i < r->n_round; i++) {
+      const dr_node_t *n = r->round[i];
+      if (n->n_ranks == 0)
+        continue;
+      label_escape(n->host, esc, sizeof(esc));
+      for (uint32_t q = 0; q < n->n_ranks; q++) {
+        const dr_rank_rec_t *x = &n->ranks[q];
+        double v;
+        if (rank_figure(x, k, &v) != 0)
+          continue;
+        put(b, "ddprun_rdzv_%s{rank=\"%u\",node=\"%u\",local_rank=\"%u\","
+               "host=\"%s\"} %.15g\n",
+            fam[k].name, x->rank, n->node_rank, x->local_rank, esc, v);
+      }
+    }
+  }
+}
+
 static void render_store(dr_server_t *s, dr_buf_t *b) {
   dr_store_stats_t st;
   dr__store_stats(s->store, &st);
@@ -321,6 +388,7 @@ int dr__metrics_render(dr_server_t *s, dr_buf_t *out,
   render_nodes(s, out);
   render_round(s, out);
   render_clocks(s, out);
+  render_ranks(s, out);
   render_store(s, out);
   render_conns(s, out, http_counts);
   gauge(out, "uptime_seconds", "Seconds since this server started.",

@@ -36,7 +36,16 @@ typedef struct {
   size_t n_nodes, n_ranks, n_stacks;
   int slowest; /* index into ranks, -1: none */
   double behind; /* its steps behind the fastest, at one moment */
+  uint64_t rss_median; /* of the ranks whose RSS is known; DR_NONE: fewer
+                          than two of them */
+  int have_gpu;        /* some rank has a GPU figure (NVML on its node) */
 } dr_status_report_t;
+
+/* A rank is named when its RSS is more than this fraction above the
+ * median of the job's ranks, a GPU when more than this fraction of its
+ * memory is in use. */
+#define DR_STATUS_RSS_ABOVE 0.10
+#define DR_STATUS_GPU_FULL 0.90
 
 /* status_report.c */
 
@@ -46,6 +55,13 @@ int dr__status_decode(const dr_msg_t *m, dr_status_report_t *r);
 void dr__status_report_free(dr_status_report_t *r);
 /* 1 when x's step is not advancing (stopped, or unchanged for long). */
 int dr__status_stale(const dr_rank_rec_t *x);
+/* How far x's RSS is above the job's median, as a fraction (0.24: 24%
+ * above), when it is more than DR_STATUS_RSS_ABOVE; else 0. */
+double dr__status_rss_above(const dr_status_report_t *r,
+                            const dr_rank_rec_t *x);
+/* The fraction of the memory of x's GPU in use, when it is more than
+ * DR_STATUS_GPU_FULL; else 0. */
+double dr__status_gpu_full(const dr_rank_rec_t *x);
 /* The node of that node rank, not one waiting for the next round; or
  * NULL. */
 const dr_node_rec_t *dr__status_node_of(const dr_status_report_t *r,
@@ -57,6 +73,8 @@ const dr_node_rec_t *dr__status_node_of(const dr_status_report_t *r,
  * then (with --stacks) the stacks. */
 void dr__status_print_table(const dr_status_args_t *a,
                             const dr_status_report_t *r);
+/* "2.1 GiB", "245 MiB", "812 KiB"; "-" for DR_NONE. Returns out. */
+const char *dr__status_size(uint64_t bytes, char *out, size_t n);
 /* A host for a table cell: printable, cut to fit; returns out. */
 const char *dr__status_host_cell(dr_bytes_t h, char *out, size_t n);
 /* A text of lines from the server on stdout: each line escaped after

@@ -99,9 +99,35 @@ void dr__status_print_json(const dr_status_args_t *a,
       fputs("null", stdout);
     else
       printf("%.3f", (double)x->rate_milli / 1000.0);
-    printf("}");
+    printf(", \"rss_bytes\": ");
+    jnum(x->rss_bytes);
+    printf(", \"rss_peak_bytes\": ");
+    jnum(x->rss_peak_bytes);
+    printf(", \"cpu\": ");
+    if (x->cpu_milli == DR_NO_U32)
+      fputs("null", stdout);
+    else
+      printf("%.3f", x->cpu_milli / 1000.0);
+    printf(", \"gpu_memory_bytes\": ");
+    jnum(x->gpu_mem_bytes);
+    printf(", \"gpu_util_percent\": ");
+    jnum(x->gpu_util == DR_NO_U32 ? DR_NONE : x->gpu_util);
+    printf(", \"gpu_device_used_bytes\": ");
+    jnum(x->gpu_used_bytes);
+    printf(", \"gpu_device_total_bytes\": ");
+    jnum(x->gpu_total_bytes);
+    double above = dr__status_rss_above(r, x);
+    printf(", \"rss_above_median\": ");
+    if (above > 0)
+      printf("%.3f", above);
+    else
+      fputs("null", stdout);
+    printf(", \"gpu_memory_full\": %s}",
+           dr__status_gpu_full(x) > 0 ? "true" : "false");
   }
-  printf("],\n \"slowest\": ");
+  printf("],\n \"rss_median_bytes\": ");
+  jnum(r->rss_median);
+  printf(",\n \"slowest\": ");
   if (r->slowest < 0) {
     fputs("null", stdout);
   } else {

@@ -45,6 +45,59 @@ static int slower(const dr_rank_rec_t *x, const dr_rank_rec_t *y) {
   return step_now(x) < step_now(y);
 }
 
+static int cmp_u64(const void *a, const void *b) {
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The median RSS of the ranks whose RSS is known (the mean of the middle
+ * two of an even count), DR_NONE with fewer than two; and whether any
+ * rank has a GPU figure. */
+static int health(dr_status_report_t *r) {
+  r->rss_median = DR_NONE;
+  uint64_t *v = malloc((r->n_ranks > 0 ? r->n_ranks : 1) * sizeof(*v));
+  if (v == NULL)
+    return -ENOMEM;
+  size_t n = 0;
+  for (size_t i = 0; i < r->n_ranks; i++) {
+    const dr_rank_rec_t *x = &r->ranks[i];
+    if (x->rss_bytes != DR_NONE)
+      v[n++] = x->rss_bytes;
+    r->have_gpu |= x->gpu_mem_bytes != DR_NONE || x->gpu_util != DR_NO_U32;
+  }
+  if (n >= 2) {
+    qsort(v, n, sizeof(*v), cmp_u64);
+    r->rss_median = n % 2 ? v[n / 2] : v[n / 2 - 1] / 2 + v[n / 2] / 2 +
+                                           (v[n / 2 - 1] % 2 + v[n / 2] % 2) / 2;
+  }
+  free(v);
+  return 0;
+}
+
+double dr__status_rss_above(const dr_status_report_t *r,
+                            const dr_rank_rec_t *x) {
+  if (r->rss_median == DR_NONE || r->rss_median == 0 ||
+      x->rss_bytes == DR_NONE)
+    return 0;
+  /* In integers, so that exactly 10% above is not above (as a double,
+   * 1.1 - 1 is more than 0.1). */
+  uint64_t m = r->rss_median;
+  if (x->rss_bytes <= m ||
+      x->rss_bytes - m <= (uint64_t)((double)m * DR_STATUS_RSS_ABOVE))
+    return 0;
+  return (double)x->rss_bytes / (double)m - 1.0;
+}
+
+double dr__status_gpu_full(const dr_rank_rec_t *x) {
+  if (x->gpu_used_bytes == DR_NONE || x->gpu_total_bytes == DR_NONE ||
+      x->gpu_total_bytes == 0)
+    return 0;
+  uint64_t t = x->gpu_total_bytes;
+  if (x->gpu_used_bytes <= (uint64_t)((double)t * DR_STATUS_GPU_FULL))
+    return 0;
+  return (double)x->gpu_used_bytes / (double)t;
+}
+
 int dr__status_decode(const dr_msg_t *m, dr_status_report_t *r) {
   memset(r, 0, sizeof(*r));
   if (dr_msg_job_status(m, &r->js) != 0)
@@ -76,7 +129,7 @@ int dr__status_decode(const dr_msg_t *m, dr_status_report_t *r) {
   }
   if (r->slowest >= 0)
     r->behind = top - step_now(&r->ranks[r->slowest]);
-  return 0;
+  return health(r);
 }
 
 void dr__status_report_free(dr_status_report_t *r) {

@@ -16,6 +16,18 @@ const char *dr__status_host_cell(dr_bytes_t h, char *out, size_t n) {
   return out;
 }
 
+const char *dr__status_size(uint64_t bytes, char *out, size_t n) {
+  if (bytes == DR_NONE)
+    snprintf(out, n, "-");
+  else if (bytes >= (1ull << 30))
+    snprintf(out, n, "%.1f GiB", (double)bytes / 1073741824.0);
+  else if (bytes >= (1ull << 20))
+    snprintf(out, n, "%.0f MiB", (double)bytes / 1048576.0);
+  else
+    snprintf(out, n, "%.0f KiB", (double)bytes / 1024.0);
+  return out;
+}
+
 static const char *secs(uint64_t ms, char *out, size_t n) {
   if (ms == DR_NONE)
     snprintf(out, n, "-");
@@ -128,17 +140,72 @@ static const char *rank_state_cell(const dr_rank_rec_t *x, char *out,
   return out;
 }
 
+/* Rank x's health cells: RSS, peak RSS, CPU (percent of one CPU), and
+ * with GPU figures in the job, its GPU memory and its GPU's utilisation. */
+typedef struct {
+  char rss[16], peak[16], cpu[16], gpu_mem[16], gpu_util[16];
+} health_cells_t;
+
+static void health_cells(const dr_rank_rec_t *x, health_cells_t *c) {
+  dr__status_size(x->rss_bytes, c->rss, sizeof(c->rss));
+  dr__status_size(x->rss_peak_bytes, c->peak, sizeof(c->peak));
+  dr__status_size(x->gpu_mem_bytes, c->gpu_mem, sizeof(c->gpu_mem));
+  if (x->cpu_milli == DR_NO_U32)
+    snprintf(c->cpu, sizeof(c->cpu), "-");
+  else
+    snprintf(c->cpu, sizeof(c->cpu), "%.0f%%", x->cpu_milli / 10.0);
+  if (x->gpu_util == DR_NO_U32)
+    snprintf(c->gpu_util, sizeof(c->gpu_util), "-");
+  else
+    snprintf(c->gpu_util, sizeof(c->gpu_util), "%u%%", x->gpu_util);
+}
+
+/* The ranks whose memory stands out: RSS well above the job's median, a
+ * GPU nearly full. */
+static void print_health(const dr_status_report_t *r) {
+  char a[16], b[16], c[16];
+  for (size_t i = 0; i < r->n_ranks; i++) {
+    const dr_rank_rec_t *x = &r->ranks[i];
+    double above = dr__status_rss_above(r, x);
+    if (above > 0)
+      printf("memory: rank %u: RSS %s, %.0f%% above the median %s\n", x->rank,
+             dr__status_size(x->rss_bytes, a, sizeof(a)), above * 100.0,
+             dr__status_size(r->rss_median, b, sizeof(b)));
+  }
+  for (size_t i = 0; i < r->n_ranks; i++) {
+    const dr_rank_rec_t *x = &r->ranks[i];
+    double full = dr__status_gpu_full(x);
+    if (full <= 0)
+      continue;
+    const dr_node_rec_t *n = dr__status_node_of(r, x->node_rank);
+    char host[64] = "?";
+    if (n != NULL)
+      dr__status_host_cell(n->host, host, sizeof(host));
+    printf("gpu memory: rank %u (node %u on %s): its GPU has %.0f%% of its "
+           "memory in use (%s of %s; the rank's processes %s)\n", x->rank,
+           x->node_rank, host, full * 100.0,
+           dr__status_size(x->gpu_used_bytes, a, sizeof(a)),
+           dr__status_size(x->gpu_total_bytes, b, sizeof(b)),
+           dr__status_size(x->gpu_mem_bytes, c, sizeof(c)));
+  }
+}
+
 static void print_ranks(const dr_status_report_t *r) {
   if (r->n_ranks == 0) {
     if (r->js.state == DR_JS_RUNNING)
       printf("ranks: none reported yet\n");
     return;
   }
-  printf("  %-6s %-5s %-5s %-8s %-12s %10s %10s %9s\n", "rank", "node",
-         "local", "pid", "state", "step", "last step", "steps/s");
+  printf("  %-6s %-5s %-5s %-8s %-12s %10s %10s %9s %9s %9s %5s", "rank",
+         "node", "local", "pid", "state", "step", "last step", "steps/s",
+         "rss", "peak rss", "cpu");
+  if (r->have_gpu)
+    printf(" %9s %4s", "gpu mem", "gpu");
+  printf("\n");
   for (size_t i = 0; i < r->n_ranks; i++) {
     const dr_rank_rec_t *x = &r->ranks[i];
     char st[40], step[24], ago[24], rate[24];
+    health_cells_t hc;
     if (x->step == DR_NONE)
       snprintf(step, sizeof(step), "-");
     else
@@ -147,10 +214,15 @@ static void print_ranks(const dr_status_report_t *r) {
       snprintf(rate, sizeof(rate), "-");
     else
       snprintf(rate, sizeof(rate), "%.2f", (double)x->rate_milli / 1000.0);
-    printf("  %-6u %-5u %-5u %-8u %-12s %10s %10s %9s\n", x->rank,
+    health_cells(x, &hc);
+    printf("  %-6u %-5u %-5u %-8u %-12s %10s %10s %9s %9s %9s %5s", x->rank,
            x->node_rank, x->local_rank, x->pid,
            rank_state_cell(x, st, sizeof(st)), step,
-           secs(x->step_age_ms, ago, sizeof(ago)), rate);
+           secs(x->step_age_ms, ago, sizeof(ago)), rate, hc.rss, hc.peak,
+           hc.cpu);
+    if (r->have_gpu)
+      printf(" %9s %4s", hc.gpu_mem, hc.gpu_util);
+    printf("\n");
   }
   if (r->slowest < 0) {
     printf("slowest: none known (no rank reports its steps through "
@@ -182,6 +254,7 @@ void dr__status_print_table(const dr_status_args_t *a,
   print_head(a, r);
   print_nodes(r);
   print_ranks(r);
+  print_health(r);
   if (a->stacks && r->n_stacks == 0)
     printf("stacks: none (no generation runs)\n");
   dr__status_print_stacks(r);

@@ -14,7 +14,7 @@ lines are not written, so they are counted from the agent's log at debug
 level: "collecting the stacks").
 
 Usage: status_flood.py BUILD_DIR [--requests 100] [--conns 1]
-                       [--before 3] [--timeout 60] [--proto 4]
+                       [--before 3] [--timeout 60] [--proto 5]
 """
 import argparse
 import os
@@ -61,7 +61,7 @@ def main():
     ap.add_argument("--conns", type=int, default=1)
     ap.add_argument("--before", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=60.0)
-    ap.add_argument("--proto", type=int, default=4)
+    ap.add_argument("--proto", type=int, default=5)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="status_flood.")
     run_id = f"flood-{os.getpid()}"

@@ -36,8 +36,11 @@ static int encode(dr_buf_t *b, uint8_t type) {
       {DR_NO_RANK, 2, DR_NO_RANK, DR_NS_WAITING, DR_NONE, DR_NONE,
        dr_str("node-b")}};
   const dr_rank_rec_t ranks[] = {
-      {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 1200, 80, 12500},
-      {1, 1, 0, 4243, DR_RS_KILLED, 0, 9, DR_NONE, DR_NONE, DR_NONE}};
+      {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 1200, 80, 12500, 3ull << 30,
+       4ull << 30, 1500, 5ull << 30, 88, 70ull << 30, 80ull << 30},
+      {1, 1, 0, 4243, DR_RS_KILLED, 0, 9, DR_NONE, DR_NONE, DR_NONE,
+       DR_NONE, 4ull << 30, DR_NO_U32, DR_NONE, DR_NO_U32, DR_NONE,
+       DR_NONE}};
   const dr_stack_rec_t stacks[] = {
       {0, 0, 4242, 0, dr_str("#0 main () at train.c:1\n")},
       {1, 0, 4243, 3, dr_str("rank 1 is not running (killed)")}};

@@ -134,8 +134,10 @@ static void records(int fd, dr_buf_t *out, uint32_t req) {
   dr_node_rec_t node = {0, 2, 0, DR_NS_SUCCEEDED, 100, 200,
                         dr_str("node\x1b[31m-a")};
   dr_rank_rec_t ranks[2] = {
-      {0, 0, 0, 4242, DR_RS_EXITED, 0, 0, 10, 300, DR_NONE},
-      {1, 1, 0, 4243, DR_RS_EXITED, 1, 0, 9, 400, DR_NONE}};
+      {0, 0, 0, 4242, DR_RS_EXITED, 0, 0, 10, 300, DR_NONE, DR_NONE,
+       1ull << 30, DR_NO_U32, DR_NONE, DR_NO_U32, DR_NONE, DR_NONE},
+      {1, 1, 0, 4243, DR_RS_EXITED, 1, 0, 9, 400, DR_NONE, DR_NONE,
+       1ull << 30, DR_NO_U32, DR_NONE, DR_NO_U32, DR_NONE, DR_NONE}};
   /* The last record's text ends the frame: no newline, no NUL after it. */
   dr_stack_rec_t stacks[2] = {
       {0, 0, 4242, 0, {(const uint8_t *)stack, (uint32_t)o}},

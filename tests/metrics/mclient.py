@@ -146,7 +146,7 @@ MSG = {"HELLO": 1, "WELCOME": 2, "OK": 4, "ERROR": 5, "SET": 6, "GET": 7,
        "MULTI_GET": 13, "VALUES": 14, "CHECK": 15, "BARRIER": 16}
 
 
-def frame(mtype, req, fields, version=4):
+def frame(mtype, req, fields, version=5):
     body = b""
     for f in fields:
         if isinstance(f, int):

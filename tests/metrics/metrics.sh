@@ -74,6 +74,10 @@ families=(job_info start_time_seconds job_state job_exit_code generation
 # The families of one series per node of the running round: their HELP and
 # TYPE always, their series only while a round runs.
 node_families=(node_clock_offset_seconds node_clock_uncertainty_seconds)
+# The families of one series per rank of the running round whose figure is
+# known: their HELP and TYPE always (their series: rank_health.sh).
+rank_families=(rank_rss_bytes rank_rss_peak_bytes rank_cpu_ratio
+  rank_gpu_memory_bytes rank_gpu_utilization_ratio)
 # The families of one series per node or missing rank of a forming round:
 # their HELP and TYPE always, their series only while a round forms.
 round_families=(round_node_info round_rank_missing)
@@ -83,7 +87,7 @@ all_present() {
     grep -q "^ddprun_rdzv_$f[{ ]" "$tmp/$1.prom" ||
       fail "scrape $1 lacks ddprun_rdzv_$f"
   done
-  for f in "${node_families[@]}" "${round_families[@]}"; do
+  for f in "${node_families[@]}" "${round_families[@]}" "${rank_families[@]}"; do
     grep -qx "# TYPE ddprun_rdzv_$f gauge" "$tmp/$1.prom" ||
       fail "scrape $1 lacks the family ddprun_rdzv_$f"
   done

@@ -976,10 +976,81 @@ static void rec_frame(raw_t *r, uint8_t type, const uint32_t *head,
   raw_end(r);
 }
 
+static uint64_t be(const uint8_t *p, int n_bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < n_bytes; i++)
+    v = v << 8 | p[i];
+  return v;
+}
+
+/* A rank record's bytes: every field big-endian at its offset of wire.h,
+ * the health figures of protocol 5 after rate_milli, 100 bytes in all. */
+static void test_rank_record_layout(void **state) {
+  fx_t *f = *state;
+  dr_rank_rec_t x = {3,           1,           2,           4242,
+                     DR_RS_RUNNING, -2,        0,           0x1122334455667788ull,
+                     77,          12500,       5ull << 30,  7ull << 30,
+                     1500,        0x0102030405060708ull, 96,
+                     79ull << 30, 80ull << 30};
+  dr_buf_reset(&f->b);
+  assert_int_equal(dr_enc_ranks(&f->b, 0, 9, &x, 1), 0);
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  assert_int_equal(dr_decode(&f->dflt, f->b.data, f->b.len, &m, &consumed,
+                             &need, &err),
+                   DR_DECODE_OK);
+  uint32_t pos = 0;
+  dr_bytes_t it;
+  assert_int_equal(dr_list_next(&m.f[1].l, &pos, &it), 1);
+  assert_int_equal(it.len, DR_RANK_REC_LEN);
+  assert_int_equal(DR_RANK_REC_LEN, 100);
+  static const struct {
+    int off, n_bytes;
+  } at[] = {{0, 4},  {4, 4},  {8, 4},  {12, 4}, {16, 4}, {20, 4},
+            {24, 4}, {28, 8}, {36, 8}, {44, 8}, {52, 8}, {60, 8},
+            {68, 4}, {72, 8}, {80, 4}, {84, 8}, {92, 8}};
+  const uint64_t want[] = {3,
+                           1,
+                           2,
+                           4242,
+                           DR_RS_RUNNING,
+                           0xfffffffeu,
+                           0,
+                           0x1122334455667788ull,
+                           77,
+                           12500,
+                           5ull << 30,
+                           7ull << 30,
+                           1500,
+                           0x0102030405060708ull,
+                           96,
+                           79ull << 30,
+                           80ull << 30};
+  for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++)
+    assert_int_equal(be(it.p + at[i].off, at[i].n_bytes), want[i]);
+  assert_int_equal(at[16].off + at[16].n_bytes, DR_RANK_REC_LEN);
+  /* And back through the view and its iterator. */
+  dr_ranks_t rk;
+  assert_int_equal(dr_msg_ranks(&m, &rk), 0);
+  dr_rank_rec_t y;
+  pos = 0;
+  assert_int_equal(dr_rank_rec_next(&rk.ranks, &pos, &y), 1);
+  assert_int_equal(y.exit_code, -2);
+  assert_int_equal(y.step, x.step);
+  assert_int_equal(y.rss_bytes, x.rss_bytes);
+  assert_int_equal(y.rss_peak_bytes, x.rss_peak_bytes);
+  assert_int_equal(y.cpu_milli, x.cpu_milli);
+  assert_int_equal(y.gpu_mem_bytes, x.gpu_mem_bytes);
+  assert_int_equal(y.gpu_util, x.gpu_util);
+  assert_int_equal(y.gpu_used_bytes, x.gpu_used_bytes);
+  assert_int_equal(y.gpu_total_bytes, x.gpu_total_bytes);
+}
+
 static void test_status_views_strict(void **state) {
   fx_t *f = *state;
   raw_t r;
-  /* A rank record is 52 bytes, its state (at 16) one of the states. */
+  /* A rank record is 100 bytes, its state (at 16) one of the states. */
   const uint32_t rank_ok[5] = {1, 0, 0, 99, DR_RS_KILLED};
   const uint32_t rank_bad[5] = {1, 0, 0, 99, DR__RS_N};
   rec_frame(&r, DR_MSG_RANKS, rank_ok, 5, DR_RANK_REC_LEN);
@@ -1163,6 +1234,7 @@ int main(void) {
       T(test_views_check_peers),
       T(test_status_views_other_types),
       T(test_ckpt_views_strict),
+      T(test_rank_record_layout),
       T(test_status_views_strict),
       T(test_record_list_cap),
       T(test_encoder_enomem_keeps_frames),

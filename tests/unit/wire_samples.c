@@ -107,8 +107,14 @@ static const dr_node_rec_t s_nodes[2] = {
     {DR_NO_RANK, 4, DR_NO_RANK, DR_NS_WAITING, DR_NONE, DR_NONE,
      BYTES("node-b.example")}};
 static const dr_rank_rec_t s_ranks[2] = {
-    {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 0x100000001ull, 56, 12345},
-    {9, 1, 1, 4343, DR_RS_EXITED, -1, 0, DR_NONE, DR_NONE, DR_NONE}};
+    /* Health figures past 32 bits where they are u64, and every byte of
+     * the u32s set, so that a field cut short or moved shows. */
+    {0, 0, 0, 4242, DR_RS_RUNNING, 0, 0, 0x100000001ull, 56, 12345,
+     0x3123456789ull, 0x3223456789ull, 0x7654321u, 0x1400000002ull, 97,
+     0x1500000003ull, 0x1600000004ull},
+    {9, 1, 1, 4343, DR_RS_EXITED, -1, 0, DR_NONE, DR_NONE, DR_NONE,
+     DR_NONE, 2ull << 30, DR_NO_U32, DR_NONE, DR_NO_U32, DR_NONE,
+     DR_NONE}};
 static const dr_stack_rec_t s_stacks[2] = {
     {0, 0, 4242, 0, BYTES("Thread 1 (main):\n  #0 step () at train.c:12\n")},
     {9, 1, 4343, ENOSYS, BYTES("")}};
@@ -308,6 +314,13 @@ static void check_ranks(const dr_list_t *l) {
     assert_int_equal(x.step, w->step);
     assert_int_equal(x.step_age_ms, w->step_age_ms);
     assert_int_equal(x.rate_milli, w->rate_milli);
+    assert_int_equal(x.rss_bytes, w->rss_bytes);
+    assert_int_equal(x.rss_peak_bytes, w->rss_peak_bytes);
+    assert_int_equal(x.cpu_milli, w->cpu_milli);
+    assert_int_equal(x.gpu_mem_bytes, w->gpu_mem_bytes);
+    assert_int_equal(x.gpu_util, w->gpu_util);
+    assert_int_equal(x.gpu_used_bytes, w->gpu_used_bytes);
+    assert_int_equal(x.gpu_total_bytes, w->gpu_total_bytes);
   }
   assert_int_equal(i, 2);
 }
