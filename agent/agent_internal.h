@@ -12,6 +12,7 @@
 #include "bind.h"
 #include "client.h"
 #include "logfwd.h"
+#include "nvml.h"
 #include "pgstat.h"
 #include "session.h"
 #include "wire.h"
@@ -221,6 +222,7 @@ typedef struct {
   uint64_t hl_oom_base;
   int hl_oom_known;
   uint64_t hl_rss_sent, hl_gpu_sent;
+  dr_nvml_use_t hl_gpu;  /* its GPU use at the last sample */
 } dr_worker_t;
 
 typedef enum {
@@ -338,6 +340,7 @@ struct dr_agent {
   struct dr_nvml *nvml;
   int nvml_tried;
   uint64_t oom_kills, oom_ns;
+  uint64_t health_ms;        /* loop time of the last sample, 0: none */
   struct dr_ckpt_plane *ckpt; /* --ckpt-dir's (agent_ckpt.c), or NULL */
   struct dr_persist_plane *persist; /* --ckpt-persist's (agent_persist.c),
                                        or NULL */

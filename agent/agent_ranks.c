@@ -21,6 +21,10 @@
 
 /* Unchanged ranks are reported again after this long. */
 #define RANKS_REFRESH_MS 5000u
+/* Every rank's memory, CPU and GPU are sampled at most this often (a scan
+ * of /proc on the loop; a heartbeat comes more often), and whenever a
+ * worker started since. */
+#define HEALTH_SAMPLE_MS 1000u
 
 /* 1 when pid is stopped (a signal, a debugger): state T or t. */
 static int is_stopped(pid_t pid) {
@@ -149,6 +153,9 @@ static void sample(dr_agent_t *ag, uint64_t now, dr_nvml_use_t *gpu) {
       w->hl_pid = w->pid;
       dr_pgstat_use_init(&w->hl_use);
       w->hl_oom_known = 0;
+      w->hl_gpu.mem_bytes = w->hl_gpu.dev_used_bytes = DR_NVML_UNKNOWN;
+      w->hl_gpu.dev_total_bytes = DR_NVML_UNKNOWN;
+      w->hl_gpu.util = UINT32_MAX;
     }
     if (w->pid > 0 && !w->hl_oom_known && ag->oom_ns != 0 &&
         ag->oom_ns < w->start_ns) {
@@ -235,16 +242,23 @@ void dr__agent_report_ranks(dr_agent_t *ag) {
       ag->have_asg && ag->w != NULL && ag->arz_ready &&
       (ag->state == DR_AG_RUNNING || ag->state == DR_AG_STOPPING ||
        ag->state == DR_AG_WAITING);
-  dr_nvml_use_t *gpu =
-      reporting ? calloc(ag->nproc > 0 ? ag->nproc : 1, sizeof(*gpu)) : NULL;
-  sample(ag, now, gpu);
+  int due = ag->health_ms == 0 || now - ag->health_ms >= HEALTH_SAMPLE_MS;
+  for (uint32_t i = 0; !due && ag->w != NULL && i < ag->nproc; i++)
+    due = ag->w[i].pid > 0 && ag->w[i].hl_pid != ag->w[i].pid;
+  dr_nvml_use_t *gpu = reporting && due
+                           ? calloc(ag->nproc > 0 ? ag->nproc : 1, sizeof(*gpu))
+                           : NULL;
+  if (due) {
+    sample(ag, now, gpu);
+    ag->health_ms = now;
+    for (uint32_t i = 0; gpu != NULL && i < ag->nproc; i++)
+      ag->w[i].hl_gpu = gpu[i];
+  }
+  free(gpu);
   dr_rank_rec_t *recs =
       reporting ? calloc(ag->nproc > 0 ? ag->nproc : 1, sizeof(*recs)) : NULL;
-  if (recs == NULL || gpu == NULL) {
-    free(gpu);
-    free(recs);
+  if (recs == NULL)
     return;
-  }
   uint64_t h = 1469598103934665603ull ^ ag->asg.gen;
   int mem_moved = 0;
   for (uint32_t i = 0; i < ag->nproc; i++) {
@@ -269,10 +283,10 @@ void dr__agent_report_ranks(dr_agent_t *ag) {
     x->rss_bytes = live ? w->hl_use.rss_bytes : DR_NONE;
     x->rss_peak_bytes = sampled ? w->hl_use.rss_peak_bytes : DR_NONE;
     x->cpu_milli = live ? w->hl_use.cpu_milli : DR_NO_U32;
-    x->gpu_mem_bytes = live ? gpu[i].mem_bytes : DR_NONE;
-    x->gpu_util = live ? gpu[i].util : DR_NO_U32;
-    x->gpu_used_bytes = live ? gpu[i].dev_used_bytes : DR_NONE;
-    x->gpu_total_bytes = live ? gpu[i].dev_total_bytes : DR_NONE;
+    x->gpu_mem_bytes = live ? w->hl_gpu.mem_bytes : DR_NONE;
+    x->gpu_util = live ? w->hl_gpu.util : DR_NO_U32;
+    x->gpu_used_bytes = live ? w->hl_gpu.dev_used_bytes : DR_NONE;
+    x->gpu_total_bytes = live ? w->hl_gpu.dev_total_bytes : DR_NONE;
     h = fnv(fnv(fnv(h, x->pid), x->state), x->step);
     h = fnv(fnv(h, (uint32_t)x->exit_code), x->signal);
     mem_moved |= moved(x->rss_bytes, w->hl_rss_sent) ||
@@ -293,5 +307,4 @@ void dr__agent_report_ranks(dr_agent_t *ag) {
     dr__agent_send(ag, &b);
   }
   free(recs);
-  free(gpu);
 }

@@ -623,8 +623,11 @@ int dr__hang_start(dr_agent_t *ag, dr_hang_verdict_cb on_verdict) {
   h->budget_ms = (int)(S / 4 < 500 ? 500 : S / 4 > 10000 ? 10000 : S / 4);
   h->wait_ms = (uint64_t)S + S / 2 + (uint64_t)h->budget_ms;
   ag->hang = h;
-  uint64_t every = S / 10;
-  every = every < 50 ? 50 : every > 500 ? 500 : every;
+  /* auto polls every 2 s (a scan of /proc on the loop, for a verdict
+   * minutes away); an explicit timeout every S/10, at most every 500 ms */
+  uint64_t every = h->lenient ? h->floor_ms / 10 : S / 10;
+  uint64_t most = h->lenient ? 2000 : 500;
+  every = every < 50 ? 50 : every > most ? most : every;
   uv_timer_start(&ag->hang_timer, on_hang_timer, every, every);
   return 0;
 }

@@ -136,7 +136,7 @@ DR_L_TEST(missing_program) {
                                          "2", "--max-restarts", "3", "trian",
                                          "--marker", fx->marker),
                                NULL);
-  dr_l_expect_exit(p, 2, 1000);
+  dr_l_expect_exit(p, 2, 10000); /* at once; the bound catches a hang */
   if (strstr(dr_l_err(p),
              "ddprun: cannot execute 'trian': No such file or directory\n") ==
       NULL)
@@ -159,7 +159,7 @@ DR_L_TEST(exec_failure_at_spawn) {
                                          "2", "--max-restarts", "3", path,
                                          "--marker", fx->marker),
                                NULL);
-  dr_l_expect_exit(p, 2, 1000);
+  dr_l_expect_exit(p, 2, 10000); /* at once; the bound catches a hang */
   assert_no_workers(fx, "after ddprun exited");
   const char *err = dr_l_err(p);
   char want[700];

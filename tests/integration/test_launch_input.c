@@ -13,7 +13,10 @@
 
 #include "launch_harness.h"
 
-#define ERROR_MS 1000 /* from start to exit, for a refused command line */
+#define ERROR_MS 10000 /* from start to exit, for a refused command line:
+                          at once, but a sanitized build on a loaded
+                          machine may take seconds; a wait for a default
+                          timeout (minutes) is what this catches */
 #define HANG_MS 20000 /* only a hang takes this long */
 
 /* Runs ddprun with args followed by a probe carrying the test's marker,
