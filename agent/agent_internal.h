@@ -64,6 +64,10 @@ int dr_arz_resume(dr_arz_t *a, const dr_resume_t *q);
 /* A HEARTBEAT, with the clock stamp the server measures this host by. */
 int dr_arz_heartbeat(dr_arz_t *a, uint64_t gen);
 
+/* This side's address of the connection (the one the server sees): 0 or
+ * a libuv error. */
+int dr_arz_local_addr(const dr_arz_t *a, struct sockaddr_storage *out);
+
 /* 1 once a TCP connection has been made; the last connect() error. */
 int dr_arz_connected(const dr_arz_t *a);
 int dr_arz_last_error(const dr_arz_t *a);
@@ -341,6 +345,7 @@ struct dr_agent {
   int nvml_tried;
   uint64_t oom_kills, oom_ns;
   uint64_t health_ms;        /* loop time of the last sample, 0: none */
+  int addr_checked;          /* agent_env_addr.c ran */
   struct dr_ckpt_plane *ckpt; /* --ckpt-dir's (agent_ckpt.c), or NULL */
   struct dr_persist_plane *persist; /* --ckpt-persist's (agent_persist.c),
                                        or NULL */
@@ -354,6 +359,11 @@ int dr__agent_env_read(dr_agent_t *ag);
 void dr__agent_env_say(dr_agent_t *ag);
 /* Writes it, each line "ddprun: "-prefixed, to fd (a rank's file). */
 void dr__agent_env_write(const dr_agent_t *ag, int fd);
+
+/* agent_env_addr.c: once connected, says when NCCL_SOCKET_IFNAME excludes
+ * the interface this node reaches the rendezvous from (a warning; once
+ * per agent). */
+void dr__agent_env_check_addr(dr_agent_t *ag);
 
 /* agent_workers.c */
 int dr__workers_start(dr_agent_t *ag);

@@ -462,6 +462,11 @@ int dr_arz_start(uv_loop_t *loop, const dr_arz_opts_t *o, const dr_arz_cb_t *cb,
 
 int dr_arz_connected(const dr_arz_t *a) { return a->ever_connected; }
 
+int dr_arz_local_addr(const dr_arz_t *a, struct sockaddr_storage *out) {
+  int len = (int)sizeof(*out);
+  return uv_tcp_getsockname(&a->tcp, (struct sockaddr *)out, &len);
+}
+
 int dr_arz_last_error(const dr_arz_t *a) { return a->last_err; }
 
 const char *dr_arz_resolve_error(const dr_arz_t *a) {

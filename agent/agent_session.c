@@ -122,6 +122,7 @@ static void on_lost(void *arg, int code, const char *why) {
 static void on_ready(void *arg) {
   dr_agent_t *ag = arg;
   ag->arz_ready = 1;
+  dr__agent_env_check_addr(ag);
   if (ag->reconnecting && ag->n_same_loss > 0)
     DR_SAY(DR_LOG_WARN, "(%u more attempts ended the same way)",
             ag->n_same_loss);

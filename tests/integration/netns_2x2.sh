@@ -2,7 +2,9 @@
 # A 2x2 job across two network namespaces joined by a veth pair: the
 # rendezvous server and node A live in one namespace, node B in the other,
 # each with its own address, so MASTER_ADDR must be a real address of the
-# master node and not loopback.
+# master node and not loopback. Node B runs with NCCL_SOCKET_IFNAME=lo,
+# which leaves out veth0, the interface it reaches the rendezvous from: it
+# says so, once, and the job runs.
 #
 # Usage: netns_2x2.sh DDPRUN DDPRUN_RDZV
 # Needs root and iproute2. Exits 77 (skipped) with "SKIP: <reason>" when the
@@ -39,7 +41,10 @@ netns_rdzv port 40 "$rdzv" --nnodes 2 --rdzv-id netns2x2
 worker='echo ENV rank=$RANK local=$LOCAL_RANK world=$WORLD_SIZE group=$GROUP_RANK master=$MASTER_ADDR:$MASTER_PORT'
 for node in a b; do
   eval ns=\$ns_$node
-  TMPDIR=$tmp timeout -k 2 30 ip netns exec "$ns" "$ddprun" --nnodes 2 \
+  ifname=
+  [ "$node" = b ] && ifname=lo
+  TMPDIR=$tmp NCCL_SOCKET_IFNAME=$ifname timeout -k 2 30 \
+    ip netns exec "$ns" "$ddprun" --nnodes 2 \
     --nproc-per-node 2 \
     --rdzv-endpoint "$addr_a:$port" --rdzv-id netns2x2 \
     --rdzv-conf is_host=0,join_timeout=20 sh -c "$worker" \
@@ -65,6 +70,11 @@ show() {
 }
 [ "$rc_a" -eq 0 ] || { show; fail "ddprun in $ns_a exited with $rc_a"; }
 [ "$rc_b" -eq 0 ] || { show; fail "ddprun in $ns_b exited with $rc_b"; }
+want="this node reaches the rendezvous from $addr_b on veth0, which NCCL_SOCKET_IFNAME=lo leaves out"
+[ "$(grep -c "$want" "$tmp/err.b")" = 1 ] ||
+  { show; fail "node b did not say once: $want"; }
+! grep -q "reaches the rendezvous from" "$tmp/err.a" ||
+  { show; fail "node a, with no NCCL_SOCKET_IFNAME, warned"; }
 
 cat "$tmp/out.a" "$tmp/out.b" >"$tmp/all"
 # Each line: [rankN]:ENV rank=N local=L world=W group=G master=ADDR:PORT
