@@ -1,7 +1,9 @@
 /* The agent's side of the node's environment summary (node_env.h): read
  * once at the start, its findings said then (a fatal one ends ddprun with
  * exit 2 before it joins), the summary said before the first workers
- * start and written at the head of every rank's files. */
+ * start and written at the head of every rank's files, and sent in every
+ * JOIN (for `ddprun status --env`, with NCCL_SOCKET_IFNAME for the
+ * server's check across nodes). */
 #include "agent_internal.h"
 
 #include "fs.h"
@@ -70,4 +72,23 @@ void dr__agent_env_write(const dr_agent_t *ag, int fd) {
                                                       : sizeof(line) - 1);
     s += n + (s[n] == '\n');
   }
+}
+
+void dr__agent_env_join(const dr_agent_t *ag, dr_join_t *j) {
+  const char *s = ag->env_summary != NULL ? ag->env_summary : "";
+  size_t n = strlen(s);
+  if (n > DR_ENV_SUMMARY_MAX) { /* its first whole lines */
+    n = DR_ENV_SUMMARY_MAX;
+    while (n > 0 && s[n - 1] != '\n')
+      n--;
+  }
+  j->env.p = (const uint8_t *)s;
+  j->env.len = (uint32_t)n;
+  /* The workers inherit this process's environment (node_env.c reads the
+   * same). A value past the bound is cut: no interface name is that long,
+   * and the server only compares them. */
+  const char *v = getenv("NCCL_SOCKET_IFNAME");
+  j->socket_ifname = dr_str(v);
+  if (j->socket_ifname.len > DR_SOCKET_IFNAME_MAX)
+    j->socket_ifname.len = DR_SOCKET_IFNAME_MAX;
 }

@@ -359,6 +359,11 @@ int dr__agent_env_read(dr_agent_t *ag);
 void dr__agent_env_say(dr_agent_t *ag);
 /* Writes it, each line "ddprun: "-prefixed, to fd (a rank's file). */
 void dr__agent_env_write(const dr_agent_t *ag, int fd);
+/* What a JOIN says of the node: j->env, the summary's first whole lines
+ * within DR_ENV_SUMMARY_MAX, and j->socket_ifname, this process's
+ * NCCL_SOCKET_IFNAME (empty when unset), both borrowed from ag and the
+ * environment. */
+void dr__agent_env_join(const dr_agent_t *ag, dr_join_t *j);
 
 /* agent_env_addr.c: once connected, says when NCCL_SOCKET_IFNAME excludes
  * the interface this node reaches the rendezvous from (a warning; once

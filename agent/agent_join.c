@@ -76,6 +76,7 @@ void dr__agent_send_join(dr_agent_t *ag) {
   j.standby_port = ag->took_over ? 0 : ag->cfg->standby_port;
   j.term = ag->term_seen;
   j.hosts_server = ag->cfg->server_in_process || ag->took_over;
+  dr__agent_env_join(ag, &j);
   dr_arz_join(ag->arz, &j);
   dr_events_emit(ag->events, "join", ",\"nproc\":%u", ag->nproc);
 }

@@ -179,7 +179,8 @@ int dr_client_report_stacks(dr_client_t *c, uint64_t id,
 
 /* The job's status (STATUS, answered by JOB_STATUS): flags DR_STATUS_*;
  * with DR_STATUS_STACKS the server collects every rank's stack for up to
- * wait_ms first (the call waits that much longer than the I/O timeout).
+ * wait_ms first (the call waits that much longer than the I/O timeout);
+ * with DR_STATUS_ENV the answer has every node's environment summary.
  * 0 and *reply, borrowed from the client until its next call: read it with
  * dr_msg_job_status() and the record iterators of wire.h. */
 int dr_client_status(dr_client_t *c, uint32_t flags, uint64_t wait_ms,

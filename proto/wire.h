@@ -60,6 +60,14 @@
  * account is longer sends its last whole lines (the last lines matter
  * most); the server sizes what it writes of a failure to hold it whole. */
 #define DR_FAILURE_MSG_MAX 1000u
+/* A node's environment summary (agent/node_env.h: lines, each ending in
+ * '\n'), as its JOIN carries it and JOB_STATUS's env records: at most this
+ * many bytes. An agent whose summary is longer sends its first whole
+ * lines. */
+#define DR_ENV_SUMMARY_MAX 8192u
+/* A JOIN's socket_ifname (the node's NCCL_SOCKET_IFNAME): at most this many
+ * bytes; an agent cuts a longer value. */
+#define DR_SOCKET_IFNAME_MAX 256u
 
 /* Schema letters: u = u64; s = short string (max_str); k = store key
  * (max_key); v = store value (max_value); b = blob (max_blob);
@@ -96,11 +104,14 @@
    * (DR_NONE: none) */                                                      \
   /* standby_port: the port of its agent's standby rendezvous server (0:  \
    * none); term: the highest server term it has seen (0: none);           \
-   * hosts_server: 1 when the server it joins runs in its ddprun */          \
-  X(JOIN, 17, "sssuuubuuuuuuuu",                                             \
+   * hosts_server: 1 when the server it joins runs in its ddprun; env: its \
+   * node's environment summary (DR_ENV_SUMMARY_MAX); socket_ifname: its   \
+   * NCCL_SOCKET_IFNAME, empty when unset (DR_SOCKET_IFNAME_MAX) */          \
+  X(JOIN, 17, "sssuuubuuuuuuuubb",                                           \
     "run_id, host, addr, nproc, node_rank (DR_NONE = any), "                 \
     "master_port_offer, bootstrap_offer, echo_us, echo_rx_us, tx_us, "       \
-    "ckpt_port, ckpt_step, standby_port, term, hosts_server")               \
+    "ckpt_port, ckpt_step, standby_port, term, hosts_server, env, "          \
+    "socket_ifname")                                                         \
   /* clock_offset_us: server minus node (two's complement), the estimate   \
    * the workers of this generation get; clock_uncertainty_us: its bound   \
    * (half a round trip), DR_NONE when the server has no estimate;         \
@@ -143,13 +154,14 @@
   /* agent -> server, unanswered: its workers as it sees them */             \
   X(RANKS, 27, "uB", "gen, ranks (rank records)")                            \
   /* client -> server: the job's status, answered by JOB_STATUS; flags:    \
-   * DR_STATUS_STACKS */                                                     \
+   * DR_STATUS_STACKS, DR_STATUS_ENV */                                      \
   X(STATUS, 28, "uu", "flags, wait_ms")                                      \
-  /* exit_code: DR_NONE before the job is done */                          \
-  X(JOB_STATUS, 29, "uuuuuuubuBBB",                                          \
+  /* exit_code: DR_NONE before the job is done; envs: empty unless asked   \
+   * for (DR_STATUS_ENV) */                                                  \
+  X(JOB_STATUS, 29, "uuuuuuubuBBBB",                                         \
     "gen, state, restarts_used, max_restarts, min_nodes, max_nodes, "        \
     "exit_code, reason, elapsed_ms, nodes (node records), "                  \
-    "ranks (rank records), stacks (stack records)")                          \
+    "ranks (rank records), stacks (stack records), envs (env records)")      \
   /* server -> agents, pushed: send the workers' stacks as STACK_DUMP id */  \
   X(STACKS, 30, "uu", "id, gen")                                             \
   /* agent -> server, unanswered: the answer to STACKS id */                 \
@@ -345,6 +357,10 @@ typedef struct {
   uint32_t standby_port; /* its standby rendezvous server, 0 = none */
   uint64_t term;        /* the highest server term it has seen, 0: none */
   uint32_t hosts_server; /* 1: the server runs in this node's ddprun */
+  dr_bytes_t env;       /* its environment summary, for ddprun status
+                           --env; at most DR_ENV_SUMMARY_MAX bytes */
+  dr_bytes_t socket_ifname; /* its NCCL_SOCKET_IFNAME, empty when unset;
+                               at most DR_SOCKET_IFNAME_MAX bytes */
 } dr_join_t;
 
 typedef struct {
@@ -491,7 +507,8 @@ typedef struct {
 
 /* Typed views of decoded messages (wire_views.c): borrowed like the
  * message. Each returns DR_EUNEXPECTED when msg is of another type,
- * DR_EBADARG when an integer does not fit its field. */
+ * DR_EBADARG when an integer does not fit its field (or a JOIN's env or
+ * socket_ifname is over its bound). */
 int dr_msg_hello(const dr_msg_t *msg, dr_hello_t *out);
 int dr_msg_welcome(const dr_msg_t *msg, dr_welcome_t *out);
 int dr_msg_auth(const dr_msg_t *msg, dr_auth_t *out);
@@ -529,6 +546,11 @@ int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
  *   missing (4)        node_rank u32
  *   peer  (24 + addr)  node_rank u32, port u32, roles u32, 0 u32,
  *                      ckpt_step u64, addr (ASSIGN's peers)
+ *   env   (8 + text)   node_rank u32, 0 u32, text (JOB_STATUS's envs: one
+ *                      per node record, in their order, with its
+ *                      node_rank; the node's environment summary, at most
+ *                      DR_ENV_SUMMARY_MAX bytes, empty when the server has
+ *                      none: it took the job over since the node joined)
  *
  * The views check every record of a message (its length, its states, the
  * host's length); the iterators below then only read them. */
@@ -536,6 +558,7 @@ int dr_msg_leave(const dr_msg_t *msg, dr_leave_t *out);
 #define DR_PEER_REC_LEN 24u
 #define DR_RANK_REC_LEN 100u
 #define DR_STACK_REC_LEN 16u
+#define DR_ENV_REC_LEN 8u
 #define DR_HOST_MAX 255u
 #define DR_NO_RANK UINT32_MAX /* a node rank not assigned (yet) */
 #define DR_NO_U32 UINT32_MAX  /* a u32 figure of a record not known */
@@ -631,6 +654,11 @@ typedef struct {
   dr_bytes_t text; /* the stack, or why there is none */
 } dr_stack_rec_t;
 
+typedef struct {
+  uint32_t node_rank; /* the node record's at the same place */
+  dr_bytes_t text;    /* its summary's lines; empty: not known */
+} dr_env_rec_t;
+
 /* ROUND_STATUS: the forming round of generation gen. needed: how many
  * more nodes it needs before it can complete (to MIN, and to every node
  * rank requested); waited_ms: since its first node joined; last_call_ms:
@@ -658,6 +686,9 @@ typedef struct {
 
 /* STATUS flags */
 #define DR_STATUS_STACKS 1u
+/* Every node's environment summary in JOB_STATUS's envs: asked for, since
+ * at 12,500 nodes it is megabytes where the rest is small. */
+#define DR_STATUS_ENV 2u
 
 typedef struct {
   uint32_t flags;   /* DR_STATUS_* */
@@ -672,7 +703,7 @@ typedef struct {
   dr_bytes_t reason; /* why the job ended; empty before */
   uint64_t elapsed_ms; /* in the current state: since the round began to
                           form, ran, or the job ended */
-  dr_list_t nodes, ranks, stacks;
+  dr_list_t nodes, ranks, stacks, envs;
 } dr_job_status_t;
 
 typedef struct {
@@ -696,13 +727,15 @@ int dr_enc_status(dr_buf_t *b, uint32_t req, uint32_t flags,
 int dr_enc_job_status(dr_buf_t *b, uint32_t req, const dr_job_status_t *js,
                       const dr_node_rec_t *nodes, size_t n_nodes,
                       const dr_rank_rec_t *ranks, size_t n_ranks,
-                      const dr_stack_rec_t *stacks, size_t n_stacks);
+                      const dr_stack_rec_t *stacks, size_t n_stacks,
+                      const dr_env_rec_t *envs, size_t n_envs);
 int dr_enc_stacks(dr_buf_t *b, uint32_t req, uint64_t id, uint64_t gen);
 int dr_enc_stack_dump(dr_buf_t *b, uint32_t req, uint64_t id,
                       const dr_stack_rec_t *stacks, size_t n_stacks);
 
 /* Views: as the others, and DR_EBADARG for a record of the wrong length,
- * a state out of range or a host over DR_HOST_MAX. The lists of the view
+ * a state out of range, a host over DR_HOST_MAX, or envs that are neither
+ * empty nor one per node record with its node_rank. The lists of the view
  * (js->nodes, ...) are the ones to iterate. */
 int dr_msg_round_status(const dr_msg_t *msg, dr_round_status_t *out);
 int dr_msg_ranks(const dr_msg_t *msg, dr_ranks_t *out);
@@ -733,6 +766,7 @@ typedef struct dr_peer_rec {
 int dr_node_rec_next(const dr_list_t *l, uint32_t *pos, dr_node_rec_t *out);
 int dr_rank_rec_next(const dr_list_t *l, uint32_t *pos, dr_rank_rec_t *out);
 int dr_stack_rec_next(const dr_list_t *l, uint32_t *pos, dr_stack_rec_t *out);
+int dr_env_rec_next(const dr_list_t *l, uint32_t *pos, dr_env_rec_t *out);
 int dr_rank_u32_next(const dr_list_t *l, uint32_t *pos, uint32_t *out);
 int dr_peer_rec_next(const dr_list_t *l, uint32_t *pos, dr_peer_rec_t *out);
 /* 0 when every item of l is a peer record and there are at most

@@ -203,6 +203,8 @@ int dr_enc_join(dr_buf_t *b, uint32_t req, const dr_join_t *j) {
   dr__put_u64(&f, j->standby_port);
   dr__put_u64(&f, j->term);
   dr__put_u64(&f, j->hosts_server);
+  dr__put_bytes(&f, j->env);
+  dr__put_bytes(&f, j->socket_ifname);
   return dr__frame_end(&f);
 }
 
@@ -381,6 +383,15 @@ static void put_stack_recs(dr__frame_t *f, const dr_stack_rec_t *v, size_t n) {
   }
 }
 
+static void put_env_recs(dr__frame_t *f, const dr_env_rec_t *v, size_t n) {
+  dr__put_len(f, DR_FIELD_LIST, n);
+  for (size_t i = 0; i < n; i++) {
+    uint8_t h[DR_ENV_REC_LEN] = {0};
+    dr__store_be32(h, v[i].node_rank);
+    put_item(f, h, sizeof(h), v[i].text);
+  }
+}
+
 int dr_enc_round_status(dr_buf_t *b, uint32_t req, const dr_round_status_t *st,
                         const dr_node_rec_t *nodes, size_t n_nodes,
                         const uint32_t *missing, size_t n_missing) {
@@ -422,7 +433,8 @@ int dr_enc_status(dr_buf_t *b, uint32_t req, uint32_t flags,
 int dr_enc_job_status(dr_buf_t *b, uint32_t req, const dr_job_status_t *js,
                       const dr_node_rec_t *nodes, size_t n_nodes,
                       const dr_rank_rec_t *ranks, size_t n_ranks,
-                      const dr_stack_rec_t *stacks, size_t n_stacks) {
+                      const dr_stack_rec_t *stacks, size_t n_stacks,
+                      const dr_env_rec_t *envs, size_t n_envs) {
   dr__frame_t f = dr__frame_begin(b, DR_MSG_JOB_STATUS, req);
   dr__put_u64(&f, js->gen);
   dr__put_u64(&f, js->state);
@@ -436,6 +448,7 @@ int dr_enc_job_status(dr_buf_t *b, uint32_t req, const dr_job_status_t *js,
   put_node_recs(&f, nodes, n_nodes);
   put_rank_recs(&f, ranks, n_ranks);
   put_stack_recs(&f, stacks, n_stacks);
+  put_env_recs(&f, envs, n_envs);
   return dr__frame_end(&f);
 }
 

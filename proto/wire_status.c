@@ -68,6 +68,13 @@ static int stack_ok(dr_bytes_t it) {
   return it.len >= DR_STACK_REC_LEN ? 0 : DR_EBADARG;
 }
 
+static int env_ok(dr_bytes_t it) {
+  return it.len >= DR_ENV_REC_LEN &&
+                 it.len - DR_ENV_REC_LEN <= DR_ENV_SUMMARY_MAX
+             ? 0
+             : DR_EBADARG;
+}
+
 static int u32_ok(dr_bytes_t it) { return it.len == 4 ? 0 : DR_EBADARG; }
 
 static int peer_ok(dr_bytes_t it) {
@@ -137,6 +144,32 @@ int dr_stack_rec_next(const dr_list_t *l, uint32_t *pos, dr_stack_rec_t *o) {
   return 1;
 }
 
+int dr_env_rec_next(const dr_list_t *l, uint32_t *pos, dr_env_rec_t *o) {
+  dr_bytes_t it;
+  if (!dr_list_next(l, pos, &it))
+    return 0;
+  o->node_rank = dr__load_be32(it.p);
+  o->text.p = it.p + DR_ENV_REC_LEN;
+  o->text.len = it.len - DR_ENV_REC_LEN;
+  return 1;
+}
+
+/* envs: none, or one env record per node record, in their order and with
+ * their node ranks (the nodes already checked). */
+static int envs_ok(const dr_list_t *envs, const dr_list_t *nodes) {
+  if (envs->count == 0)
+    return 0;
+  if (envs->count != nodes->count || check_list(envs, env_ok) != 0)
+    return DR_EBADARG;
+  uint32_t pe = 0, pn = 0;
+  dr_env_rec_t e;
+  dr_node_rec_t n;
+  while (dr_env_rec_next(envs, &pe, &e) && dr_node_rec_next(nodes, &pn, &n))
+    if (e.node_rank != n.node_rank)
+      return DR_EBADARG;
+  return 0;
+}
+
 int dr_rank_u32_next(const dr_list_t *l, uint32_t *pos, uint32_t *out) {
   dr_bytes_t it;
   if (!dr_list_next(l, pos, &it))
@@ -177,7 +210,7 @@ int dr_msg_ranks(const dr_msg_t *m, dr_ranks_t *o) {
 
 int dr_msg_status(const dr_msg_t *m, dr_status_req_t *o) {
   EXPECT(m, STATUS);
-  if (m->f[0].u & ~(uint64_t)DR_STATUS_STACKS)
+  if (m->f[0].u & ~(uint64_t)(DR_STATUS_STACKS | DR_STATUS_ENV))
     return DR_EBADARG; /* a flag this build does not know */
   o->flags = (uint32_t)m->f[0].u;
   o->wait_ms = m->f[1].u;
@@ -195,7 +228,8 @@ int dr_msg_job_status(const dr_msg_t *m, dr_job_status_t *o) {
     return DR_EBADARG;
   if (check_list(&m->f[9].l, node_ok) != 0 ||
       check_list(&m->f[10].l, rank_ok) != 0 ||
-      check_list(&m->f[11].l, stack_ok) != 0)
+      check_list(&m->f[11].l, stack_ok) != 0 ||
+      envs_ok(&m->f[12].l, &m->f[9].l) != 0)
     return DR_EBADARG;
   o->gen = m->f[0].u;
   o->state = (uint32_t)m->f[1].u;
@@ -209,6 +243,7 @@ int dr_msg_job_status(const dr_msg_t *m, dr_job_status_t *o) {
   o->nodes = m->f[9].l;
   o->ranks = m->f[10].l;
   o->stacks = m->f[11].l;
+  o->envs = m->f[12].l;
   return 0;
 }
 

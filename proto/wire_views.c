@@ -135,6 +135,11 @@ int dr_msg_join(const dr_msg_t *m, dr_join_t *o) {
   o->standby_port = (uint32_t)m->f[12].u;
   o->term = m->f[13].u;
   o->hosts_server = (uint32_t)m->f[14].u;
+  if (m->f[15].b.len > DR_ENV_SUMMARY_MAX ||
+      m->f[16].b.len > DR_SOCKET_IFNAME_MAX)
+    return DR_EBADARG;
+  o->env = m->f[15].b;
+  o->socket_ifname = m->f[16].b;
   return 0;
 }
 

@@ -23,6 +23,7 @@ void dr__rdzv_node_free(dr_node_t *n) {
     n->peer->node = NULL;
   free(n->boot);
   free(n->ranks);
+  free(n->env);
   free(n);
 }
 
@@ -269,6 +270,7 @@ void dr__rdzv_try_complete(dr_rdzv_t *r) {
           "%s:%u, restarts used %u of %u",
           r->gen, n, world, master->addr, master->port_offer,
           r->restarts_used, r->cfg.max_restarts);
+  dr__rdzv_ifname_check(r);
 }
 
 /* Arms or disarms the last call as the round crosses min. */

@@ -106,6 +106,13 @@ struct dr_node {
   dr_rank_rec_t *ranks;
   uint32_t n_ranks;
   uint64_t ranks_ms;
+  /* What its JOIN said of its node: its environment summary (env_len
+   * bytes, no NUL; NULL: none, a node taken back by a RESUME), for
+   * STATUS; and its NCCL_SOCKET_IFNAME, printable ("" unset), for the
+   * round's check (rdzv_core_ifname.c). */
+  char *env;
+  uint32_t env_len;
+  char socket_ifname[DR_SOCKET_IFNAME_MAX + 1];
 };
 
 /* Room for the server's account of a FAILURE (rdzv_core_live.c), with its

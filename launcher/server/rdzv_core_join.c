@@ -47,6 +47,24 @@ static dr_node_t *node_new(dr_rdzv_t *r, dr_rdzv_peer_t *p,
     memcpy(n->boot, j->bootstrap_offer.p, j->bootstrap_offer.len);
     n->boot_len = j->bootstrap_offer.len;
   }
+  if (j->env.len > 0) {
+    n->env = malloc(j->env.len);
+    if (n->env == NULL) {
+      free(n->boot);
+      free(n);
+      return NULL;
+    }
+    memcpy(n->env, j->env.p, j->env.len);
+    n->env_len = j->env.len;
+  }
+  /* Printable, for the log and the events: an interface name is. */
+  size_t k = 0;
+  for (uint32_t i = 0; i < j->socket_ifname.len &&
+                       k + 1 < sizeof(n->socket_ifname); i++) {
+    uint8_t c = j->socket_ifname.p[i];
+    n->socket_ifname[k++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+  }
+  n->socket_ifname[k] = '\0';
   n->peer = p;
   n->prev_rank = p->prev_rank;
   n->join_req = req;

@@ -59,6 +59,11 @@ int dr__rdzv_refuse_if_done(dr_rdzv_t *r, dr_rdzv_peer_t *p, uint32_t req);
 /* 1 when run_id is the job's. */
 int dr__rdzv_is_run(const dr_rdzv_t *r, dr_bytes_t run_id);
 
+/* ---- rdzv_core_ifname.c ------------------------------------------------- */
+/* The round just completed (node ranks assigned): when its nodes'
+ * NCCL_SOCKET_IFNAME differ, one warning and one event. */
+void dr__rdzv_ifname_check(dr_rdzv_t *r);
+
 /* ---- rdzv_core_resume.c ------------------------------------------------- */
 /* nnodes places of a running generation for its nodes to claim with
  * token: 0, or -ENOMEM. */

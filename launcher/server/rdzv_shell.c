@@ -174,7 +174,10 @@ void dr__rdzv_handle(dr_conn_t *c, const dr_msg_t *m) {
     dr_join_t j;
     if (dr_msg_join(m, &j) != 0) {
       dr__conn_send_error(c, m->req_id, DR_EBADARG,
-                          "JOIN needs nproc >= 1 and a port offer <= 65535");
+                          "JOIN refused: a malformed JOIN (its nproc, ports "
+                          "and flags must fit their fields, its environment "
+                          "summary %u bytes and NCCL_SOCKET_IFNAME %u at "
+                          "most)", DR_ENV_SUMMARY_MAX, DR_SOCKET_IFNAME_MAX);
       r->joins_refused++;
       return;
     }

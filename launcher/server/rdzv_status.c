@@ -13,8 +13,10 @@
  * it holds. A STATUS that asks for stacks (DR_STATUS_STACKS) is answered
  * once every running node has sent its workers' stacks (STACKS, answered
  * by STACK_DUMP) or at its deadline, whichever comes first; the ranks of a
- * node that did not answer say so. Connections and messages grow with
- * nodes, never with ranks.
+ * node that did not answer say so. One that asks for the nodes'
+ * environment summaries (DR_STATUS_ENV) gets what their JOINs carried
+ * (rdzv_status_env.c). Connections and messages grow with nodes, never
+ * with ranks.
  *
  * Collecting stacks stops every worker for a moment, so it is shared and
  * bounded: one collection at a time for the job, which every STATUS that
@@ -57,6 +59,7 @@ typedef struct {
 typedef struct {
   dr_conn_t *client; /* NULL once it went away */
   uint32_t req;
+  uint32_t flags;    /* its DR_STATUS_* */
 } stk_asker_t;
 
 /* A collection of the running generation's stacks: in flight (s->stacks),
@@ -245,15 +248,29 @@ static int collect(const dr_server_t *s, uint64_t now, dr_node_rec_t **nodes,
   return 0;
 }
 
+/* The JOB_STATUS to request req of c: with stacks when collected, with
+ * the nodes' summaries when flags ask for them. */
 static void send_job_status(dr_server_t *s, dr_conn_t *c, uint32_t req,
-                            const dr_stack_rec_t *stacks, size_t n_stacks) {
+                            uint32_t flags, const dr_stack_rec_t *stacks,
+                            size_t n_stacks) {
   const dr_rdzv_t *r = &s->rdzv;
   uint64_t now = dr__now_ms(s);
   dr_node_rec_t *nodes;
   dr_rank_rec_t *ranks;
+  dr_env_rec_t *envs = NULL;
   size_t n_nodes, n_ranks;
   if (collect(s, now, &nodes, &n_nodes, &ranks, &n_ranks) != 0) {
     dr__conn_send_error(c, req, -ENOMEM, "out of memory");
+    return;
+  }
+  int rc = (flags & DR_STATUS_ENV)
+               ? dr__status_env_recs(s, nodes, n_nodes, &envs)
+               : 0;
+  if (rc != 0) {
+    free(nodes);
+    free(ranks);
+    dr__conn_send_error(c, req, rc, "cannot list the nodes' environment "
+                        "summaries (%s)", dr_strerror(rc));
     return;
   }
   dr_job_status_t js;
@@ -271,10 +288,11 @@ static void send_job_status(dr_server_t *s, dr_conn_t *c, uint32_t req,
   js.reason = dr_str(r->state == DR_JOB_DONE ? r->stop_reason : "");
   js.elapsed_ms = r->state == DR_JOB_FORMING ? age(now, r->forming_ms)
                                              : age(now, r->state_ms);
-  int rc = dr_enc_job_status(&s->out, req, &js, nodes, n_nodes, ranks,
-                             n_ranks, stacks, n_stacks);
+  rc = dr_enc_job_status(&s->out, req, &js, nodes, n_nodes, ranks, n_ranks,
+                         stacks, n_stacks, envs, envs != NULL ? n_nodes : 0);
   free(nodes);
   free(ranks);
+  free(envs);
   if (rc == 0)
     dr__conn_send(c);
   else
@@ -296,13 +314,14 @@ static void job_free(dr_stacks_job_t **jp) {
   *jp = NULL;
 }
 
-static int asker_add(dr_stacks_job_t *j, dr_conn_t *c, uint32_t req) {
+static int asker_add(dr_stacks_job_t *j, dr_conn_t *c, uint32_t req,
+                     uint32_t flags) {
   stk_asker_t *p = dr_grow(j->askers, &j->cap_askers, j->n_askers + 1,
                            sizeof(*p), 4);
   if (p == NULL)
     return -ENOMEM;
   j->askers = p;
-  j->askers[j->n_askers++] = (stk_asker_t){c, req};
+  j->askers[j->n_askers++] = (stk_asker_t){c, req, flags};
   c->status_waiting++;
   return 0;
 }
@@ -381,7 +400,8 @@ static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
     if (rc != 0)
       dr__conn_send_error(c, j->askers[i].req, rc, "out of memory");
     else
-      send_job_status(s, c, j->askers[i].req, j->recs, j->n_recs);
+      send_job_status(s, c, j->askers[i].req, j->askers[i].flags, j->recs,
+                      j->n_recs);
   }
   j->n_askers = 0;
   job_free(&s->stacks_done);
@@ -395,7 +415,8 @@ static void job_finish(dr_server_t *s, dr_stacks_job_t *j) {
   }
 }
 
-static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
+static void start_stacks(dr_conn_t *c, uint32_t req, uint32_t flags,
+                         uint64_t wait_ms) {
   dr_server_t *s = c->srv;
   dr_rdzv_t *r = &s->rdzv;
   uint64_t now = dr__now_ms(s);
@@ -406,11 +427,11 @@ static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
   }
   dr_stacks_job_t *d = s->stacks_done;
   if (d != NULL && d->gen == r->gen && now - d->done_ms < STACKS_REUSE_MS) {
-    send_job_status(s, c, req, d->recs, d->n_recs);
+    send_job_status(s, c, req, flags, d->recs, d->n_recs);
     return;
   }
   if (s->stacks != NULL && s->stacks->gen == r->gen) {
-    if (asker_add(s->stacks, c, req) != 0)
+    if (asker_add(s->stacks, c, req, flags) != 0)
       dr__conn_send_error(c, req, -ENOMEM, "out of memory");
     return;
   }
@@ -418,7 +439,7 @@ static void start_stacks(dr_conn_t *c, uint32_t req, uint64_t wait_ms) {
     job_finish(s, s->stacks);
   dr_stacks_job_t *j =
       calloc(1, sizeof(*j) + r->n_round * sizeof(j->node[0]));
-  if (j == NULL || asker_add(j, c, req) != 0) {
+  if (j == NULL || asker_add(j, c, req, flags) != 0) {
     job_free(&j);
     dr__conn_send_error(c, req, -ENOMEM, "out of memory");
     return;
@@ -498,9 +519,9 @@ static void handle_status(dr_conn_t *c, const dr_msg_t *m) {
     return;
   }
   if ((q.flags & DR_STATUS_STACKS) && c->srv->rdzv.state == DR_JOB_RUNNING)
-    start_stacks(c, m->req_id, q.wait_ms);
+    start_stacks(c, m->req_id, q.flags, q.wait_ms);
   else
-    send_job_status(c->srv, c, m->req_id, NULL, 0);
+    send_job_status(c->srv, c, m->req_id, q.flags, NULL, 0);
 }
 
 void dr__status_handle(dr_conn_t *c, const dr_msg_t *m) {

@@ -262,6 +262,12 @@ void dr__status_handle(dr_conn_t *c, const dr_msg_t *m);
 /* c is closing: its STATUS requests are dropped. */
 void dr__status_drop_conn(dr_conn_t *c);
 void dr__status_free(dr_server_t *s);
+/* rdzv_status_env.c: the env records of a JOB_STATUS whose node records
+ * are nodes[0..n_nodes), collected from the round then the waiting nodes:
+ * into *out (the caller frees it; its texts borrow the nodes'). 0,
+ * -ENOMEM, or -EINVAL when the nodes are not the core's. */
+int dr__status_env_recs(const dr_server_t *s, const dr_node_rec_t *nodes,
+                        size_t n_nodes, dr_env_rec_t **out);
 
 /* ---- rdzv_clock.c: the nodes' clock offsets ----------------------------- */
 /* A clock stamp from c's peer (JOIN, RESUME, HEARTBEAT), received at

@@ -20,14 +20,15 @@
 
 static const char usage_text[] =
     "usage: ddprun status --rdzv-endpoint HOST[:PORT] --rdzv-id ID\n"
-    "                     [--secret-file FILE] [--stacks] [--json]\n"
+    "                     [--secret-file FILE] [--stacks] [--env] [--json]\n"
     "                     [--timeout S] [--stacks-timeout S]\n"
     "\n"
     "Asks the job's rendezvous server what the job does: its state,\n"
     "generation and restarts, each node with its host and how long ago it\n"
     "was heard from, and each rank's pid, state, last step and step rate as\n"
-    "its agent reports them (every heartbeat while they change), with the\n"
-    "slowest rank named. While a round forms: who has joined.\n"
+    "its agent reports them (every heartbeat while they change), its RSS,\n"
+    "CPU and (with NVML) GPU memory, with the slowest rank named and a rank\n"
+    "whose memory stands out. While a round forms: who has joined.\n"
     "\n"
     "  --rdzv-endpoint HOST[:PORT]  the job's rendezvous server (port 29400\n"
     "                               when left out)\n"
@@ -37,6 +38,14 @@ static const char usage_text[] =
     "  --stacks                     also every rank's stack, collected by the\n"
     "                               agents (py-spy, eu-stack or gdb where\n"
     "                               the build has them)\n"
+    "  --env                        also every node's environment summary,\n"
+    "                               as its agent read it at its start (GPUs,\n"
+    "                               each local rank's binding, NCCL,\n"
+    "                               InfiniBand/RoCE, the NCCL and torch\n"
+    "                               variables): \"node N (HOST):\" and its\n"
+    "                               lines; a node the server has not seen\n"
+    "                               join (it took the job over since) says\n"
+    "                               \"(not known to this server)\"\n"
     "  --json                       print JSON instead of the tables\n"
     "  --timeout S                  connecting and each answer (default: 5)\n"
     "  --stacks-timeout S           how long the server waits for the\n"
@@ -108,10 +117,13 @@ static int parse(int argc, char **argv, dr_status_args_t *a) {
       fputs(usage_text, stdout);
       return 1;
     }
-    if (strcmp(f, "--json") == 0 || strcmp(f, "--stacks") == 0) {
+    if (strcmp(f, "--json") == 0 || strcmp(f, "--stacks") == 0 ||
+        strcmp(f, "--env") == 0) {
       if (v != NULL)
         return bad("%s takes no value", f);
-      *(strcmp(f, "--json") == 0 ? &a->json : &a->stacks) = 1;
+      *(strcmp(f, "--json") == 0     ? &a->json
+        : strcmp(f, "--stacks") == 0 ? &a->stacks
+                                     : &a->env) = 1;
       continue;
     }
     if (strcmp(f, "--rdzv-endpoint") != 0 && strcmp(f, "--rdzv-id") != 0 &&
@@ -214,8 +226,9 @@ int dr_status_main(int argc, char **argv) {
   if (rc != 0)
     return failed(&a, rc, 0, err);
   dr_msg_t m;
-  rc = dr_client_status(c, a.stacks ? DR_STATUS_STACKS : 0,
-                        a.stacks ? a.stacks_ms : 0, &m);
+  uint32_t flags = (a.stacks ? DR_STATUS_STACKS : 0) |
+                   (a.env ? DR_STATUS_ENV : 0);
+  rc = dr_client_status(c, flags, a.stacks ? a.stacks_ms : 0, &m);
   if (rc != 0) {
     snprintf(err, sizeof(err), "%s", dr_client_errmsg(c));
     dr_client_close(&c);

@@ -1,7 +1,8 @@
 /* Internals of `ddprun status`, shared by its files: status_cmd.c (the
  * command line and the request), status_report.c (the answer decoded, the
  * slowest rank found), status_text.c (the tables), status_stacks.c (the
- * ranks grouped by where their stacks are) and status_json.c (--json).
+ * ranks grouped by where their stacks are), status_env.c (the nodes'
+ * environment summaries) and status_json.c (--json).
  *
  * Everything shown comes from the server, which holds what the agents
  * report over their own connections, and is taken as untrusted: its texts
@@ -22,7 +23,7 @@ typedef struct {
   uint16_t port;
   const char *run_id;
   const char *secret_file;
-  int stacks, json;
+  int stacks, json, env;
   uint32_t timeout_ms, stacks_ms;
 } dr_status_args_t;
 
@@ -33,7 +34,8 @@ typedef struct {
   dr_node_rec_t *nodes;
   dr_rank_rec_t *ranks;
   dr_stack_rec_t *stacks;
-  size_t n_nodes, n_ranks, n_stacks;
+  dr_env_rec_t *envs; /* none, or one per node, envs[i] nodes[i]'s */
+  size_t n_nodes, n_ranks, n_stacks, n_envs;
   int slowest; /* index into ranks, -1: none */
   double behind; /* its steps behind the fastest, at one moment */
   uint64_t rss_median; /* of the ranks whose RSS is known; DR_NONE: fewer
@@ -90,6 +92,14 @@ void dr__status_print_stacks(const dr_status_report_t *r);
 /* Where rank x is, from its stack's "where:" line, else why none. out
  * holds the server's bytes as they are: escape them where printed. */
 void dr__status_stack_where(const dr_stack_rec_t *x, char *out, size_t n);
+
+/* status_env.c */
+
+/* Node nodes[i]'s summary: its text, or NULL when the server has none
+ * (it took the job over since the node joined). */
+const dr_bytes_t *dr__status_env_of(const dr_status_report_t *r, size_t i);
+/* Each node's summary on stdout, "node N (HOST):" then its lines. */
+void dr__status_print_env(const dr_status_report_t *r);
 
 /* status_json.c */
 

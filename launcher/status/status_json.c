@@ -1,5 +1,6 @@
 /* `ddprun status --json`: the answer as one JSON object on stdout; the
- * server's texts as JSON strings, control bytes escaped. */
+ * server's texts as JSON strings, control bytes escaped; with --env each
+ * node's summary as its lines ("env", null when not known). */
 #include <stdio.h>
 
 #include "status_internal.h"
@@ -34,6 +35,25 @@ static void jsecs(uint64_t ms) {
     fputs("null", stdout);
   else
     printf("%.3f", (double)ms / 1000.0);
+}
+
+/* A text of lines as an array of strings, one per line; null when none. */
+static void jlines(const dr_bytes_t *t) {
+  if (t == NULL) {
+    fputs("null", stdout);
+    return;
+  }
+  putchar('[');
+  for (uint32_t at = 0, i = 0; at < t->len; i++) {
+    uint32_t len = 0;
+    while (at + len < t->len && t->p[at + len] != '\n')
+      len++;
+    dr_bytes_t line = {t->p + at, len};
+    printf("%s", i == 0 ? "" : ", ");
+    jstr(line);
+    at += len + 1; /* past its newline, or the end */
+  }
+  putchar(']');
 }
 
 static void jrank(uint32_t v) {
@@ -72,6 +92,10 @@ void dr__status_print_json(const dr_status_args_t *a,
     jsecs(x->hb_age_ms);
     printf(", \"report_age_s\": ");
     jsecs(x->report_age_ms);
+    if (a->env) {
+      printf(", \"env\": ");
+      jlines(dr__status_env_of(r, i));
+    }
     printf("}");
   }
   printf("],\n \"ranks\": [");

@@ -105,7 +105,9 @@ int dr__status_decode(const dr_msg_t *m, dr_status_report_t *r) {
   r->nodes = calloc(r->js.nodes.count + 1, sizeof(*r->nodes));
   r->ranks = calloc(r->js.ranks.count + 1, sizeof(*r->ranks));
   r->stacks = calloc(r->js.stacks.count + 1, sizeof(*r->stacks));
-  if (r->nodes == NULL || r->ranks == NULL || r->stacks == NULL)
+  r->envs = calloc(r->js.envs.count + 1, sizeof(*r->envs));
+  if (r->nodes == NULL || r->ranks == NULL || r->stacks == NULL ||
+      r->envs == NULL)
     return -ENOMEM;
   uint32_t pos = 0;
   while (dr_node_rec_next(&r->js.nodes, &pos, &r->nodes[r->n_nodes]))
@@ -116,6 +118,9 @@ int dr__status_decode(const dr_msg_t *m, dr_status_report_t *r) {
   pos = 0;
   while (dr_stack_rec_next(&r->js.stacks, &pos, &r->stacks[r->n_stacks]))
     r->n_stacks++;
+  pos = 0; /* the view checked: none, or one per node */
+  while (dr_env_rec_next(&r->js.envs, &pos, &r->envs[r->n_envs]))
+    r->n_envs++;
   r->slowest = -1;
   double top = 0;
   for (size_t i = 0; i < r->n_ranks; i++) {
@@ -136,6 +141,7 @@ void dr__status_report_free(dr_status_report_t *r) {
   free(r->nodes);
   free(r->ranks);
   free(r->stacks);
+  free(r->envs);
 }
 
 const dr_node_rec_t *dr__status_node_of(const dr_status_report_t *r,

@@ -1,5 +1,6 @@
 /* `ddprun status`: the answer as tables on stdout (the job, its nodes,
- * its ranks and the slowest one), every byte from the server escaped. */
+ * its ranks and the slowest one; with --env each node's summary, with
+ * --stacks the stacks), every byte from the server escaped. */
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
@@ -255,6 +256,8 @@ void dr__status_print_table(const dr_status_args_t *a,
   print_nodes(r);
   print_ranks(r);
   print_health(r);
+  if (a->env)
+    dr__status_print_env(r);
   if (a->stacks && r->n_stacks == 0)
     printf("stacks: none (no generation runs)\n");
   dr__status_print_stacks(r);

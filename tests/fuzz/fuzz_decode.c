@@ -172,10 +172,21 @@ static void check_msg(const dr_decoder_t *d, const dr_msg_t *m,
     CHECK(nr.state < DR__NS_N && nr.host.len <= DR_HOST_MAX);
   for (pos = 0; rjs == 0 && dr_stack_rec_next(&js.stacks, &pos, &sr);)
     check_inside(sr.text, body, end);
+  dr_env_rec_t er;
+  CHECK(rjs != 0 || js.envs.count == 0 || js.envs.count == js.nodes.count);
+  for (pos = 0; rjs == 0 && dr_env_rec_next(&js.envs, &pos, &er);) {
+    CHECK(er.text.len <= DR_ENV_SUMMARY_MAX);
+    check_inside(er.text, body, end);
+  }
   for (pos = 0; rsd == 0 && dr_stack_rec_next(&sd.stacks, &pos, &sr);)
     check_inside(sr.text, body, end);
-  if (rj == 0)
+  if (rj == 0) {
     check_inside(j.bootstrap_offer, body, end);
+    check_inside(j.env, body, end);
+    check_inside(j.socket_ifname, body, end);
+    CHECK(j.env.len <= DR_ENV_SUMMARY_MAX &&
+          j.socket_ifname.len <= DR_SOCKET_IFNAME_MAX);
+  }
   if (ra == 0)
     check_inside(a.bootstrap, body, end);
   if (rf == 0)

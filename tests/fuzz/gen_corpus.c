@@ -18,16 +18,31 @@ static int encode(dr_buf_t *b, uint8_t type) {
   const dr_bytes_t id = {nonce, sizeof(nonce)};
   const dr_clock_stamp_t ck = {1700000000000000ull, 1699999999750100ull,
                                1699999999750400ull};
-  const dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"),
-                       8,              DR_NONE,          29500,
-                       id,             ck,               41000,
-                       12};
+  const dr_join_t j = {dr_str("job7"),
+                       dr_str("node-a"),
+                       dr_str("10.0.0.2"),
+                       8,
+                       DR_NONE,
+                       29500,
+                       id,
+                       ck,
+                       41000,
+                       12,
+                       41001,
+                       2,
+                       1,
+                       dr_str("env: GPUs: none\nbinding: local rank 0: "
+                              "cpus 0-3\n"),
+                       dr_str("^docker,lo")};
   const dr_peer_rec_t peers[1] = {
       {0, 41000, DR_PEER_HOLDER, 12, {(const uint8_t *)"10.0.0.1", 8}}};
-  const dr_assign_t a = {3,  1, 2, 16, 8, dr_str("10.0.0.1"), 29501, id, 1,
-                         3, 250000, 150, {0}, 12, peers, 1, {0, NULL, 0}};
+  const dr_assign_t a = {3,     1,           2,     16,     8,
+                         dr_str("10.0.0.1"), 29501, id,     1,
+                         3,     250000,      150,   {0},    12,
+                         peers, 1,           {0, NULL, 0},  2,
+                         0,     NULL,        0,     {0, NULL, 0}};
   const dr_resume_t q = {dr_str("job7"), dr_str("node-a"), 3, 1, 2, 16, 8, 1,
-                         ck};
+                         ck, {0}, 2};
   const dr_leave_t l = {3, 15, dr_str("ddprun on 'node-a' received SIGTERM")};
   const dr_failure_t f = {3, 9, 1, 4242, -1, 11, DR_FAIL_SIGNAL,
                           dr_str("segfault")};
@@ -44,6 +59,10 @@ static int encode(dr_buf_t *b, uint8_t type) {
   const dr_stack_rec_t stacks[] = {
       {0, 0, 4242, 0, dr_str("#0 main () at train.c:1\n")},
       {1, 0, 4243, 3, dr_str("rank 1 is not running (killed)")}};
+  /* One per node record, with its node rank; node-b's not known. */
+  const dr_env_rec_t envs[] = {
+      {0, dr_str("env: GPUs: none\nbinding: local rank 0: cpus 0-3\n")},
+      {DR_NO_RANK, dr_str("")}};
   switch (type) {
   case DR_MSG_HELLO:
     return dr_enc_hello(b, 1, dr_str("job7"), dr_str("node-a"));
@@ -104,12 +123,13 @@ static int encode(dr_buf_t *b, uint8_t type) {
   case DR_MSG_RANKS:
     return dr_enc_ranks(b, 0, 3, ranks, 2);
   case DR_MSG_STATUS:
-    return dr_enc_status(b, 16, DR_STATUS_STACKS, 10000);
+    return dr_enc_status(b, 16, DR_STATUS_STACKS | DR_STATUS_ENV, 10000);
   case DR_MSG_JOB_STATUS: {
     const dr_job_status_t js = {3, DR_JS_RUNNING, 1, 3, 2, 2, DR_NONE,
                                 dr_str(""), 12000, {0, NULL, 0},
-                                {0, NULL, 0}, {0, NULL, 0}};
-    return dr_enc_job_status(b, 16, &js, nodes, 2, ranks, 2, stacks, 2);
+                                {0, NULL, 0}, {0, NULL, 0}, {0, NULL, 0}};
+    return dr_enc_job_status(b, 16, &js, nodes, 2, ranks, 2, stacks, 2,
+                             envs, 2);
   }
   case DR_MSG_STACKS:
     return dr_enc_stacks(b, 0, 7, 3);

@@ -108,7 +108,9 @@ static void flood(int fd, dr_buf_t *out) {
     ;
 }
 
-static void records(int fd, dr_buf_t *out, uint32_t req) {
+/* flags: the STATUS's; with DR_STATUS_ENV the node's summary, with
+ * control bytes, ends the frame instead of the last stack text. */
+static void records(int fd, dr_buf_t *out, uint32_t req, uint64_t flags) {
   /* A stack as py-spy and the agent would write it, with control bytes in
    * its where line and its frames, and long enough to make the frame
    * twice the client's first 4 KiB buffer. */
@@ -142,8 +144,13 @@ static void records(int fd, dr_buf_t *out, uint32_t req) {
   dr_stack_rec_t stacks[2] = {
       {0, 0, 4242, 0, {(const uint8_t *)stack, (uint32_t)o}},
       {1, 0, 4243, ESRCH, dr_str("pid 4243 is gone\x1b[2J; nothing to read")}};
+  dr_env_rec_t env = {0, dr_str("env: GPUs: none\n"
+                                 "env: NCCL and torch variables: "
+                                 "NCCL_DEBUG=\x1b[2JINFO\r")};
+  int with_env = (flags & DR_STATUS_ENV) != 0;
   dr_buf_reset(out);
-  if (dr_enc_job_status(out, req, &js, &node, 1, ranks, 2, stacks, 2) == 0)
+  if (dr_enc_job_status(out, req, &js, &node, 1, ranks, 2, stacks, 2, &env,
+                        with_env ? 1 : 0) == 0)
     send_all(fd, out->data, out->len);
 }
 
@@ -171,7 +178,8 @@ static void serve(int fd, const char *mode, dr_buf_t *out) {
     flood(fd, out);
     return;
   }
-  records(fd, out, m.req_id);
+  records(fd, out, m.req_id,
+          m.type == DR_MSG_STATUS && m.n_fields > 0 ? m.f[0].u : 0);
   /* Until the client hangs up (or the program's end). */
   while (wait_fd(fd, POLLIN) == 0 && recv(fd, buf, sizeof(buf), 0) > 0)
     ;

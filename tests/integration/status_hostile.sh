@@ -13,7 +13,8 @@
 #            where line, a stack text and a host, and a last stack text
 #            that ends the frame without a newline or NUL: the table and
 #            the JSON show them escaped and whole, and nothing is read past
-#            a text (under ASan such a read fails the run)
+#            a text (under ASan such a read fails the run); with --env, a
+#            node's summary with control bytes ends the frame instead
 #
 # Usage: status_hostile.sh MODE DDPRUN HOSTILE_RDZV
 set -u
@@ -112,6 +113,21 @@ records)
   has "$tmp/json.out" '"where": "all_reduce \u001b[5m at train.py:3"'
   python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
     "$tmp/json.out" || fail "the JSON does not parse"
+  # The node's summary: its lines escaped, the last whole to its last byte.
+  scratch_run 30 env "${status[@]}" --env
+  [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/env.err")"
+  no_controls "$tmp/env.out"
+  has "$tmp/env.out" 'node 0 (node?[31m-a):'
+  has "$tmp/env.out" '  env: GPUs: none'
+  grep -qxF '  env: NCCL and torch variables: NCCL_DEBUG=\x1b[2JINFO\x0d' \
+    "$tmp/env.out" ||
+    fail "the summary's last line is not whole: $(cat -v "$tmp/env.out")"
+  scratch_run 30 envj "${status[@]}" --env --json
+  [ "$rc" -eq 0 ] || fail "exit $rc: $(cat "$tmp/envj.err")"
+  no_controls "$tmp/envj.out"
+  has "$tmp/envj.out" '"env": ["env: GPUs: none", "env: NCCL and torch variables: NCCL_DEBUG=\u001b[2JINFO\u000d"]'
+  python3 -c 'import json, sys; json.load(open(sys.argv[1]))' \
+    "$tmp/envj.out" || fail "the JSON does not parse"
   ;;
 *)
   fail "unknown mode"

@@ -205,7 +205,8 @@ static void test_every_request(void **state) {
 
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, DR_NONE,
                  29500,          dr_str(""),        {0, 0, 0}, 0, DR_NONE,
-                 0,              0,                 0};
+                 0,              0,                 0,  dr_str(""),
+                 dr_str("")};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 1000, &a), 0);
   assert_int_equal(a.gen, 4);
@@ -565,7 +566,8 @@ static void test_error_replies(void **state) {
   assert_int_equal(dr_client_get(c, 1, "k", 50, &v, &n), -ETIMEDOUT);
   assert_string_equal(dr_client_errmsg(c), "key 'k' not set within 50 ms");
   dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str(""), 8, 1, 0,
-                 dr_str(""),     {0, 0, 0}, 0, DR_NONE, 0, 0, 0};
+                 dr_str(""),     {0, 0, 0}, 0, DR_NONE, 0, 0, 0,
+                 dr_str(""),     dr_str("")};
   dr_assignment_t a;
   assert_int_equal(dr_client_join(c, &j, 100, &a), DR_EDUPRANK);
   assert_string_equal(dr_client_errmsg(c), "node rank 1 is taken by node-b");

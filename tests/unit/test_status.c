@@ -2,7 +2,7 @@
  * encoded as a server sends it, decoded, and its table read back: the
  * RSS, peak and CPU columns, the median and the ranks named above it, the
  * GPU columns only where some rank has a GPU figure, a nearly full GPU,
- * and --json's fields. */
+ * and --json's fields; and --env's summaries of the nodes. */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -65,9 +65,10 @@ static dr_rank_rec_t rank(uint32_t r, uint64_t rss, uint64_t peak,
   return x;
 }
 
-/* The JOB_STATUS of a running job of n ranks on n/2 nodes, decoded into
- * f->rep. */
-static void decode(fx_t *f, const dr_rank_rec_t *ranks, size_t n) {
+/* The JOB_STATUS of a running job of n ranks on n/2 nodes, with n_envs
+ * env records (0, or one per node), decoded into f->rep. */
+static void decode_envs(fx_t *f, const dr_rank_rec_t *ranks, size_t n,
+                        const dr_env_rec_t *envs, size_t n_envs) {
   dr_node_rec_t nodes[4];
   for (uint32_t i = 0; i < n / 2; i++) {
     memset(&nodes[i], 0, sizeof(nodes[i]));
@@ -86,7 +87,7 @@ static void decode(fx_t *f, const dr_rank_rec_t *ranks, size_t n) {
   js.elapsed_ms = 4200;
   dr_buf_reset(&f->buf);
   assert_int_equal(dr_enc_job_status(&f->buf, 1, &js, nodes, n / 2, ranks, n,
-                                     NULL, 0),
+                                     NULL, 0, envs, n_envs),
                    0);
   dr_decoder_t d;
   dr_limits_t lim = dr_limits_default();
@@ -101,10 +102,16 @@ static void decode(fx_t *f, const dr_rank_rec_t *ranks, size_t n) {
   assert_int_equal(dr__status_decode(&f->msg, &f->rep), 0);
 }
 
-/* Runs print with stdout in a temporary file; its text into f->out. */
-static void capture(fx_t *f, int json) {
+static void decode(fx_t *f, const dr_rank_rec_t *ranks, size_t n) {
+  decode_envs(f, ranks, n, NULL, 0);
+}
+
+/* Runs print with stdout in a temporary file (with --env when env); its
+ * text into f->out. */
+static void capture_env(fx_t *f, int json, int env) {
   dr_status_args_t a;
   memset(&a, 0, sizeof(a));
+  a.env = env;
   snprintf(a.host, sizeof(a.host), "127.0.0.1");
   a.port = 29400;
   a.run_id = "job7";
@@ -131,6 +138,8 @@ static void capture(fx_t *f, int json) {
   close(fd);
   unlink(path);
 }
+
+static void capture(fx_t *f, int json) { capture_env(f, json, 0); }
 
 static void assert_has(const fx_t *f, const char *s) {
   if (strstr(f->out, s) == NULL)
@@ -233,11 +242,47 @@ static void test_gpu(void **state) {
   assert_has(f, "\"gpu_memory_full\": true}");
 }
 
+/* --env: each node's summary under "node N (HOST):", its lines indented
+ * (the last one too when the text lacks its newline), a node without one
+ * not known; none without --env. */
+static void test_env(void **state) {
+  fx_t *f = *state;
+  dr_rank_rec_t x[4] = {rank(0, GIB, GIB, 1000), rank(1, GIB, GIB, 1000),
+                        rank(2, GIB, GIB, 1000), rank(3, GIB, GIB, 1000)};
+  const dr_env_rec_t envs[2] = {
+      {0, dr_str("env: GPUs: none\nbinding: local rank 0: cpus 0-3\n"
+                 "env: NCCL and torch variables: NCCL_SOCKET_IFNAME=lo")},
+      {1, dr_str("")}};
+  decode_envs(f, x, 4, envs, 2);
+  assert_int_equal(f->rep.n_envs, 2);
+  capture_env(f, 0, 1);
+  assert_has(f, "node 0 (host0):\n"
+                "  env: GPUs: none\n"
+                "  binding: local rank 0: cpus 0-3\n"
+                "  env: NCCL and torch variables: NCCL_SOCKET_IFNAME=lo\n"
+                "node 1 (host1):\n"
+                "  (not known to this server)\n");
+  capture_env(f, 1, 1);
+  assert_has(f, "\"env\": [\"env: GPUs: none\", \"binding: local rank 0: "
+                "cpus 0-3\", \"env: NCCL and torch variables: "
+                "NCCL_SOCKET_IFNAME=lo\"]}");
+  assert_has(f, "\"env\": null}");
+  capture(f, 0);
+  assert_lacks(f, "binding:");
+  capture(f, 1);
+  assert_lacks(f, "\"env\"");
+  /* A server that sent none: every node not known. */
+  decode(f, x, 4);
+  capture_env(f, 0, 1);
+  assert_has(f, "node 1 (host1):\n  (not known to this server)\n");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_median_and_above, setup, teardown),
       cmocka_unit_test_setup_teardown(test_edges, setup, teardown),
       cmocka_unit_test_setup_teardown(test_gpu, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_env, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -631,8 +631,10 @@ static int view_of(const fx_t *f, const raw_t *r) {
   return dr_msg_failure(&m, &x);
 }
 
-static void join_frame_ckpt(raw_t *r, uint64_t nproc, uint64_t node_rank,
-                            uint64_t port, uint64_t ckpt_port) {
+/* A JOIN whose env and socket_ifname are n_env and n_ifname bytes. */
+static void join_frame_full(raw_t *r, uint64_t nproc, uint64_t node_rank,
+                            uint64_t port, uint64_t ckpt_port, uint32_t n_env,
+                            uint32_t n_ifname) {
   raw_begin(r, DR_MSG_JOIN);
   raw_bytesf(r, 1, 1);
   raw_bytesf(r, 1, 1);
@@ -648,7 +650,14 @@ static void join_frame_ckpt(raw_t *r, uint64_t nproc, uint64_t node_rank,
   raw_u64f(r, 0);       /* standby_port */
   raw_u64f(r, DR_NONE); /* term: a full u64 */
   raw_u64f(r, 0);       /* hosts_server */
+  raw_bytesf(r, n_env, n_env);
+  raw_bytesf(r, n_ifname, n_ifname);
   raw_end(r);
+}
+
+static void join_frame_ckpt(raw_t *r, uint64_t nproc, uint64_t node_rank,
+                            uint64_t port, uint64_t ckpt_port) {
+  join_frame_full(r, nproc, node_rank, port, ckpt_port, 0, 0);
 }
 
 static void join_frame(raw_t *r, uint64_t nproc, uint64_t node_rank,
@@ -1095,9 +1104,14 @@ static void test_status_views_strict(void **state) {
     raw_end(&r);
     assert_int_equal(status_view(f, r.b, r.len), c == 0 ? 0 : DR_EBADARG);
   }
-  /* STATUS: a flag this build does not know. */
+  /* STATUS: the flags this build knows, and one it does not. */
   raw_begin(&r, DR_MSG_STATUS);
-  raw_u64f(&r, DR_STATUS_STACKS | 2);
+  raw_u64f(&r, DR_STATUS_STACKS | DR_STATUS_ENV);
+  raw_u64f(&r, 0);
+  raw_end(&r);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  raw_begin(&r, DR_MSG_STATUS);
+  raw_u64f(&r, DR_STATUS_ENV | 4);
   raw_u64f(&r, 0);
   raw_end(&r);
   assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
@@ -1112,12 +1126,116 @@ static void test_status_views_strict(void **state) {
     raw_u64f(&r, c == 2 ? 1ull << 32 : c == 3 ? DR_NONE : 0);
     raw_bytesf(&r, 0, 0);
     raw_u64f(&r, 5);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
       raw_listf(&r, 0);
     raw_end(&r);
     assert_int_equal(status_view(f, r.b, r.len),
                      c == 1 || c == 2 ? DR_EBADARG : 0);
   }
+}
+
+/* A JOIN's env and socket_ifname: up to their bounds, and not a byte
+ * more (the decoder caps them only as blobs, 64 KiB). */
+static void test_join_env_bounds(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  join_frame_full(&r, 8, 0, 0, 0, DR_ENV_SUMMARY_MAX, DR_SOCKET_IFNAME_MAX);
+  assert_int_equal(view_of(f, &r), 0);
+  join_frame_full(&r, 8, 0, 0, 0, DR_ENV_SUMMARY_MAX + 1, 0);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  join_frame_full(&r, 8, 0, 0, 0, 0, DR_SOCKET_IFNAME_MAX + 1);
+  assert_int_equal(view_of(f, &r), DR_EBADARG);
+  /* Through the encoder: the view borrows both from the frame. */
+  static char env[DR_ENV_SUMMARY_MAX + 1];
+  memset(env, 'e', sizeof(env) - 1);
+  dr_join_t j;
+  memset(&j, 0, sizeof(j));
+  j.run_id = dr_str("job7");
+  j.nproc = 1;
+  j.env = mk(env, DR_ENV_SUMMARY_MAX);
+  j.socket_ifname = dr_str("eth0");
+  dr_buf_reset(&f->b);
+  assert_int_equal(dr_enc_join(&f->b, 1, &j), 0);
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  assert_int_equal(dr_decode(&f->dflt, f->b.data, f->b.len, &m, &consumed,
+                             &need, &err),
+                   DR_DECODE_OK);
+  dr_join_t got;
+  assert_int_equal(dr_msg_join(&m, &got), 0);
+  assert_int_equal(got.env.len, DR_ENV_SUMMARY_MAX);
+  assert_memory_equal(got.env.p, env, DR_ENV_SUMMARY_MAX);
+  assert_int_equal(got.socket_ifname.len, 4);
+  assert_memory_equal(got.socket_ifname.p, "eth0", 4);
+}
+
+/* A JOB_STATUS of one node record (node rank 3) and its envs: count env
+ * records each of head_len + n_text bytes, the node rank first. */
+static void job_status_envs(raw_t *r, uint32_t count, uint32_t node_rank,
+                            uint32_t head_len, uint32_t n_text) {
+  raw_begin(r, DR_MSG_JOB_STATUS);
+  raw_u64f(r, 1);
+  raw_u64f(r, DR_JS_RUNNING);
+  for (int i = 0; i < 4; i++)
+    raw_u64f(r, 1);
+  raw_u64f(r, DR_NONE);
+  raw_bytesf(r, 0, 0);
+  raw_u64f(r, 5);
+  raw_listf(r, 1); /* nodes: node 3, running, host "ab" */
+  raw_be32(r, DR_NODE_REC_LEN + 2);
+  raw_be32(r, 3);
+  raw_be32(r, 1);
+  raw_be32(r, 0);
+  raw_be32(r, DR_NS_RUNNING);
+  raw_be64(r, 0);
+  raw_be64(r, 0);
+  raw_fill(r, 2);
+  raw_listf(r, 0);
+  raw_listf(r, 0);
+  raw_listf(r, count);
+  for (uint32_t i = 0; i < count; i++) {
+    raw_be32(r, head_len + n_text);
+    if (head_len >= 4)
+      raw_be32(r, node_rank);
+    raw_fill(r, head_len - (head_len >= 4 ? 4 : 0) + n_text);
+  }
+  raw_end(r);
+}
+
+/* JOB_STATUS's envs: none, or one per node record with its node rank, each
+ * text at most DR_ENV_SUMMARY_MAX. */
+static void test_job_status_envs_strict(void **state) {
+  fx_t *f = *state;
+  raw_t r;
+  job_status_envs(&r, 0, 3, DR_ENV_REC_LEN, 0);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  job_status_envs(&r, 1, 3, DR_ENV_REC_LEN, DR_ENV_SUMMARY_MAX);
+  assert_int_equal(status_view(f, r.b, r.len), 0);
+  dr_msg_t m;
+  size_t consumed, need;
+  int err;
+  assert_int_equal(dr_decode(&f->dflt, r.b, r.len, &m, &consumed, &need,
+                             &err),
+                   DR_DECODE_OK);
+  dr_job_status_t js;
+  assert_int_equal(dr_msg_job_status(&m, &js), 0);
+  uint32_t pos = 0;
+  dr_env_rec_t e;
+  assert_int_equal(dr_env_rec_next(&js.envs, &pos, &e), 1);
+  assert_int_equal(e.node_rank, 3);
+  assert_int_equal(e.text.len, DR_ENV_SUMMARY_MAX);
+  assert_int_equal(dr_env_rec_next(&js.envs, &pos, &e), 0);
+  /* Over the bound, short of its head, another node's, more than one per
+   * node record. */
+  job_status_envs(&r, 1, 3, DR_ENV_REC_LEN, DR_ENV_SUMMARY_MAX + 1);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  job_status_envs(&r, 1, 3, DR_ENV_REC_LEN - 1, 0);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  job_status_envs(&r, 1, 4, DR_ENV_REC_LEN, 5);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
+  job_status_envs(&r, 2, 3, DR_ENV_REC_LEN, 5);
+  assert_int_equal(status_view(f, r.b, r.len), DR_EBADARG);
 }
 
 /* Lists of records (schema letter B) cap their items as blobs. */
@@ -1236,6 +1354,8 @@ int main(void) {
       T(test_ckpt_views_strict),
       T(test_rank_record_layout),
       T(test_status_views_strict),
+      T(test_join_env_bounds),
+      T(test_job_status_envs_strict),
       T(test_record_list_cap),
       T(test_encoder_enomem_keeps_frames),
       T(test_encoder_enomem_on_empty_buffer),

@@ -9,8 +9,9 @@
 
 #include "wire.h"
 
+/* Room for a JOIN whose env is one byte over DR_ENV_SUMMARY_MAX. */
 typedef struct {
-  uint8_t b[4096];
+  uint8_t b[16384];
   size_t len;
 } raw_t;
 

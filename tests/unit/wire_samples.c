@@ -47,11 +47,19 @@ static void assert_clock(dr_clock_stamp_t got) {
   assert_int_equal(got.tx_us, sample_clock.tx_us);
 }
 
+/* A JOIN's summary: lines, each ending in '\n'. */
+#define SAMPLE_ENV                                                           \
+  "env: GPUs: none\n"                                                        \
+  "env: NCCL and torch variables: NCCL_SOCKET_IFNAME=^lo,docker\n"
 static dr_join_t sample_join(void) {
-  dr_join_t j = {dr_str("job7"), dr_str("node-a"), dr_str("10.0.0.2"), 8,
-                 3,              29500,            mk(bin, sizeof(bin)),
-                 sample_clock,   41000,            0x0102030405ull,
-                 41001,          0x0203040506ull,  1};
+  dr_join_t j = {dr_str("job7"),      dr_str("node-a"),
+                 dr_str("10.0.0.2"),  8,
+                 3,                   29500,
+                 mk(bin, sizeof(bin)), sample_clock,
+                 41000,               0x0102030405ull,
+                 41001,               0x0203040506ull,
+                 1,                   dr_str(SAMPLE_ENV),
+                 dr_str("^lo,docker")};
   return j;
 }
 
@@ -118,6 +126,10 @@ static const dr_rank_rec_t s_ranks[2] = {
 static const dr_stack_rec_t s_stacks[2] = {
     {0, 0, 4242, 0, BYTES("Thread 1 (main):\n  #0 step () at train.c:12\n")},
     {9, 1, 4343, ENOSYS, BYTES("")}};
+/* One per node record, with its node rank; the second one not known. */
+static const dr_env_rec_t s_envs[2] = {
+    {0, BYTES("env: GPUs: none\nbinding: local rank 0: cpus 0-3\n")},
+    {DR_NO_RANK, BYTES("")}};
 static const uint32_t s_missing[2] = {2, 0xfffffffeu};
 
 static dr_round_status_t sample_round(void) {
@@ -224,11 +236,11 @@ int encode_sample(dr_buf_t *b, uint8_t type, uint32_t req) {
   case DR_MSG_RANKS:
     return dr_enc_ranks(b, req, 16, s_ranks, 2);
   case DR_MSG_STATUS:
-    return dr_enc_status(b, req, DR_STATUS_STACKS, 7000);
+    return dr_enc_status(b, req, DR_STATUS_STACKS | DR_STATUS_ENV, 7000);
   case DR_MSG_JOB_STATUS: {
     dr_job_status_t js = sample_job();
     return dr_enc_job_status(b, req, &js, s_nodes, 2, s_ranks, 2, s_stacks,
-                             2);
+                             2, s_envs, 2);
   }
   case DR_MSG_STACKS:
     return dr_enc_stacks(b, req, 0x123456789ull, 17);
@@ -340,6 +352,18 @@ static void check_stacks(const dr_list_t *l) {
   assert_int_equal(i, 2);
 }
 
+static void check_envs(const dr_list_t *l) {
+  uint32_t pos = 0, i = 0;
+  dr_env_rec_t x;
+  assert_int_equal(l->count, 2);
+  while (dr_env_rec_next(l, &pos, &x)) {
+    const dr_env_rec_t *w = &s_envs[i++];
+    assert_int_equal(x.node_rank, w->node_rank);
+    assert_bytes(x.text, w->text.p, w->text.len);
+  }
+  assert_int_equal(i, 2);
+}
+
 static void check_ckpt_sample(const dr_msg_t *m);
 
 static void check_status_sample(const dr_msg_t *m) {
@@ -372,7 +396,7 @@ static void check_status_sample(const dr_msg_t *m) {
   case DR_MSG_STATUS: {
     dr_status_req_t q;
     assert_int_equal(dr_msg_status(m, &q), 0);
-    assert_int_equal(q.flags, DR_STATUS_STACKS);
+    assert_int_equal(q.flags, DR_STATUS_STACKS | DR_STATUS_ENV);
     assert_int_equal(q.wait_ms, 7000);
     break;
   }
@@ -391,6 +415,7 @@ static void check_status_sample(const dr_msg_t *m) {
     check_nodes(&js.nodes);
     check_ranks(&js.ranks);
     check_stacks(&js.stacks);
+    check_envs(&js.envs);
     break;
   }
   case DR_MSG_STACKS: {
@@ -507,6 +532,8 @@ void check_sample(const dr_msg_t *m) {
     assert_int_equal(j.standby_port, 41001);
     assert_int_equal(j.term, 0x0203040506ull);
     assert_int_equal(j.hosts_server, 1);
+    assert_str(j.env, SAMPLE_ENV);
+    assert_str(j.socket_ifname, "^lo,docker");
     break;
   case DR_MSG_ASSIGN:
     assert_int_equal(dr_msg_assign(m, &a), 0);
