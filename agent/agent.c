@@ -294,6 +294,14 @@ static int parse_signals(const char *list, int *out, int max) {
   return n;
 }
 
+/* What the agent holds before its loop starts, freed on a refusal. */
+static void early_free(dr_agent_t *ag) {
+  dr__agent_ranks_free(ag);
+  free(ag->env_summary);
+  free(ag->bind);
+  free(ag);
+}
+
 int dr_agent_run(const dr_agent_config_t *cfg) {
   dr_agent_t *ag = calloc(1, sizeof(*ag));
   if (ag == NULL)
@@ -320,9 +328,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     return 2;
   }
   if (dr__agent_env_read(ag) != 0) {
-    free(ag->env_summary);
-    free(ag->bind);
-    free(ag);
+    early_free(ag);
     return 2;
   }
   /* The progress slots, and error files when there is no --log-dir, live
@@ -334,9 +340,7 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     DR_SAY(DR_LOG_ERROR, "cannot create a directory in %s (%s); set "
             "TMPDIR or --log-dir", tmpdir != NULL ? tmpdir : "/tmp",
             strerror(errno));
-    free(ag->env_summary);
-    free(ag->bind);
-    free(ag);
+    early_free(ag);
     return 2;
   }
   dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 extern char **environ;
 
@@ -32,6 +33,19 @@ int dr__agent_env_read(dr_agent_t *ag) {
       .ifs = ifs,
       .n_ifs = dr_node_env_ifs(ifs, IFS_MAX),
   };
+  /* The GPUs' memory, from NVML, on a node with NVIDIA's driver only (its
+   * start costs what a CUDA program's does). */
+  uint64_t mem[64] = {0};
+  char gpus[600];
+  snprintf(gpus, sizeof(gpus), "%s/proc/driver/nvidia/gpus", in.root);
+  dr_nvml_t *g = access(gpus, F_OK) == 0 ? dr__agent_nvml(ag) : NULL;
+  for (unsigned int i = 0; g != NULL && i < 64; i++) {
+    uint64_t used;
+    if (dr_nvml_device_memory(g, i, &used, &mem[i]) != 0)
+      break;
+    in.n_gpu_mem = i + 1;
+    in.gpu_mem = mem;
+  }
   dr_node_env_t e;
   if (dr_node_env_read(&in, &e) != 0) {
     DR_WARN("out of memory: no environment summary");

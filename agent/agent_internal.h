@@ -351,6 +351,10 @@ struct dr_agent {
                                        or NULL */
 };
 
+/* agent_ranks.c: NVML, opened on first use (DDPRUN_TEST_NVML_LIB, a test
+ * hook, names a stand-in library), or NULL without it. */
+dr_nvml_t *dr__agent_nvml(dr_agent_t *ag);
+
 /* agent_env.c: reads the node's environment and runs its checks, says
  * each finding; 0, or DR_EXIT_CONFIG's 2 when a setting cannot work (no
  * worker may start). The summary is kept in ag->env_summary. */

@@ -109,7 +109,7 @@ static int oom_count(uint64_t *out) {
 
 /* NVML, opened at the first call: the library DDPRUN_TEST_NVML_LIB names
  * (a test's stand-in), else the driver's. NULL where there is none. */
-static dr_nvml_t *nvml_of(dr_agent_t *ag) {
+dr_nvml_t *dr__agent_nvml(dr_agent_t *ag) {
   if (!ag->nvml_tried) {
     ag->nvml_tried = 1;
     char why[300];
@@ -124,7 +124,7 @@ static dr_nvml_t *nvml_of(dr_agent_t *ag) {
 /* The ranks' GPU use into gpu[] (pg[i]: rank i's process group, 0: none):
  * unknown without NVML. */
 static void sample_gpus(dr_agent_t *ag, const pid_t *pg, dr_nvml_use_t *gpu) {
-  dr_nvml_t *g = nvml_of(ag);
+  dr_nvml_t *g = dr__agent_nvml(ag);
   dr_nvml_refresh(g);
   const dr_nvml_proc_t *procs;
   size_t n = dr_nvml_procs(g, &procs);

@@ -206,8 +206,15 @@ static void put_gpus(FILE *f, const dr_node_env_in_t *in, const gpu_t *g,
     fprintf(f, "env: GPUs: none (no /proc/driver/nvidia/gpus)\n");
   } else {
     fprintf(f, "env: GPUs: %d, driver %s:", n_gpus, driver[0] ? driver : "unknown");
-    for (int i = 0; i < n_gpus; i++)
-      fprintf(f, "%s %d %s (%s)", i ? "," : "", i, g[i].model, g[i].busid);
+    for (int i = 0; i < n_gpus; i++) {
+      uint64_t mem = in->gpu_mem != NULL && (size_t)i < in->n_gpu_mem
+                         ? in->gpu_mem[i] : 0;
+      if (mem > 0)
+        fprintf(f, "%s %d %s (%s, %.1f GiB)", i ? "," : "", i, g[i].model,
+                g[i].busid, (double)mem / (double)(1ull << 30));
+      else
+        fprintf(f, "%s %d %s (%s)", i ? "," : "", i, g[i].model, g[i].busid);
+    }
     fprintf(f, "\n");
   }
   cpu_set_t all;

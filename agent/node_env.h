@@ -31,6 +31,9 @@ typedef struct {
   int n_cpus;                   /* CPUs this process may run on */
   const dr_ifc_t *ifs;          /* the node's interfaces */
   size_t n_ifs;
+  const uint64_t *gpu_mem;      /* each GPU's memory in PCI order (NVML's
+                                   index), 0: unknown; NULL without NVML */
+  size_t n_gpu_mem;
 } dr_node_env_in_t;
 
 typedef enum { DR_ENV_WARN = 1, DR_ENV_FATAL = 2 } dr_env_level_t;

@@ -358,6 +358,18 @@ size_t dr_nvml_busy_pids(dr_nvml_t *g, const pid_t **pids) {
   return g->n_pids;
 }
 
+int dr_nvml_device_memory(dr_nvml_t *g, unsigned int i, uint64_t *used,
+                          uint64_t *total) {
+  nvml_memory_t m;
+  if (g == NULL || i >= g->n_dev || g->mem_info == NULL ||
+      g->dev[i].handle == NULL ||
+      g->mem_info(g->dev[i].handle, &m) != NVML_SUCCESS)
+    return -1;
+  *used = m.used;
+  *total = m.total;
+  return 0;
+}
+
 void dr_nvml_close(dr_nvml_t **gp) {
   dr_nvml_t *g = *gp;
   if (g == NULL)

@@ -73,6 +73,11 @@ typedef struct {
 void dr_nvml_group_use(dr_nvml_t *g, const pid_t *procs_pgrp,
                        const pid_t *pgids, size_t n, dr_nvml_use_t *out);
 
+/* Device i's memory (NVML's index: PCI bus order unless
+ * CUDA_DEVICE_ORDER reorders CUDA's): 0, or -1 when unknown. */
+int dr_nvml_device_memory(dr_nvml_t *g, unsigned int i, uint64_t *used,
+                          uint64_t *total);
+
 void dr_nvml_close(dr_nvml_t **g);
 
 #endif /* DR_NVML_H */

@@ -9,9 +9,13 @@
 #     ranks given one GPU: exit 2, one line, no worker started;
 #   - OMP_NUM_THREADS x ranks above the CPUs: a warning, the job runs.
 #
-# Usage: env_summary.sh DDPRUN
+# With the unit tests' stand-in NVML (FAKE_NVML, optional), the GPUs'
+# memory is in the summary too.
+#
+# Usage: env_summary.sh DDPRUN [FAKE_NVML]
 set -u
-ddprun=${1:?usage: env_summary.sh DDPRUN}
+ddprun=${1:?usage: env_summary.sh DDPRUN [FAKE_NVML]}
+fake_nvml=${2:-}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/env_summary.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: env_summary: $*" >&2; cat "$tmp/err" >&2; exit 1; }
@@ -48,11 +52,19 @@ run() {
 worker=(sh -c 'touch "$0.started"; echo "rank $RANK ran"')
 
 # The summary, on the console and in each rank's file.
+mem=
+if [ -n "$fake_nvml" ]; then
+  export DDPRUN_TEST_NVML_LIB=$fake_nvml
+  export FAKE_NVML_MEM=1000:85899345920,2000:150323855360
+  mem=(", 80.0 GiB" ", 140.0 GiB")
+else
+  mem=("" "")
+fi
 CUDA_VISIBLE_DEVICES=0,1 NCCL_DEBUG=WARN run ok --gpu-bind isolate \
   "${worker[@]}" "$tmp/ok"
 [ "$rc" -eq 0 ] || fail "the job exited $rc"
 for want in \
-  "^ddprun: env: GPUs: 2, driver 550.54.15: 0 NVIDIA H200 (0000:18:00.0), 1 NVIDIA H200 (0000:3b:00.0)$" \
+  "^ddprun: env: GPUs: 2, driver 550.54.15: 0 NVIDIA H200 (0000:18:00.0${mem[0]}), 1 NVIDIA H200 (0000:3b:00.0${mem[1]})$" \
   "^ddprun: binding: local rank 0: cpus all (NUMA 0), gpu 0 (NVIDIA H200, 0000:18:00.0)$" \
   "^ddprun: binding: local rank 1: cpus all (NUMA 0), gpu 1 (NVIDIA H200, 0000:3b:00.0)$" \
   "^ddprun: env: NCCL: " \

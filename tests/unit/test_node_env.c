@@ -133,6 +133,14 @@ static void test_gpus_and_binding(void **state) {
   assert_non_null(strstr(s, "env: GPUs: 2, driver 550.54.15: 0 NVIDIA H100 "
                             "80GB HBM3 (0000:18:00.0), 1 NVIDIA H200 "
                             "(0000:3b:00.0)\n"));
+  /* With NVML: each GPU's memory; 0 stays unsaid. */
+  uint64_t mem[2] = {85899345920ull, 0};
+  fx->in.gpu_mem = mem;
+  fx->in.n_gpu_mem = 2;
+  run(fx);
+  s = fx->out.summary;
+  assert_non_null(strstr(s, "0 NVIDIA H100 80GB HBM3 (0000:18:00.0, 80.0 "
+                            "GiB), 1 NVIDIA H200 (0000:3b:00.0)\n"));
   assert_non_null(strstr(s, "binding: local rank 0: cpus 0-3 (NUMA 0), gpu 0 "
                             "(NVIDIA H100 80GB HBM3, 0000:18:00.0)\n"));
   assert_non_null(strstr(s, "binding: local rank 1: cpus 4-7 (NUMA 1), gpu 1 "
