@@ -5,6 +5,7 @@
 #include "log.h"
 
 #include "exit_codes.h"
+#include "size_text.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,24 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
-/* "12.3 GiB", "245 MiB": a size in a sentence. */
-static const char *size_text(uint64_t bytes, char *out, size_t n) {
-  if (bytes >= (1ull << 30))
-    snprintf(out, n, "%.1f GiB", (double)bytes / 1073741824.0);
-  else if (bytes >= (1ull << 20))
-    snprintf(out, n, "%.0f MiB", (double)bytes / 1048576.0);
-  else
-    snprintf(out, n, "%.0f KiB", (double)bytes / 1024.0);
-  return out;
-}
 
 const char *dr_failure_oom_line(const dr_failure_rec_t *f, char *out,
                                 size_t n) {
   char rss[24], peak[24];
   if (f->rss_bytes != DR_NONE && f->rss_peak_bytes != DR_NONE)
     snprintf(out, n, "the OOM killer killed it (its last RSS %s, peak %s)",
-             size_text(f->rss_bytes, rss, sizeof(rss)),
-             size_text(f->rss_peak_bytes, peak, sizeof(peak)));
+             dr_size_text(f->rss_bytes, rss, sizeof(rss)),
+             dr_size_text(f->rss_peak_bytes, peak, sizeof(peak)));
   else
     snprintf(out, n, "the OOM killer killed it");
   return out;
@@ -44,8 +35,8 @@ const char *dr_failure_what(const dr_failure_rec_t *f, char *out, size_t n) {
     char rss[24], peak[24];
     if (f->rss_bytes != DR_NONE && f->rss_peak_bytes != DR_NONE)
       snprintf(out, n, "%s; its last RSS %s, peak %s)", how,
-               size_text(f->rss_bytes, rss, sizeof(rss)),
-               size_text(f->rss_peak_bytes, peak, sizeof(peak)));
+               dr_size_text(f->rss_bytes, rss, sizeof(rss)),
+               dr_size_text(f->rss_peak_bytes, peak, sizeof(peak)));
     else
       snprintf(out, n, "%s)", how);
   } else if (f->signal != 0) {

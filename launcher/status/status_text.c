@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "size_text.h"
 #include "status_internal.h"
 
 /* A host for a table cell: printable, cut to fit. */
@@ -18,15 +19,11 @@ const char *dr__status_host_cell(dr_bytes_t h, char *out, size_t n) {
 }
 
 const char *dr__status_size(uint64_t bytes, char *out, size_t n) {
-  if (bytes == DR_NONE)
+  if (bytes == DR_NONE) {
     snprintf(out, n, "-");
-  else if (bytes >= (1ull << 30))
-    snprintf(out, n, "%.1f GiB", (double)bytes / 1073741824.0);
-  else if (bytes >= (1ull << 20))
-    snprintf(out, n, "%.0f MiB", (double)bytes / 1048576.0);
-  else
-    snprintf(out, n, "%.0f KiB", (double)bytes / 1024.0);
-  return out;
+    return out;
+  }
+  return dr_size_text(bytes, out, n);
 }
 
 static const char *secs(uint64_t ms, char *out, size_t n) {
