@@ -225,6 +225,7 @@ typedef struct {
   dr_pgstat_use_t hl_use;
   uint64_t hl_oom_base;
   int hl_oom_known;
+  uint32_t hl_members_id;  /* its group's members at the last sample */
   uint64_t hl_rss_sent, hl_gpu_sent;
   dr_nvml_use_t hl_gpu;  /* its GPU use at the last sample */
 } dr_worker_t;
@@ -351,6 +352,10 @@ struct dr_agent {
                                        or NULL */
 };
 
+/* agent_ranks.c: the OOM killer's count read now, before workers start:
+ * a worker killed before the first sample that sees it is judged
+ * against it. */
+void dr__agent_oom_mark(dr_agent_t *ag);
 /* agent_ranks.c: NVML, opened on first use (DDPRUN_TEST_NVML_LIB, a test
  * hook, names a stand-in library), or NULL without it. */
 dr_nvml_t *dr__agent_nvml(dr_agent_t *ag);

@@ -192,9 +192,16 @@ static void sample(dr_agent_t *ag, uint64_t now, dr_nvml_use_t *gpu) {
       continue;
     }
     dr_pgstat_use_sample(&w->hl_use, &st[i], now, tck);
+    /* The group alive: its base moves to the count now, unless a member
+     * left while the count rose (a child the OOM killer took, whose
+     * shell may still be passing on its end): that kill stays its. */
     if (have_kills && st[i].leader_state != '\0') {
-      w->hl_oom_base = kills;
+      int lost = w->hl_oom_known && st[i].members_id != w->hl_members_id &&
+                 kills > w->hl_oom_base;
+      if (!lost)
+        w->hl_oom_base = kills;
       w->hl_oom_known = 1;
+      w->hl_members_id = st[i].members_id;
     }
   }
   if (gpu != NULL)
@@ -217,6 +224,14 @@ int dr__agent_rank_oom_killed(dr_agent_t *ag, const dr_worker_t *w) {
   else
     return 0;
   return oom_count(&now) == 0 && now > base;
+}
+
+void dr__agent_oom_mark(dr_agent_t *ag) {
+  uint64_t kills;
+  if (oom_count(&kills) == 0) {
+    ag->oom_kills = kills;
+    ag->oom_ns = uv_hrtime();
+  }
 }
 
 void dr__agent_ranks_free(dr_agent_t *ag) { dr_nvml_close(&ag->nvml); }

@@ -288,6 +288,7 @@ int dr__workers_start(dr_agent_t *ag) {
   if (ag->w == NULL)
     return -ENOMEM;
   dr__agent_env_say(ag);
+  dr__agent_oom_mark(ag);
   if (!ag->printed_binding) { /* no summary: the bindings at least */
     ag->printed_binding = 1;
     for (uint32_t i = 0; i < ag->nproc; i++) {
