@@ -188,10 +188,13 @@ static void test_real_rss(void **state) {
   waitpid(a, NULL, 0);
   waitpid(b, NULL, 0);
   /* The group holds what both processes touched (and their code); the
-   * other only its own. */
+   * other only its own. The thread sanitizer's shadow memory adds a
+   * multiple of what a process touches to its RSS: no upper bound there. */
   assert_int_equal(g[0].n_members, 2);
   assert_true(g[0].rss_bytes >= (72ull << 20));
+#ifndef __SANITIZE_THREAD__
   assert_true(g[0].rss_bytes < (72ull << 20) + (64ull << 20));
+#endif
   assert_int_equal(g[1].n_members, 1);
   assert_true(g[1].rss_bytes >= (8ull << 20));
   assert_true(g[1].rss_bytes < g[0].rss_bytes);
