@@ -131,9 +131,7 @@ static void collect_done(uv_work_t *req, int status) {
 /* Where worker w's flight recorder dump goes (env.c's DDPRUN_FR_DUMP),
  * when its program offers one (ddprun_progress made path.ready); else
  * "". */
-static void fr_path_of(dr_agent_t *ag, const dr_worker_t *w, char *out,
-                       size_t n) {
-  (void)ag;
+static void fr_path_of(const dr_worker_t *w, char *out, size_t n) {
   char ready[1100];
   out[0] = '\0';
   const char *slash = strrchr(w->error_file, '/');
@@ -170,7 +168,7 @@ static void collect_start(struct dr_hang *h) {
   for (uint32_t i = 0; i < h->n; i++) {
     c->reqs[i].pid = ag->w[i].alive ? ag->w[i].pid : 0;
     c->reqs[i].is_python = -1;
-    fr_path_of(ag, &ag->w[i], c->fr_path[i], sizeof(c->fr_path[i]));
+    fr_path_of(&ag->w[i], c->fr_path[i], sizeof(c->fr_path[i]));
   }
   /* A dead worker's request is answered at once: no such process. */
   if (uv_queue_work(&ag->loop, &c->req, collect_work, collect_done) != 0) {
