@@ -19,6 +19,7 @@
 #include "events.h"
 #include "log.h"
 #include "progress.h"
+#include "pyboot.h"
 #include "shm_name.h"
 #include "signals.h"
 #include "watchdog.h"
@@ -344,6 +345,12 @@ int dr_agent_run(const dr_agent_config_t *cfg) {
     return 2;
   }
   dr_watchdog_set_dir(ag->watchdog_fd, ag->tmp_root);
+  int prc = dr_pyboot_write(ag->tmp_root, ag->pyboot_dir,
+                            sizeof(ag->pyboot_dir));
+  if (prc != 0)
+    DR_SAY(DR_LOG_WARN, "cannot write the Python start-up hook into %s (%s); "
+           "a hang report of a Python program goes without PyTorch's flight "
+           "recorder", ag->tmp_root, dr_strerror(prc));
   if (dr_shm_prefix_new(ag->shm_prefix, sizeof(ag->shm_prefix)) == 0)
     dr_watchdog_set_shm_prefix(ag->watchdog_fd, ag->shm_prefix);
   else

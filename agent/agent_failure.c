@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 #include "events.h"
@@ -113,6 +114,25 @@ void dr__agent_local_failure(dr_agent_t *ag, const dr_failure_rec_t *d) {
   dr__agent_stop_local(ag, SIGTERM, DR_NEXT_WAIT);
 }
 
+/* NCCL's watchdog dumps its flight recorder (a pickle) as it times out a
+ * collective: a dump of w's rank written since w started is named, with
+ * the command that reads every rank's. */
+static void say_nccl_dump(dr_agent_t *ag, const dr_worker_t *w) {
+  char prefix[1100], path[1200];
+  dr_env_nccl_dump_prefix(ag->o, w->error_file, prefix, sizeof(prefix));
+  snprintf(path, sizeof(path), "%s%u", prefix, w->rank);
+  struct stat st;
+  double started = wall_now() - (double)(uv_hrtime() - w->start_ns) / 1e9;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) ||
+      (double)st.st_mtime + 1 < started)
+    return;
+  const char *slash = strrchr(prefix, '/');
+  DR_SAY(DR_LOG_ERROR, "rank %u: NCCL's flight recorder, dumped as it timed "
+         "out a collective: %s (every rank's: torchfrtrace %.*s -p %s)",
+         w->rank, path, slash != NULL ? (int)(slash - prefix) : 1,
+         slash != NULL ? prefix : ".", slash != NULL ? slash + 1 : prefix);
+}
+
 void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w) {
   dr_failure_rec_t d;
   memset(&d, 0, sizeof(d));
@@ -145,6 +165,7 @@ void dr__agent_worker_failed(dr_agent_t *ag, dr_worker_t *w) {
             "the workers of this node", w->rank, w->local_rank,
             (int)w->pid, dr_failure_what(&d, what, sizeof(what)));
   }
+  say_nccl_dump(ag, w);
   dr__agent_local_failure(ag, &d);
 }
 

@@ -128,6 +128,7 @@ typedef struct {
   const char *error_file;
   const char *progress_file;
   const char *shm_prefix;        /* DDPRUN_SHM_PREFIX */
+  const char *pyboot;            /* first on PYTHONPATH; NULL/"": none */
   const dr_binding_t *bind;
   int64_t clock_offset_us;       /* the assignment's; see dr_assign_t */
   uint64_t clock_uncertainty_us; /* DR_NONE: not measured */
@@ -140,6 +141,14 @@ typedef struct {
  * DDPRUN_*). Returns a NULL-terminated malloc'd array (one block; free()
  * it) or NULL when out of memory. */
 char **dr_env_build(const dr_env_t *e);
+
+/* Where NCCL's watchdog writes a rank's flight recorder on a collective's
+ * timeout: the prefix (the rank's number follows) that the workers get,
+ * TORCH_FR_DUMP_TEMP_FILE as set by the user or (with --log-dir) by
+ * dr_env_build beside error_file, then TORCH_NCCL_DEBUG_INFO_TEMP_FILE,
+ * then torch's default. */
+void dr_env_nccl_dump_prefix(const dr_agent_opts_t *o, const char *error_file,
+                             char *out, size_t n);
 
 /* ---- summary.c ---------------------------------------------------------- */
 
@@ -295,6 +304,7 @@ struct dr_agent {
   int spawn_stage;           /* and the DR_SPAWN_* step that failed */
   struct dr_progress *progress;
   char progress_path[300];
+  char pyboot_dir[1024];     /* the Python start-up hook (pyboot.h) */
   char shm_prefix[80];       /* the workers' /dev/shm names begin with it:
                                 removed when they have exited */
   uv_timer_t hang_timer;

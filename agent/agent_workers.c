@@ -204,6 +204,7 @@ static int start_one(dr_agent_t *ag, dr_worker_t *w, uint64_t ckpt_step) {
   e.error_file = w->error_file;
   e.progress_file = ag->progress_path;
   e.shm_prefix = ag->shm_prefix;
+  e.pyboot = ag->pyboot_dir;
   dr_progress_reset(ag->progress, w->local_rank);
   e.bind = &ag->bind[w->local_rank];
   e.clock_offset_us = a->clock_offset_us;

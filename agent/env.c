@@ -1,11 +1,14 @@
 /* The worker's environment: exactly torchrun's variables, plus ddprun's
- * own (DDPRUN_*), over the agent's environment. */
+ * own (DDPRUN_*, PyTorch's flight recorder, the Python start-up hook
+ * first on PYTHONPATH), over the agent's environment. */
 #include "agent_internal.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pyboot.h"
 
 extern char **environ;
 
@@ -39,24 +42,45 @@ typedef struct {
   size_t n;
 } extra_t;
 
-static void put(extra_t *x, const char *name, const char *fmt, ...)
+/* 1 when added; 0 when there is no room left. */
+static int put(extra_t *x, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-static void put(extra_t *x, const char *name, const char *fmt, ...) {
+static int put(extra_t *x, const char *name, const char *fmt, ...) {
   if (x->n >= sizeof(x->vars) / sizeof(x->vars[0]))
-    return;
+    return 0;
   char *dst = x->text + x->used;
   size_t room = sizeof(x->text) - x->used;
   int k = snprintf(dst, room, "%s=", name);
   if (k < 0 || (size_t)k >= room)
-    return;
+    return 0;
   va_list ap;
   va_start(ap, fmt);
   int m = vsnprintf(dst + k, room - (size_t)k, fmt, ap);
   va_end(ap);
   if (m < 0 || (size_t)(k + m) >= room)
-    return;
+    return 0;
   x->vars[x->n++] = dst;
   x->used += (size_t)(k + m) + 1;
+  return 1;
+}
+
+void dr_env_nccl_dump_prefix(const dr_agent_opts_t *o, const char *error_file,
+                             char *out, size_t n) {
+  const char *fr = getenv("TORCH_FR_DUMP_TEMP_FILE");
+  const char *nccl = getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
+  /* <attempt dir>/<rank>/error.json: the attempt's directory, where
+   * torchfrtrace reads every rank's dump at once. */
+  const char *slash = strrchr(error_file, '/'), *up = NULL;
+  for (const char *p = error_file; slash != NULL && p < slash; p++)
+    if (*p == '/')
+      up = p;
+  if (fr != NULL || nccl != NULL || o->log_dir == NULL || up == NULL)
+    snprintf(out, n, "%s", fr != NULL     ? fr
+                           : nccl != NULL ? nccl
+                                          : "/tmp/nccl_trace_rank_");
+  else
+    snprintf(out, n, "%.*s/nccl_trace_rank_", (int)(up - error_file),
+             error_file);
 }
 
 char **dr_env_build(const dr_env_t *e) {
@@ -89,9 +113,10 @@ char **dr_env_build(const dr_env_t *e) {
     put(x, "OMP_NUM_THREADS", "1");
   /* PyTorch's flight recorder: every process group keeps its last
    * collectives, with sequence numbers, for a hang report (fr.h); other
-   * programs ignore it. Dumps, NCCL's on its own timeout included, go
-   * beside the rank's files (with --log-dir: kept); ddprun_progress
-   * writes one to DDPRUN_FR_DUMP when the agent asks. */
+   * programs ignore it. Its dumps go under the rank's files (with
+   * --log-dir: kept): NCCL's on its own timeout in the attempt's
+   * directory, the one the Python start-up hook (pyboot.h) writes to
+   * DDPRUN_FR_DUMP, when the agent asks, in the rank's. */
   if (getenv("TORCH_FR_BUFFER_SIZE") == NULL &&
       getenv("TORCH_NCCL_TRACE_BUFFER_SIZE") == NULL)
     put(x, "TORCH_FR_BUFFER_SIZE", "2000");
@@ -102,11 +127,20 @@ char **dr_env_build(const dr_env_t *e) {
     put(x, "DDPRUN_FR_DUMP", "%.*s/fr_trace.json", dir_len, e->error_file);
     if (e->o->log_dir != NULL && getenv("TORCH_FR_DUMP_TEMP_FILE") == NULL &&
         getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == NULL) {
-      put(x, "TORCH_FR_DUMP_TEMP_FILE", "%.*s/nccl_trace_rank_", dir_len,
-          e->error_file);
-      put(x, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "%.*s/nccl_trace_rank_",
-          dir_len, e->error_file);
+      char prefix[1100];
+      dr_env_nccl_dump_prefix(e->o, e->error_file, prefix, sizeof(prefix));
+      put(x, "TORCH_FR_DUMP_TEMP_FILE", "%s", prefix);
+      put(x, "TORCH_NCCL_DEBUG_INFO_TEMP_FILE", "%s", prefix);
     }
+  }
+  /* The Python start-up hook (pyboot.h) ahead of the user's PYTHONPATH:
+   * every Python rank answers the agent's flight recorder requests. */
+  int set_pp = 0;
+  if (e->pyboot != NULL && e->pyboot[0] != '\0') {
+    char pp[8192];
+    set_pp = dr_pyboot_pythonpath(e->pyboot, getenv("PYTHONPATH"), pp,
+                                  sizeof(pp)) == 0 &&
+             put(x, "PYTHONPATH", "%s", pp);
   }
   if (getenv("TORCH_NCCL_ASYNC_ERROR_HANDLING") == NULL)
     put(x, "TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
@@ -163,7 +197,8 @@ char **dr_env_build(const dr_env_t *e) {
   size_t n_env = 0, bytes = x->used;
   for (char **p = environ; *p != NULL; p++) {
     if (is_owned(*p) ||
-        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0))
+        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0) ||
+        (set_pp && strncmp(*p, "PYTHONPATH=", 11) == 0))
       continue;
     n_env++;
     bytes += strlen(*p) + 1;
@@ -178,7 +213,8 @@ char **dr_env_build(const dr_env_t *e) {
   size_t k = 0;
   for (char **p = environ; *p != NULL; p++) {
     if (is_owned(*p) ||
-        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0))
+        (set_cuda && strncmp(*p, "CUDA_VISIBLE_DEVICES=", 21) == 0) ||
+        (set_pp && strncmp(*p, "PYTHONPATH=", 11) == 0))
       continue;
     size_t len = strlen(*p) + 1;
     memcpy(pool, *p, len);

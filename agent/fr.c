@@ -109,8 +109,8 @@ int dr_fr_collect(const char *path, uint64_t deadline_ms, dr_fr_rank_t *out) {
     }
     if (dr_mono_ms() >= deadline_ms) {
       snprintf(out->why, sizeof(out->why),
-               "no dump (the program did not import ddprun_progress, or "
-               "its torch has no flight recorder)");
+               "no dump (its Python skipped ddprun's start-up hook: "
+               "python -E or -I, or DDPRUN_PYTHON_HOOKS=0)");
       return 0;
     }
     struct timespec ts = {0, 50 * 1000000L};

@@ -1,11 +1,12 @@
 /* PyTorch's flight recorder, read for a hang report. Every process group
  * of a PyTorch program records its last collectives with sequence numbers
- * (TORCH_FR_BUFFER_SIZE, which ddprun sets for its workers). A rank whose
- * program imported ddprun_progress writes its record as JSON
- * (torch._C._distributed_c10d._dump_fr_trace_json) to DDPRUN_FR_DUMP when
- * the agent creates DDPRUN_FR_DUMP.request: the module's thread does it,
- * so a rank blocked in a collective answers too. This reads the dumps and
- * says which collective each rank reached and who is missing. */
+ * (TORCH_FR_BUFFER_SIZE, which ddprun sets for its workers). The first
+ * Python process of a rank (ddprun's start-up hook, pyboot.h) writes its
+ * record as JSON (torch._C._distributed_c10d._dump_nccl_trace_json or
+ * _dump_fr_trace_json) to DDPRUN_FR_DUMP when the agent creates
+ * DDPRUN_FR_DUMP.request: the hook's thread does it, so a rank blocked in
+ * a collective answers too. This reads the dumps and says which
+ * collective each rank reached and who is missing. */
 #ifndef DR_FR_H
 #define DR_FR_H
 

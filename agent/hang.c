@@ -129,7 +129,8 @@ static void collect_done(uv_work_t *req, int status) {
 }
 
 /* Where worker w's flight recorder dump goes (env.c's DDPRUN_FR_DUMP),
- * when its program offers one (ddprun_progress made path.ready); else
+ * when its program offers one (the Python start-up hook made path.ready,
+ * pyboot.h); else
  * "". */
 static void fr_path_of(const dr_worker_t *w, char *out, size_t n) {
   char ready[1100];

@@ -24,24 +24,14 @@ No dependencies beyond the standard library; thread-safe enough for one
 training loop (calls from several threads may reuse a seq, which costs
 nothing but one report).
 
-The flight recorder. When ddprun names a file in DDPRUN_FR_DUMP, importing
-this module also starts a daemon thread that waits for the agent's
-request (the file DDPRUN_FR_DUMP + ".request", looked for five times a
-second) and answers it with PyTorch's flight recorder of this process
-(torch._C._distributed_c10d._dump_fr_trace_json: every process group's
-last collectives with their sequence numbers), written to DDPRUN_FR_DUMP
-whole (under another name first). The thread runs while the training loop
-is blocked in a collective, which releases the GIL. It never imports torch
-itself: a program that has not imported torch.distributed answers with
-{"error": ...}. DDPRUN_FR_DUMP + ".ready" tells the agent to ask.
+The flight recorder: ddprun's start-up hook for Python programs
+(ddprun_fr, on the PYTHONPATH ddprun gives its workers) already answers
+the agent's requests for a dump in every program, this one or not;
+importing this module starts it too where Python skipped the hook.
 """
 
-import json
 import mmap
 import os
-import sys
-import threading
-import time
 
 __all__ = ["step", "enabled", "SLOT_BYTES"]
 
@@ -93,49 +83,12 @@ def step(n):
     _words[0] = _seq  # seq, offset 0: last, so a new seq has its step
 
 
-def _fr_dump():
-    """The flight recorder of this process, as JSON bytes."""
-    c10d = sys.modules.get("torch._C._distributed_c10d")
-    if c10d is None or not hasattr(c10d, "_dump_fr_trace_json"):
-        why = ("torch.distributed is not loaded" if c10d is None else
-               "this torch has no flight recorder (_dump_fr_trace_json)")
-        return json.dumps({"error": why}).encode()
-    try:
-        out = c10d._dump_fr_trace_json(True, False)
-    except Exception as e:  # a dump that fails says why, once
-        return json.dumps({"error": "_dump_fr_trace_json: %s" % e}).encode()
-    return out if isinstance(out, bytes) else str(out).encode()
-
-
-def _fr_serve(path):
-    request = path + ".request"
-    while True:
-        time.sleep(0.2)
-        if not os.path.exists(request):
-            continue
-        try:
-            os.unlink(request)
-        except OSError:
-            pass
-        tmp = path + ".part"
-        try:
-            with open(tmp, "wb") as f:
-                f.write(_fr_dump())
-            os.replace(tmp, path)
-        except OSError:
-            pass
-
-
 def _fr_start():
-    path = os.environ.get("DDPRUN_FR_DUMP")
-    if not path:
-        return
     try:
-        open(path + ".ready", "wb").close()
-    except OSError:
+        import ddprun_fr
+    except ImportError:  # outside ddprun, or its hooks turned off
         return
-    threading.Thread(target=_fr_serve, args=(path,), name="ddprun-fr",
-                     daemon=True).start()
+    ddprun_fr.start()
 
 
 _words = _attach()
