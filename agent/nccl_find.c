@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 #define LIB "libnccl.so.2"
 
 const char *dr__env_get(char *const *envp, const char *name) {
@@ -36,18 +38,9 @@ static int is_file(const char *p) {
 static int which(const char *cmd, char *const *envp, char *out, size_t n) {
   if (strchr(cmd, '/') != NULL)
     return snprintf(out, n, "%s", cmd) < (int)n && is_file(out) ? 0 : -ENOENT;
-  const char *path = dr__env_get(envp, "PATH");
-  if (path == NULL)
-    path = "/usr/local/bin:/usr/bin:/bin";
-  while (*path != '\0') {
-    const char *colon = strchrnul(path, ':');
-    int len = (int)(colon - path);
-    if (snprintf(out, n, "%.*s/%s", len, len > 0 ? path : ".", cmd) < (int)n &&
-        access(out, X_OK) == 0 && is_file(out))
-      return 0;
-    path = *colon == ':' ? colon + 1 : colon;
-  }
-  return -ENOENT;
+  return dr_find_program(cmd, dr__env_get(envp, "PATH"), out, n) == 0
+             ? 0
+             : -ENOENT;
 }
 
 static int is_python(const char *path) {

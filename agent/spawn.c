@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,52 +15,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 int dr_resolve_exec(const char *prog, char **path) {
+  char buf[PATH_MAX];
   *path = NULL;
-  if (prog == NULL || prog[0] == '\0')
-    return -ENOENT;
-  if (strchr(prog, '/') != NULL) {
-    if (access(prog, X_OK) != 0)
-      return -errno;
-    struct stat st;
-    if (stat(prog, &st) == 0 && S_ISDIR(st.st_mode))
-      return -EACCES;
-    *path = strdup(prog);
-    return *path != NULL ? 0 : -ENOMEM;
-  }
-  const char *p = getenv("PATH");
-  if (p == NULL || p[0] == '\0')
-    p = "/usr/local/bin:/usr/bin:/bin";
-  int err = -ENOENT;
-  size_t plen = strlen(prog);
-  while (*p != '\0') {
-    const char *colon = strchr(p, ':');
-    size_t dlen = colon != NULL ? (size_t)(colon - p) : strlen(p);
-    char *cand = malloc(dlen + plen + 3);
-    if (cand == NULL)
-      return -ENOMEM;
-    if (dlen == 0)
-      strcpy(cand, "./");
-    else {
-      memcpy(cand, p, dlen);
-      cand[dlen] = '/';
-      cand[dlen + 1] = '\0';
-    }
-    strcat(cand, prog);
-    struct stat st;
-    if (stat(cand, &st) == 0 && !S_ISDIR(st.st_mode)) {
-      if (access(cand, X_OK) == 0) {
-        *path = cand;
-        return 0;
-      }
-      err = -EACCES;
-    }
-    free(cand);
-    p += dlen;
-    if (*p == ':')
-      p++;
-  }
-  return err;
+  int rc = dr_find_program(prog, getenv("PATH"), buf, sizeof(buf));
+  if (rc != 0)
+    return rc;
+  *path = strdup(buf);
+  return *path != NULL ? 0 : -ENOMEM;
 }
 
 /* In the child: never returns. Only async-signal-safe calls. */

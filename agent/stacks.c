@@ -3,6 +3,7 @@
  * (/proc/PID/stack, /proc/PID/wchan). See stacks.h. */
 #include "stacks.h"
 #include "mono.h"
+#include "fs.h"
 #include "grow.h"
 
 #include <dirent.h>
@@ -51,25 +52,6 @@ static void tool_order(int is_python, tool_t *out) {
   }
   out[n++] = T_KERNEL;
   out[n] = T_END;
-}
-
-/* Finds name on PATH: 0 and the path, or -ENOENT. */
-static int find_on_path(const char *name, char *out, size_t n) {
-  const char *path = getenv("PATH");
-  if (path == NULL)
-    return -ENOENT;
-  for (const char *p = path; *p != '\0';) {
-    const char *colon = strchr(p, ':');
-    size_t len = colon != NULL ? (size_t)(colon - p) : strlen(p);
-    if (len > 0 &&
-        snprintf(out, n, "%.*s/%s", (int)len, p, name) < (int)n &&
-        access(out, X_OK) == 0)
-      return 0;
-    p += len;
-    if (*p == ':')
-      p++;
-  }
-  return -ENOENT;
 }
 
 /* py-spy where a pip install put it without PATH knowing: beside the
@@ -359,7 +341,7 @@ static char task_state(const char *stat_path, char *comm, size_t n) {
 static int try_tool(tool_t t, pid_t pid, uint64_t deadline, dr_stack_t *s) {
   char path[512], pidstr[24], label[48];
   snprintf(pidstr, sizeof(pidstr), "%d", (int)pid);
-  if (find_on_path(tool_names[t], path, sizeof(path)) != 0 &&
+  if (dr_find_program(tool_names[t], getenv("PATH"), path, sizeof(path)) != 0 &&
       (t != T_PYSPY || find_pyspy_beside(pid, path, sizeof(path)) != 0)) {
     note(s, "%s not found on PATH%s", tool_names[t],
          t == T_PYSPY ? " nor beside the program's python (pip install "

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -58,4 +59,48 @@ int dr_write_all(int fd, const void *buf, size_t n) {
     n -= (size_t)k;
   }
   return 0;
+}
+
+/* 0 when p names an executable that is not a directory; else -errno. */
+static int runnable(const char *p) {
+  struct stat st;
+  if (stat(p, &st) != 0)
+    return -errno;
+  if (S_ISDIR(st.st_mode))
+    return -EACCES;
+  return access(p, X_OK) == 0 ? 0 : -errno;
+}
+
+int dr_find_program(const char *name, const char *path, char *out,
+                    size_t n) {
+  if (name == NULL || name[0] == '\0')
+    return -ENOENT;
+  if (strchr(name, '/') != NULL) {
+    if (snprintf(out, n, "%s", name) >= (int)n)
+      return -ENAMETOOLONG;
+    return runnable(out);
+  }
+  if (path == NULL || path[0] == '\0')
+    path = "/usr/local/bin:/usr/bin:/bin";
+  int err = -ENOENT;
+  for (const char *p = path;;) {
+    const char *colon = strchr(p, ':');
+    int len = colon != NULL ? (int)(colon - p) : (int)strlen(p);
+    int k = snprintf(out, n, "%.*s/%s", len > 0 ? len : 1, len > 0 ? p : ".",
+                     name);
+    if (k >= (int)n) {
+      err = -ENAMETOOLONG;
+    } else if (k > 0) {
+      int rc = runnable(out);
+      if (rc == 0)
+        return 0;
+      if (rc == -EACCES)
+        err = rc;
+    }
+    if (colon == NULL)
+      break;
+    p = colon + 1;
+  }
+  out[0] = '\0';
+  return err;
 }

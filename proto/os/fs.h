@@ -21,4 +21,13 @@ int dr_open_regular(const char *path);
  * -errno of the write() that failed. */
 int dr_write_all(int fd, const void *buf, size_t n);
 
+/* The program a shell would run for name: name itself when it holds a
+ * '/', else the first entry of path (a PATH value; NULL or "": the
+ * shell's default, /usr/local/bin:/usr/bin:/bin; an empty entry: the
+ * working directory) that holds a name that is not a directory and that
+ * this process may execute. 0 and its path in out; -ENOENT when no entry
+ * holds one, -EACCES when one does that may not be executed (as execvp()
+ * says), -ENAMETOOLONG when out is too small for the path. */
+int dr_find_program(const char *name, const char *path, char *out, size_t n);
+
 #endif /* DR_FS_H */

@@ -114,6 +114,65 @@ static void mkdirs_makes_parents(void **state) {
   assert_int_equal(dr_mkdirs(fx->path), 0);
 }
 
+static void touch(const char *path, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, mode);
+  assert_true(fd >= 0);
+  close(fd);
+  assert_int_equal(chmod(path, mode), 0);
+}
+
+/* As execvp() finds a program: the first runnable entry of PATH, a
+ * directory or a file without execute permission passed over (-EACCES
+ * when nothing else is found), an empty entry the working directory. */
+static void programs_found_on_path(void **state) {
+  fx_t *fx = *state;
+  char a[128], b[128], c[128], path[512], out[PATH_MAX];
+  snprintf(a, sizeof(a), "%s/a", fx->dir);
+  snprintf(b, sizeof(b), "%s/b", fx->dir);
+  snprintf(c, sizeof(c), "%s/c", fx->dir);
+  assert_int_equal(dr_mkdirs(a), 0);
+  assert_int_equal(dr_mkdirs(c), 0);
+  touch(at(fx, "a/prog"), 0644);
+  assert_int_equal(dr_mkdirs(at(fx, "b/prog")), 0);
+  touch(at(fx, "c/prog"), 0755);
+
+  snprintf(path, sizeof(path), "%s:%s:%s", a, b, c);
+  assert_int_equal(dr_find_program("prog", path, out, sizeof(out)), 0);
+  assert_string_equal(out, at(fx, "c/prog"));
+  snprintf(path, sizeof(path), "%s:%s", a, b);
+  assert_int_equal(dr_find_program("prog", path, out, sizeof(out)), -EACCES);
+  assert_string_equal(out, "");
+  assert_int_equal(dr_find_program("prog", "/nonexistent", out, sizeof(out)),
+                   -ENOENT);
+  assert_int_equal(dr_find_program("", path, out, sizeof(out)), -ENOENT);
+  /* The shell's default PATH when there is none. */
+  assert_int_equal(dr_find_program("sh", NULL, out, sizeof(out)), 0);
+  assert_non_null(strstr(out, "/sh"));
+  /* A name with a slash is itself. */
+  assert_int_equal(dr_find_program(at(fx, "c/prog"), "", out, sizeof(out)),
+                   0);
+  assert_int_equal(dr_find_program(at(fx, "b/prog"), "", out, sizeof(out)),
+                   -EACCES);
+  assert_int_equal(dr_find_program(at(fx, "x/prog"), "", out, sizeof(out)),
+                   -ENOENT);
+  /* An empty entry, leading or trailing: the working directory. */
+  char cwd[PATH_MAX];
+  assert_non_null(getcwd(cwd, sizeof(cwd)));
+  assert_int_equal(chdir(c), 0);
+  snprintf(path, sizeof(path), "%s:", a);
+  assert_int_equal(dr_find_program("prog", path, out, sizeof(out)), 0);
+  assert_string_equal(out, "./prog");
+  snprintf(path, sizeof(path), ":%s", a);
+  assert_int_equal(dr_find_program("prog", path, out, sizeof(out)), 0);
+  assert_string_equal(out, "./prog");
+  assert_int_equal(chdir(cwd), 0);
+  /* Too small for the path. */
+  char tiny[8];
+  snprintf(path, sizeof(path), "%s", c);
+  assert_int_equal(dr_find_program("prog", path, tiny, sizeof(tiny)),
+                   -ENAMETOOLONG);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(regular_file_is_read, setup, teardown),
@@ -122,6 +181,8 @@ int main(void) {
                                       teardown),
       cmocka_unit_test_setup_teardown(links_are_followed, setup, teardown),
       cmocka_unit_test_setup_teardown(mkdirs_makes_parents, setup, teardown),
+      cmocka_unit_test_setup_teardown(programs_found_on_path, setup,
+                                      teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
