@@ -14,6 +14,7 @@
 
 #include "bind_internal.h"
 #include "errors.h"
+#include "fs.h"
 
 #define GPU_DIR "/proc/driver/nvidia/gpus"
 #define ENTRY_MAX 64 /* sizeof(dr_binding_t.gpu) */
@@ -49,34 +50,6 @@ static void set_err(char *err, size_t err_len, const char *fmt, ...) {
 }
 
 /* ---- reading /proc and /sys ------------------------------------------ */
-
-/* Reads a small file under the root into buf (NUL-terminated, trailing
- * whitespace removed). Length, or -errno. */
-static int read_small(const char *path, char *buf, size_t cap) {
-  char full[PATH_MAX];
-  if (snprintf(full, sizeof(full), "%s%s", g_root, path) >= (int)sizeof(full))
-    return -ENAMETOOLONG;
-  int fd = open(full, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -errno;
-  size_t len = 0;
-  while (len + 1 < cap) {
-    ssize_t r = read(fd, buf + len, cap - 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = -errno;
-      close(fd);
-      return e;
-    }
-    if (r == 0) break;
-    len += (size_t)r;
-  }
-  close(fd);
-  while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' ' ||
-                     buf[len - 1] == '\t'))
-    len--;
-  buf[len] = '\0';
-  return (int)len;
-}
 
 static int cmp_busid(const void *a, const void *b) {
   return strcmp((const char *)a, (const char *)b);
@@ -318,7 +291,7 @@ static int entry_busid(const char *entry, char (*busids)[BUSID_MAX],
   for (int i = 0; i < nbus; i++) {
     char path[PATH_MAX], info[4096];
     snprintf(path, sizeof(path), GPU_DIR "/%s/information", busids[i]);
-    if (read_small(path, info, sizeof(info)) < 0) continue;
+    if (dr_read_text(g_root, path, info, sizeof(info)) < 0) continue;
     const char *u = strstr(info, "GPU UUID:");
     if (u == NULL) continue;
     u += strlen("GPU UUID:");
@@ -358,7 +331,7 @@ static int plan_numa(char (*ent)[ENTRY_MAX], int ngpu, uint32_t nproc,
     if (entry_busid(ent[g], busids, nbus, &busid) < 0) goto out;
     snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/local_cpulist",
              busid);
-    if (read_small(path, list, sizeof(list)) <= 0) goto out;
+    if (dr_read_text(g_root, path, list, sizeof(list)) <= 0) goto out;
     if (dr_cpuset_parse(list, &near[g]) != 0) goto out;
     CPU_AND(&near[g], &near[g], allowed);
     /* GPUs with the same near CPUs form one group, named by the first. */

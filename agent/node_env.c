@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fs.h"
+
 #define GPUS_MAX 64
 #define NUMA_MAX 64
 
@@ -18,21 +20,6 @@ typedef struct {
   char model[96];
   int numa; /* -1: unknown */
 } gpu_t;
-
-/* A small file under root, trailing blanks cut: length or -errno. */
-static int slurp(const char *root, const char *path, char *buf, size_t cap) {
-  char full[PATH_MAX];
-  snprintf(full, sizeof(full), "%s%s", root, path);
-  FILE *f = fopen(full, "re");
-  if (f == NULL)
-    return -errno;
-  size_t n = fread(buf, 1, cap - 1, f);
-  fclose(f);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-    n--;
-  buf[n] = '\0';
-  return (int)n;
-}
 
 static int cmp_gpu(const void *a, const void *b) {
   return strcmp(((const gpu_t *)a)->busid, ((const gpu_t *)b)->busid);
@@ -57,7 +44,7 @@ static int read_gpus(const char *root, gpu_t *g, int max) {
     char p[PATH_MAX], info[4096];
     snprintf(p, sizeof(p), "/proc/driver/nvidia/gpus/%s/information",
              e->d_name);
-    if (slurp(root, p, info, sizeof(info)) > 0) {
+    if (dr_read_text(root, p, info, sizeof(info)) > 0) {
       char *m = strstr(info, "Model:");
       if (m != NULL) {
         m += 6 + strspn(m + 6, " \t");
@@ -67,7 +54,7 @@ static int read_gpus(const char *root, gpu_t *g, int max) {
     }
     char numa[32];
     snprintf(p, sizeof(p), "/sys/bus/pci/devices/%s/numa_node", e->d_name);
-    if (slurp(root, p, numa, sizeof(numa)) > 0)
+    if (dr_read_text(root, p, numa, sizeof(numa)) > 0)
       g[n].numa = atoi(numa);
     n++;
   }
@@ -80,7 +67,7 @@ static int read_gpus(const char *root, gpu_t *g, int max) {
 static void read_driver(const char *root, char *out, size_t n) {
   char v[1024];
   out[0] = '\0';
-  if (slurp(root, "/proc/driver/nvidia/version", v, sizeof(v)) <= 0)
+  if (dr_read_text(root, "/proc/driver/nvidia/version", v, sizeof(v)) <= 0)
     return;
   char *k = strstr(v, "Kernel Module");
   if (k == NULL)
@@ -95,7 +82,7 @@ static int read_numa(const char *root, cpu_set_t *nodes, int max) {
   for (int i = 0; i < max; i++) {
     char p[96], list[4096];
     snprintf(p, sizeof(p), "/sys/devices/system/node/node%d/cpulist", i);
-    if (slurp(root, p, list, sizeof(list)) < 0)
+    if (dr_read_text(root, p, list, sizeof(list)) < 0)
       break;
     if (dr_cpuset_parse(list, &nodes[i]) != 0)
       CPU_ZERO(&nodes[i]);
@@ -138,15 +125,15 @@ static void put_ib(FILE *f, const dr_node_env_in_t *in) {
       char p[PATH_MAX], state[64], rate[64], layer[64];
       snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%d/state",
                e->d_name, port);
-      if (slurp(in->root, p, state, sizeof(state)) < 0)
+      if (dr_read_text(in->root, p, state, sizeof(state)) < 0)
         break;
       snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%d/rate",
                e->d_name, port);
-      if (slurp(in->root, p, rate, sizeof(rate)) < 0)
+      if (dr_read_text(in->root, p, rate, sizeof(rate)) < 0)
         snprintf(rate, sizeof(rate), "rate unknown");
       snprintf(p, sizeof(p), "/sys/class/infiniband/%s/ports/%d/link_layer",
                e->d_name, port);
-      if (slurp(in->root, p, layer, sizeof(layer)) < 0)
+      if (dr_read_text(in->root, p, layer, sizeof(layer)) < 0)
         snprintf(layer, sizeof(layer), "InfiniBand");
       /* state reads "4: ACTIVE" */
       const char *st = strchr(state, ':') != NULL ? strchr(state, ':') + 2

@@ -104,3 +104,36 @@ int dr_find_program(const char *name, const char *path, char *out,
   out[0] = '\0';
   return err;
 }
+
+int dr_read_text(const char *root, const char *path, char *buf, size_t cap) {
+  char full[4096];
+  if (cap == 0)
+    return -EINVAL;
+  buf[0] = '\0';
+  if (snprintf(full, sizeof(full), "%s%s", root, path) >= (int)sizeof(full))
+    return -ENAMETOOLONG;
+  int fd = open(full, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  size_t len = 0;
+  while (len + 1 < cap) {
+    ssize_t r = read(fd, buf + len, cap - 1 - len);
+    if (r < 0 && errno == EINTR)
+      continue;
+    if (r < 0) {
+      int e = -errno;
+      close(fd);
+      buf[0] = '\0';
+      return e;
+    }
+    if (r == 0)
+      break;
+    len += (size_t)r;
+  }
+  close(fd);
+  while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == ' ' ||
+                     buf[len - 1] == '\t'))
+    len--;
+  buf[len] = '\0';
+  return (int)len;
+}

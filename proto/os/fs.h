@@ -21,6 +21,13 @@ int dr_open_regular(const char *path);
  * -errno of the write() that failed. */
 int dr_write_all(int fd, const void *buf, size_t n);
 
+/* A small text file (of /proc or /sys) whole, at root followed by path
+ * (root "" for the real ones; a test's stand-in tree else): at most cap - 1
+ * bytes into buf, without its trailing blanks and newlines, and
+ * NUL-terminated. Its length, or -errno (-ENAMETOOLONG for a path too
+ * long). */
+int dr_read_text(const char *root, const char *path, char *buf, size_t cap);
+
 /* The program a shell would run for name: name itself when it holds a
  * '/', else the first entry of path (a PATH value; NULL or "": the
  * shell's default, /usr/local/bin:/usr/bin:/bin; an empty entry: the

@@ -173,6 +173,27 @@ static void programs_found_on_path(void **state) {
                    -ENAMETOOLONG);
 }
 
+/* A small file under a root, its trailing blanks cut, at most cap - 1
+ * bytes. */
+static void text_read_under_root(void **state) {
+  fx_t *fx = *state;
+  FILE *f = fopen(at(fx, "t"), "w");
+  assert_non_null(f);
+  fputs("Link Up \t\n\n", f);
+  fclose(f);
+  char buf[32];
+  assert_int_equal(dr_read_text(fx->dir, "/t", buf, sizeof(buf)), 7);
+  assert_string_equal(buf, "Link Up");
+  assert_int_equal(dr_read_text("", at(fx, "t"), buf, sizeof(buf)), 7);
+  char small[5];
+  assert_int_equal(dr_read_text(fx->dir, "/t", small, sizeof(small)), 4);
+  assert_string_equal(small, "Link");
+  assert_int_equal(dr_read_text(fx->dir, "/none", buf, sizeof(buf)),
+                   -ENOENT);
+  assert_string_equal(buf, "");
+  assert_int_equal(dr_read_text(fx->dir, "", buf, sizeof(buf)), -EISDIR);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(regular_file_is_read, setup, teardown),
@@ -183,6 +204,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(mkdirs_makes_parents, setup, teardown),
       cmocka_unit_test_setup_teardown(programs_found_on_path, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(text_read_under_root, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
