@@ -142,6 +142,11 @@ typedef struct {
  * it) or NULL when out of memory. */
 char **dr_env_build(const dr_env_t *e);
 
+/* Where a rank answers the agent's request for its flight recorder
+ * (DDPRUN_FR_DUMP): fr_trace.json beside error_file; "" when error_file
+ * has no directory. */
+void dr_env_fr_dump_path(const char *error_file, char *out, size_t n);
+
 /* Where NCCL's watchdog writes a rank's flight recorder on a collective's
  * timeout: the prefix (the rank's number follows) that the workers get,
  * TORCH_FR_DUMP_TEMP_FILE as set by the user or (with --log-dir) by

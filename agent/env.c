@@ -24,7 +24,8 @@ static const char *const owned[] = {
     "DDPRUN_SECRET_FILE", "DDPRUN_CPUS", "DDPRUN_BOOTSTRAP",
     "DDPRUN_PROGRESS_FILE", "DDPRUN_CLOCK_OFFSET_US",
     "DDPRUN_CLOCK_UNCERTAINTY_US", "DDPRUN_SHM_PREFIX", "DDPRUN_CKPT_DIR",
-    "DDPRUN_CKPT_STEP", "DDPRUN_MIN_NNODES", "DDPRUN_MAX_NNODES", NULL};
+    "DDPRUN_CKPT_STEP", "DDPRUN_MIN_NNODES", "DDPRUN_MAX_NNODES",
+    "DDPRUN_FR_DUMP", NULL};
 
 static int is_owned(const char *kv) {
   const char *eq = strchr(kv, '=');
@@ -62,6 +63,15 @@ static int put(extra_t *x, const char *name, const char *fmt, ...) {
   x->vars[x->n++] = dst;
   x->used += (size_t)(k + m) + 1;
   return 1;
+}
+
+void dr_env_fr_dump_path(const char *error_file, char *out, size_t n) {
+  const char *slash = strrchr(error_file, '/');
+  if (slash == NULL)
+    snprintf(out, n, "%s", "");
+  else
+    snprintf(out, n, "%.*s/fr_trace.json", (int)(slash - error_file),
+             error_file);
 }
 
 void dr_env_nccl_dump_prefix(const dr_agent_opts_t *o, const char *error_file,
@@ -120,11 +130,11 @@ char **dr_env_build(const dr_env_t *e) {
   if (getenv("TORCH_FR_BUFFER_SIZE") == NULL &&
       getenv("TORCH_NCCL_TRACE_BUFFER_SIZE") == NULL)
     put(x, "TORCH_FR_BUFFER_SIZE", "2000");
-  const char *slash = e->error_file != NULL ? strrchr(e->error_file, '/')
-                                            : NULL;
-  if (slash != NULL) {
-    int dir_len = (int)(slash - e->error_file);
-    put(x, "DDPRUN_FR_DUMP", "%.*s/fr_trace.json", dir_len, e->error_file);
+  char fr_dump[1100] = "";
+  if (e->error_file != NULL)
+    dr_env_fr_dump_path(e->error_file, fr_dump, sizeof(fr_dump));
+  if (fr_dump[0] != '\0') {
+    put(x, "DDPRUN_FR_DUMP", "%s", fr_dump);
     if (e->o->log_dir != NULL && getenv("TORCH_FR_DUMP_TEMP_FILE") == NULL &&
         getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") == NULL) {
       char prefix[1100];

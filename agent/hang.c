@@ -133,15 +133,13 @@ static void collect_done(uv_work_t *req, int status) {
  * pyboot.h); else
  * "". */
 static void fr_path_of(const dr_worker_t *w, char *out, size_t n) {
-  char ready[1100];
+  char ready[1200];
   out[0] = '\0';
-  const char *slash = strrchr(w->error_file, '/');
-  if (!w->alive || slash == NULL)
+  if (!w->alive)
     return;
-  snprintf(out, n, "%.*s/fr_trace.json", (int)(slash - w->error_file),
-           w->error_file);
+  dr_env_fr_dump_path(w->error_file, out, n);
   snprintf(ready, sizeof(ready), "%s.ready", out);
-  if (access(ready, F_OK) != 0)
+  if (out[0] == '\0' || access(ready, F_OK) != 0)
     out[0] = '\0';
 }
 

@@ -30,6 +30,11 @@ stage = sys.argv[1] if len(sys.argv) > 1 else "main"
 print("PY %s pid=%d serving=%s" % (stage, os.getpid(), serving), flush=True)
 print("PY %s path=%s" % (stage, os.environ.get("PYTHONPATH", "<unset>")),
       flush=True)
+with open("/proc/self/environ", "rb") as f:
+    env = f.read().split(b"\0")
+print("PY %s fr-dump-entries=%d" % (
+    stage, sum(1 for e in env if e.startswith(b"DDPRUN_FR_DUMP="))),
+    flush=True)
 if stage == "exec":
     os.execv(sys.executable, [sys.executable, sys.argv[0], "after-exec"])
 if serving is None:
@@ -64,12 +69,15 @@ expect() { # label out pattern count
   [ "$n" = "$4" ] || { cat "$2"; fail "$1: $4 lines match '$3', not $n"; }
 }
 
-# The user's sitecustomize and PYTHONPATH, the answering process.
-PYTHONPATH=$tmp/user:/opt/x run user "$tmp/out1" \
+# The user's sitecustomize and PYTHONPATH, the answering process; a
+# DDPRUN_FR_DUMP in ddprun's environment (a ddprun run by a worker of
+# another) is replaced, not passed on beside the rank's own.
+DDPRUN_FR_DUMP=/nonexistent/fr PYTHONPATH=$tmp/user:/opt/x run user "$tmp/out1" \
   "$ddprun" --standalone --nproc-per-node 2 "$tmp/prog.py"
 expect user "$tmp/out1" '^\[rank[01]\]:USER sitecustomize$' 2
 expect user "$tmp/out1" "^\[rank[01]\]:PY main path=/[^:]*/pyboot:$tmp/user:/opt/x$" 2
 expect user "$tmp/out1" '^\[rank[01]\]:PY main pid=[0-9]+ serving=True$' 2
+expect user "$tmp/out1" '^\[rank[01]\]:PY main fr-dump-entries=1$' 2
 expect user "$tmp/out1" '^\[rank[01]\]:PY main child-serving=USER sitecustomize,False$' 2
 for r in 0 1; do
   pid=$(sed -n "s/^\[rank$r\]:PY main pid=\([0-9]*\) .*/\1/p" "$tmp/out1")
