@@ -2,32 +2,19 @@
 #include "pyboot.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "embedded.h"
 #include "fs.h"
 
 static int write_file(const char *dir, const dr_embedded_t *f) {
-  char path[1100], tmp[1120];
+  char path[1100];
   if (snprintf(path, sizeof(path), "%s/%s", dir, f->name) >= (int)sizeof(path))
     return -ENAMETOOLONG;
-  snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
-  int rc = dr_write_all(fd, f->data, f->size);
-  if (close(fd) != 0 && rc == 0)
-    rc = -errno;
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = -errno;
-  if (rc != 0)
-    unlink(tmp);
-  return rc;
+  return dr_write_file(path, f->data, f->size);
 }
 
 int dr_pyboot_write(const char *root, char *dir, size_t n) {

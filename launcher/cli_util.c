@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "errors.h"
+#include "fs.h"
 
 int dr_parse_uint(const char *s, size_t len, uint64_t max, uint64_t *out) {
   if (s == NULL || len == 0)
@@ -93,27 +94,9 @@ int dr_parse_seconds_ms(const char *s, uint32_t min_ms, uint32_t *out_ms) {
 }
 
 int dr_write_port_file(const char *path, uint16_t port) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
-      (int)sizeof(tmp))
-    return -ENAMETOOLONG;
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return -errno;
   char text[16];
   int n = snprintf(text, sizeof(text), "%u\n", port);
-  ssize_t w;
-  do
-    w = write(fd, text, (size_t)n);
-  while (w < 0 && errno == EINTR);
-  int rc = w == n ? 0 : (w < 0 ? -errno : -EIO);
-  if (close(fd) != 0 && rc == 0)
-    rc = -errno;
-  if (rc == 0 && rename(tmp, path) != 0)
-    rc = -errno;
-  if (rc != 0)
-    unlink(tmp);
-  return rc;
+  return dr_write_file(path, text, (size_t)n);
 }
 
 int dr_usage_error(const char *prog, const char *fmt, ...) {

@@ -137,3 +137,21 @@ int dr_read_text(const char *root, const char *path, char *buf, size_t cap) {
   buf[len] = '\0';
   return (int)len;
 }
+
+int dr_write_file(const char *path, const void *data, size_t n) {
+  char tmp[4200];
+  if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >=
+      (int)sizeof(tmp))
+    return -ENAMETOOLONG;
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -errno;
+  int rc = dr_write_all(fd, data, n);
+  if (close(fd) != 0 && rc == 0)
+    rc = -errno;
+  if (rc == 0 && rename(tmp, path) != 0)
+    rc = -errno;
+  if (rc != 0)
+    unlink(tmp);
+  return rc;
+}

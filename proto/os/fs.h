@@ -21,6 +21,11 @@ int dr_open_regular(const char *path);
  * -errno of the write() that failed. */
 int dr_write_all(int fd, const void *buf, size_t n);
 
+/* Replaces path with the n bytes of data, whole or not at all: written
+ * to path.tmp.PID (mode 0644), then renamed over path; the temporary is
+ * removed when a step fails. 0 or -errno of the step that failed. */
+int dr_write_file(const char *path, const void *data, size_t n);
+
 /* A small text file (of /proc or /sys) whole, at root followed by path
  * (root "" for the real ones; a test's stand-in tree else): at most cap - 1
  * bytes into buf, without its trailing blanks and newlines, and

@@ -194,6 +194,25 @@ static void text_read_under_root(void **state) {
   assert_int_equal(dr_read_text(fx->dir, "", buf, sizeof(buf)), -EISDIR);
 }
 
+/* A file replaced whole; a failure leaves no temporary. */
+static void file_written_whole(void **state) {
+  fx_t *fx = *state;
+  char buf[32];
+  assert_int_equal(dr_write_file(at(fx, "w"), "one\n", 4), 0);
+  assert_int_equal(dr_read_text(fx->dir, "/w", buf, sizeof(buf)), 3);
+  assert_string_equal(buf, "one");
+  assert_int_equal(dr_write_file(at(fx, "w"), "second", 6), 0);
+  assert_int_equal(dr_read_text(fx->dir, "/w", buf, sizeof(buf)), 6);
+  assert_string_equal(buf, "second");
+  assert_int_equal(dr_write_file(at(fx, "none/w"), "x", 1), -ENOENT);
+  /* A directory in the way: the rename fails, the temporary goes. */
+  assert_int_equal(dr_mkdirs(at(fx, "d/sub")), 0);
+  assert_true(dr_write_file(at(fx, "d"), "x", 1) < 0);
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof(tmp), "%s/d.tmp.%ld", fx->dir, (long)getpid());
+  assert_int_equal(access(tmp, F_OK), -1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(regular_file_is_read, setup, teardown),
@@ -205,6 +224,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(programs_found_on_path, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(text_read_under_root, setup, teardown),
+      cmocka_unit_test_setup_teardown(file_written_whole, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

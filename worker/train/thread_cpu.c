@@ -13,31 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fs.h"
+
 pid_t dr_thread_cpu_tid(void) { return (pid_t)syscall(SYS_gettid); }
 
-/* The whole of a small /proc file into buf, NUL-terminated. 0 or
- * -errno. */
+/* A small /proc file whole into buf, NUL-terminated: 0 or -errno. */
 static int slurp(const char *path, char *buf, size_t cap) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return -errno;
-  size_t n = 0;
-  while (n + 1 < cap) {
-    ssize_t k = read(fd, buf + n, cap - 1 - n);
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k < 0) {
-      int e = -errno;
-      close(fd);
-      return e;
-    }
-    if (k == 0)
-      break;
-    n += (size_t)k;
-  }
-  close(fd);
-  buf[n] = '\0';
-  return 0;
+  int n = dr_read_text("", path, buf, cap);
+  return n < 0 ? n : 0;
 }
 
 /* A decimal at *p, skipping leading blanks; advances *p. */
