@@ -1,11 +1,13 @@
 /* rdzv_scale: how long one ddprun-rdzv takes to assemble a round of N agents.
  *
  *   rdzv_scale --agents N [--nproc-per-node 8] [--procs P] [--server PATH]
- *              [--timeout S] [--window W]
+ *              [--timeout S] [--window W] [--env-bytes 2048]
  *
  * The parent starts the server and forks P simulator processes. Each opens
  * its share of the N agent connections (real TCP, non-blocking, epoll),
- * speaks the real protocol (HELLO, WELCOME, JOIN, ASSIGN) and reports to the
+ * speaks the real protocol (HELLO, WELCOME, JOIN, ASSIGN; each JOIN with an
+ * environment summary of --env-bytes, as an agent's of 8 GPUs is about)
+ * and reports to the
  * parent through a pipe: its first connect() and last ASSIGN times
  * (CLOCK_MONOTONIC, shared by all processes), its counters, and the node
  * rank each of its agents was given. The parent checks that the node ranks
@@ -22,6 +24,7 @@
 #include "rdzv_sim.h"
 
 #include "errors.h"
+#include "wire.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -62,12 +65,13 @@ typedef struct {
 static const char USAGE[] =
     "usage: rdzv_scale --agents N [--nproc-per-node 8] [--procs P] "
     "[--server PATH]\n"
-    "                  [--timeout S] [--window W]\n";
+    "                  [--timeout S] [--window W] [--env-bytes 2048]\n";
 
 /* bench_cli_parse's results. */
 static int parse_args(int argc, char **argv, opts_t *o) {
   memset(o, 0, sizeof(*o));
   o->sim.nproc = 8;
+  o->sim.env_bytes = 2048;
   o->timeout_s = 60;
   const bench_opt_t opts[] = {
       {"agents", BENCH_OPT_U32, &o->sim.n_agents, .max = UINT32_MAX},
@@ -75,8 +79,10 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       {"procs", BENCH_OPT_U32, &o->procs, .max = UINT32_MAX},
       {"server", BENCH_OPT_PATH, o->server, .program = "ddprun-rdzv"},
       {"timeout", BENCH_OPT_SECONDS, &o->timeout_s, .max = INFINITY},
-      {"window", BENCH_OPT_U32, &o->sim.window, .max = UINT32_MAX}};
-  int rc = bench_cli_parse("rdzv_scale", argc, argv, opts, 6);
+      {"window", BENCH_OPT_U32, &o->sim.window, .max = UINT32_MAX},
+      {"env-bytes", BENCH_OPT_U32, &o->sim.env_bytes,
+       .max = DR_ENV_SUMMARY_MAX}};
+  int rc = bench_cli_parse("rdzv_scale", argc, argv, opts, 7);
   if (rc != 0)
     return rc;
   rdzv_sim_opts_t *sim = &o->sim;

@@ -15,6 +15,9 @@ typedef struct {
   uint32_t n_agents; /* in the round, over all simulators */
   uint32_t nproc;    /* workers per agent */
   uint32_t window;   /* connections started, not yet welcomed, at most */
+  uint32_t env_bytes; /* of each JOIN's environment summary, as an agent
+                         sends (ddprun status --env), at most
+                         DR_ENV_SUMMARY_MAX */
 } rdzv_sim_opts_t;
 
 enum {
