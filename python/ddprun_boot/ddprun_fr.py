@@ -100,6 +100,13 @@ def _owner(ready):
         return 0
 
 
+def _create(ready, me):
+    """ready made in place, holding me; FileExistsError when it is there."""
+    fd = os.open(ready, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write("%d\n" % me)
+
+
 def _claim(ready):
     """True when this process is to answer: it made ready, holding its
     pid, or took it over from a dead owner or from itself (an exec keeps
@@ -117,15 +124,22 @@ def _claim(ready):
                 os.link(tmp, ready)  # whole, or not at all
                 return True
             except FileExistsError:
-                owner = _owner(ready)
-                if owner != me and owner > 0 and _alive(owner):
-                    return False
+                pass
+            except OSError:  # no hard links here: made in place instead
                 try:
-                    os.unlink(ready)
-                except OSError:
+                    _create(ready, me)
+                    return True
+                except FileExistsError:
                     pass
-            except OSError:
+                except OSError:
+                    return False
+            owner = _owner(ready)
+            if owner != me and owner > 0 and _alive(owner):
                 return False
+            try:
+                os.unlink(ready)
+            except OSError:
+                pass
         return False
     finally:
         try:
