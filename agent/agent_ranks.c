@@ -164,7 +164,14 @@ static void sample(dr_agent_t *ag, uint64_t now, dr_nvml_use_t *gpu) {
     }
   }
   /* The count before the scan: a group found alive below was alive after
-   * this count was read, so that a kill after it raises the count. */
+   * this count was read, so that a kill after it raises the count. But
+   * the count rises as the OOM killer strikes, before its victim is gone:
+   * a group still alive now may hold the victim of a kill counted since
+   * the last sample. So a live group's base moves only to the count read
+   * before this one (before: the last sample's, a second or more old, or
+   * the one read as the workers started). */
+  uint64_t before = ag->oom_kills;
+  int had_before = ag->oom_ns != 0;
   uint64_t kills;
   int have_kills = oom_count(&kills) == 0;
   if (have_kills) {
@@ -192,14 +199,17 @@ static void sample(dr_agent_t *ag, uint64_t now, dr_nvml_use_t *gpu) {
       continue;
     }
     dr_pgstat_use_sample(&w->hl_use, &st[i], now, tck);
-    /* The group alive: its base moves to the count now, unless a member
-     * left while the count rose (a child the OOM killer took, whose
-     * shell may still be passing on its end): that kill stays its. */
-    if (have_kills && st[i].leader_state != '\0') {
+    /* The group alive: its base moves up to the last sample's count,
+     * unless a member left while the count rose (a child the OOM killer
+     * took, whose shell may still be passing on its end): that kill stays
+     * its. */
+    if (have_kills && had_before && st[i].leader_state != '\0') {
       int lost = w->hl_oom_known && st[i].members_id != w->hl_members_id &&
                  kills > w->hl_oom_base;
-      if (!lost)
-        w->hl_oom_base = kills;
+      if (!w->hl_oom_known)
+        w->hl_oom_base = before;
+      else if (!lost && before > w->hl_oom_base)
+        w->hl_oom_base = before;
       w->hl_oom_known = 1;
       w->hl_members_id = st[i].members_id;
     }
