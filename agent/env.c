@@ -80,10 +80,10 @@ void dr_env_nccl_dump_prefix(const dr_agent_opts_t *o, const char *error_file,
   const char *nccl = getenv("TORCH_NCCL_DEBUG_INFO_TEMP_FILE");
   /* <attempt dir>/<rank>/error.json: the attempt's directory, where
    * torchfrtrace reads every rank's dump at once. */
-  const char *slash = strrchr(error_file, '/'), *up = NULL;
-  for (const char *p = error_file; slash != NULL && p < slash; p++)
-    if (*p == '/')
-      up = p;
+  const char *slash = strrchr(error_file, '/');
+  const char *up = slash != NULL
+                       ? memrchr(error_file, '/', (size_t)(slash - error_file))
+                       : NULL;
   if (fr != NULL || nccl != NULL || o->log_dir == NULL || up == NULL)
     snprintf(out, n, "%s", fr != NULL     ? fr
                            : nccl != NULL ? nccl
