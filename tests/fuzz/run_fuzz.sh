@@ -9,7 +9,8 @@
 #   trace   the trace readers of `ddprun diagnose` (dr_dg_read_buf), seeded
 #           with tests/fuzz/trace_seeds/ and guided by trace.dict
 #   both    the two side by side, SECONDS each (one CPU each)
-# SECONDS 0 builds the fuzzers and runs nothing.
+# SECONDS 0 builds the fuzzers and runs nothing. Warnings are errors, as
+# in every build of CI (DDPRUN_WERROR=OFF in the environment turns that off).
 set -eu
 
 secs=${1:-60}
@@ -33,7 +34,8 @@ build=$root/build-fuzz
 jobs=$(nproc 2>/dev/null || echo 2)
 
 CC=clang cmake -S "$root" -B "$build" -DCMAKE_C_COMPILER=clang \
-	-DDDPRUN_FUZZ=ON -DDDPRUN_TESTS=ON -DDDPRUN_SANITIZE= >/dev/null
+	-DDDPRUN_FUZZ=ON -DDDPRUN_TESTS=ON -DDDPRUN_SANITIZE= \
+	-DDDPRUN_WERROR="${DDPRUN_WERROR:-ON}" >/dev/null
 
 case $target in
 decode) cmake --build "$build" --target fuzz_decode gen_corpus -j "$jobs" ;;
